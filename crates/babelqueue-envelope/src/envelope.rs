@@ -1,0 +1,723 @@
+use alloc::borrow::Cow;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::ascii;
+use crate::json::scan::{self, Scanner};
+use crate::json::{JsonKind, Key, Object, RawJson};
+use crate::{Error, SCHEMA_VERSION, SOURCE_LANG};
+
+/// The core `meta` keys, in canonical order.
+pub const CORE_META_KEYS: [&str; 5] = ["id", "queue", "lang", "schema_version", "created_at"];
+
+/// The forbidden `meta` keys (non-canonical legacy fields), in the order encode checks them.
+pub const FORBIDDEN_META_KEYS: [&str; 4] = ["max_retries", "attempts", "source", "ts"];
+
+/// The keys encode refuses to write, as RFC 6901 pointers, in the order they are checked.
+pub const FORBIDDEN_POINTERS: [&str; 6] = [
+    "/timestamp",
+    "/meta/max_retries",
+    "/meta/attempts",
+    "/meta/source",
+    "/meta/ts",
+    "/urn",
+];
+
+#[derive(Clone, PartialEq, Eq)]
+enum Member {
+    Raw(RawJson),
+    /// `meta`, when it is an object (the only nested level the codec edits).
+    Meta(Object),
+}
+
+impl Member {
+    fn write_into(&self, out: &mut String) {
+        match self {
+            Member::Raw(raw) => out.push_str(raw.as_str()),
+            Member::Meta(object) => object.write_into(out),
+        }
+    }
+}
+
+/// A BabelQueue message envelope: `{job, trace_id, data, meta, attempts}`.
+///
+/// Members keep their order and their JSON text; unknown members (top-level and in `meta`)
+/// ride along untouched, so a message from a newer producer survives a retry hop. Build new
+/// envelopes with [`Envelope::builder`]; read bodies with [`Envelope::decode`] (strict) or
+/// [`Envelope::decode_lenient`] (what the runtime uses).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Envelope {
+    members: Vec<(Key, Member)>,
+}
+
+/// What decoding produced: the envelope and the warnings the decode emitted (also logged through
+/// `tracing` on target `babelqueue::codec`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// The normalised envelope (forbidden keys dropped, the `urn` alias folded into `job`).
+    pub envelope: Envelope,
+    /// One entry per warning, in the order they were raised.
+    pub warnings: Vec<DecodeWarning>,
+}
+
+/// A decode warning. The decode never fails for these; it reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeWarning {
+    /// RFC 6901 pointer of the key concerned (`/meta/ts`, `/urn`, `/job` …).
+    pub pointer: &'static str,
+    /// What happened.
+    pub kind: WarningKind,
+}
+
+/// The kinds of [`DecodeWarning`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// A forbidden key (or the `urn` alias next to a valid `job`) was removed and will never be
+    /// re-emitted.
+    DroppedForbiddenKey,
+    /// `job` is not a string, so it cannot be the identity.
+    NonStringJob {
+        /// The JSON type found.
+        found: JsonKind,
+        /// Whether a valid `urn` alias takes over.
+        falls_back_to_urn: bool,
+    },
+}
+
+impl fmt::Display for DecodeWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            WarningKind::DroppedForbiddenKey => write!(
+                f,
+                "dropped forbidden envelope key {} (non-canonical; it is never re-emitted)",
+                self.pointer
+            ),
+            WarningKind::NonStringJob {
+                found,
+                falls_back_to_urn,
+            } => {
+                write!(
+                    f,
+                    "ignored the envelope key {} because it is a {found}, not a string",
+                    self.pointer
+                )?;
+                if falls_back_to_urn {
+                    f.write_str("; falling back to the urn alias")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether a value is a usable identity: a string that is not ASCII-blank.
+pub(crate) fn is_valid_urn(value: Option<&RawJson>) -> bool {
+    value
+        .and_then(RawJson::as_string)
+        .is_some_and(|s| !ascii::is_blank(&s))
+}
+
+impl Envelope {
+    /// Starts building a new envelope for `urn`.
+    pub fn builder(urn: impl Into<String>) -> Builder {
+        Builder::new(urn)
+    }
+
+    /// An envelope with no member (what an unreadable body decodes to leniently).
+    pub fn empty() -> Envelope {
+        Envelope::default()
+    }
+
+    /// Whether the envelope has no member.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Decode
+
+    /// Decodes a body strictly: it must be a UTF-8 JSON object with a valid identity (a
+    /// non-blank string `job`, or failing that a non-blank string `urn` alias).
+    ///
+    /// Forbidden keys are dropped and reported as warnings; the `urn` alias is folded into
+    /// `job`; repeated members resolve last-wins; names are case-sensitive; unknown members are
+    /// kept. Values are never trimmed.
+    pub fn decode(body: &[u8]) -> Result<Decoded, Error> {
+        let decoded = Envelope::decode_checked(body)?;
+        if !is_valid_urn(decoded.envelope.raw("job")) {
+            return Err(Error::NoIdentity);
+        }
+        Ok(decoded)
+    }
+
+    /// Decodes a body without requiring an identity, and without failing: an unreadable body
+    /// (not UTF-8, not JSON, not an object) gives an empty envelope.
+    ///
+    /// The warnings and the normalisation are the same as [`Envelope::decode`]. The runtime uses
+    /// this after the poison check, so it only ever sees readable bodies.
+    pub fn decode_lenient(body: &[u8]) -> Decoded {
+        Envelope::decode_checked(body).unwrap_or(Decoded {
+            envelope: Envelope::empty(),
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Decodes a readable object body (any identity), reporting why an unreadable one is not.
+    pub fn decode_checked(body: &[u8]) -> Result<Decoded, Error> {
+        let mut envelope = Envelope::parse_object(body)?;
+        let mut warnings = Vec::new();
+        envelope.normalise(&mut warnings);
+        for warning in &warnings {
+            tracing::warn!(target: "babelqueue::codec", pointer = warning.pointer, "{warning}");
+        }
+        Ok(Decoded { envelope, warnings })
+    }
+
+    /// Parses an object body as-is: no key dropped, no alias folded, no warning.
+    ///
+    /// For read-only projections of a body that is forwarded unchanged (a transport deriving
+    /// broker properties from it), where reporting a "dropped" key would be false.
+    pub fn parse_object(body: &[u8]) -> Result<Envelope, Error> {
+        let text = core::str::from_utf8(body).map_err(|e| Error::InvalidUtf8 {
+            offset: e.valid_up_to(),
+        })?;
+        let mut s = Scanner::new(text);
+        s.start().map_err(Error::InvalidJson)?;
+        if s.peek() != Some(b'{') {
+            let span = scan::validate(text).map_err(Error::InvalidJson)?;
+            return Err(Error::NotAnObject { found: span.kind });
+        }
+        s.pos += 1;
+        let mut envelope = Envelope::empty();
+        let mut first = true;
+        while let Some(key) = s.next_key(first).map_err(Error::InvalidJson)? {
+            first = false;
+            let key = Key::from_raw(&text[key.start..key.end]);
+            let member = if key.is("meta") && s.peek() == Some(b'{') {
+                s.pos += 1;
+                Member::Meta(Object::read_members(&mut s, 2).map_err(Error::InvalidJson)?)
+            } else {
+                let span = s.value(1, &mut |_| {}).map_err(Error::InvalidJson)?;
+                Member::Raw(RawJson::from_span(text, span))
+            };
+            envelope.insert_member(key, member);
+        }
+        s.finish().map_err(Error::InvalidJson)?;
+        Ok(envelope)
+    }
+
+    /// Drops forbidden keys and folds the `urn` alias into `job`.
+    fn normalise(&mut self, warnings: &mut Vec<DecodeWarning>) {
+        let dropped = |pointer| DecodeWarning {
+            pointer,
+            kind: WarningKind::DroppedForbiddenKey,
+        };
+        if self.remove("timestamp") {
+            warnings.push(dropped("/timestamp"));
+        }
+        if let Some(meta) = self.meta_mut() {
+            for (key, pointer) in FORBIDDEN_META_KEYS.iter().zip(&FORBIDDEN_POINTERS[1..5]) {
+                if meta.remove(key).is_some() {
+                    warnings.push(dropped(pointer));
+                }
+            }
+        }
+        let alias_valid = is_valid_urn(self.raw("urn"));
+        if let Some(job) = self.raw("job")
+            && job.kind() != JsonKind::String
+        {
+            warnings.push(DecodeWarning {
+                pointer: "/job",
+                kind: WarningKind::NonStringJob {
+                    found: job.kind(),
+                    falls_back_to_urn: alias_valid,
+                },
+            });
+        }
+        if let Some(alias) = self.take_raw("urn") {
+            if is_valid_urn(self.raw("job")) {
+                warnings.push(dropped("/urn"));
+            } else if alias_valid {
+                self.set("job", alias);
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Encode
+
+    /// The first key encode would refuse, as an RFC 6901 pointer.
+    pub fn forbidden_key(&self) -> Option<&'static str> {
+        if self.contains("timestamp") {
+            return Some("/timestamp");
+        }
+        if let Some(meta) = self.meta() {
+            for (key, pointer) in FORBIDDEN_META_KEYS.iter().zip(&FORBIDDEN_POINTERS[1..5]) {
+                if meta.contains_key(key) {
+                    return Some(pointer);
+                }
+            }
+        }
+        self.contains("urn").then_some("/urn")
+    }
+
+    /// Encodes compact UTF-8 JSON (no spaces, non-ASCII raw, `/` unescaped, no newline).
+    ///
+    /// Refuses an envelope that carries a forbidden key or the `urn` alias, naming the first
+    /// one found; nothing else is validated. An envelope that came out of a decode always
+    /// encodes.
+    pub fn encode(&self) -> Result<String, Error> {
+        let mut out = String::with_capacity(self.encoded_len_hint());
+        self.encode_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Envelope::encode`], appending to `out` (which is left unchanged on error).
+    pub fn encode_into(&self, out: &mut String) -> Result<(), Error> {
+        if let Some(pointer) = self.forbidden_key() {
+            return Err(Error::ForbiddenKey {
+                pointer: String::from(pointer),
+            });
+        }
+        self.write_into(out);
+        Ok(())
+    }
+
+    pub(crate) fn write_into(&self, out: &mut String) {
+        out.push('{');
+        for (i, (key, value)) in self.members.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('"');
+            out.push_str(key.raw());
+            out.push_str("\":");
+            value.write_into(out);
+        }
+        out.push('}');
+    }
+
+    fn encoded_len_hint(&self) -> usize {
+        self.members
+            .iter()
+            .map(|(k, v)| {
+                k.raw().len()
+                    + 4
+                    + match v {
+                        Member::Raw(r) => r.as_str().len(),
+                        Member::Meta(m) => m
+                            .iter()
+                            .map(|(k, v)| k.raw().len() + v.as_str().len() + 4)
+                            .sum(),
+                    }
+            })
+            .sum::<usize>()
+            + 2
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Members
+
+    fn position(&self, name: &str) -> Option<usize> {
+        self.members.iter().position(|(k, _)| k.is(name))
+    }
+
+    fn insert_member(&mut self, key: Key, member: Member) {
+        let name = key.name();
+        if let Some(i) = self.position(&name) {
+            self.members[i].1 = member;
+            return;
+        }
+        drop(name);
+        self.members.push((key, member));
+    }
+
+    /// Whether a top-level member `name` exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.position(name).is_some()
+    }
+
+    /// The raw value of a top-level member, except an object `meta` (see [`Envelope::meta`]).
+    fn raw(&self, name: &str) -> Option<&RawJson> {
+        match self.members.iter().find(|(k, _)| k.is(name))?.1 {
+            Member::Raw(ref raw) => Some(raw),
+            Member::Meta(_) => None,
+        }
+    }
+
+    fn take_raw(&mut self, name: &str) -> Option<RawJson> {
+        let i = self.position(name)?;
+        match self.members.remove(i).1 {
+            Member::Raw(raw) => Some(raw),
+            Member::Meta(object) => Some(object.to_raw()),
+        }
+    }
+
+    /// The value of top-level member `name`.
+    pub fn get(&self, name: &str) -> Option<Cow<'_, RawJson>> {
+        match &self.members.iter().find(|(k, _)| k.is(name))?.1 {
+            Member::Raw(raw) => Some(Cow::Borrowed(raw)),
+            Member::Meta(object) => Some(Cow::Owned(object.to_raw())),
+        }
+    }
+
+    /// Sets top-level member `name` (in place when present, else appended).
+    ///
+    /// This is the low-level access the codec's own rules do not police: encode still refuses a
+    /// forbidden key set this way.
+    pub fn set(&mut self, name: &str, value: RawJson) {
+        let member = if name == "meta" && value.kind() == JsonKind::Object {
+            // Parsing a minified object we produced cannot fail.
+            Object::parse(value.as_str()).map_or(Member::Raw(value), Member::Meta)
+        } else {
+            Member::Raw(value)
+        };
+        self.insert_member(Key::new(name), member);
+    }
+
+    /// Removes top-level member `name`; returns whether it was present.
+    pub fn remove(&mut self, name: &str) -> bool {
+        match self.position(name) {
+            Some(i) => {
+                self.members.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The top-level member names, in order.
+    pub fn keys(&self) -> impl Iterator<Item = Cow<'_, str>> {
+        self.members.iter().map(|(k, _)| k.name())
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // The contract's fields
+
+    /// The URN: `job` when it is a valid identity, else the `urn` alias when valid, else `""`.
+    /// Returned as written (never trimmed).
+    pub fn urn(&self) -> Cow<'_, str> {
+        for name in ["job", "urn"] {
+            if let Some(value) = self.raw(name).and_then(RawJson::as_string)
+                && !ascii::is_blank(&value)
+            {
+                return value;
+            }
+        }
+        Cow::Borrowed("")
+    }
+
+    /// The raw `job` member, whatever its type.
+    pub fn job(&self) -> Option<&RawJson> {
+        self.raw("job")
+    }
+
+    /// `trace_id`, when it is a string.
+    pub fn trace_id(&self) -> Option<Cow<'_, str>> {
+        self.raw("trace_id").and_then(RawJson::as_string)
+    }
+
+    /// The raw `data` member.
+    pub fn data(&self) -> Option<&RawJson> {
+        self.raw("data")
+    }
+
+    /// Deserializes `data` into `T`. A missing or `null` `data` reads as `{}`.
+    pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        let text = match self.data() {
+            Some(raw) if !raw.is_null() => raw.as_str(),
+            _ => "{}",
+        };
+        serde_json::from_str(text)
+            .map_err(|e| Error::Deserialize(alloc::string::ToString::to_string(&e)))
+    }
+
+    /// `meta`, when it is an object.
+    pub fn meta(&self) -> Option<&Object> {
+        self.members.iter().find_map(|(k, v)| match v {
+            Member::Meta(object) if k.is("meta") => Some(object),
+            _ => None,
+        })
+    }
+
+    /// `meta`, mutably, when it is an object.
+    pub fn meta_mut(&mut self) -> Option<&mut Object> {
+        self.members.iter_mut().find_map(|(k, v)| match v {
+            Member::Meta(object) if k.is("meta") => Some(object),
+            _ => None,
+        })
+    }
+
+    fn meta_string(&self, key: &str) -> Option<Cow<'_, str>> {
+        self.meta()?.get(key)?.as_string()
+    }
+
+    /// `meta.id`, the message id (the idempotency key), when it is a string.
+    pub fn message_id(&self) -> Option<Cow<'_, str>> {
+        self.meta_string("id")
+    }
+
+    /// `meta.queue`, the queue the producer addressed, when it is a string.
+    pub fn queue(&self) -> Option<Cow<'_, str>> {
+        self.meta_string("queue")
+    }
+
+    /// `meta.lang`, the producing SDK, when it is a string.
+    pub fn lang(&self) -> Option<Cow<'_, str>> {
+        self.meta_string("lang")
+    }
+
+    /// `meta.schema_version`, when it is an integer.
+    pub fn schema_version(&self) -> Option<i64> {
+        self.meta()?.get("schema_version")?.as_i64()
+    }
+
+    /// `meta.created_at` (epoch milliseconds), when it is an integer.
+    pub fn created_at(&self) -> Option<i64> {
+        self.meta()?.get("created_at")?.as_i64()
+    }
+
+    /// `attempts` as an integer: 0 when it is missing, `null`, or not a 64-bit integer.
+    pub fn attempts(&self) -> i64 {
+        self.raw("attempts").and_then(RawJson::as_i64).unwrap_or(0)
+    }
+
+    /// Sets `attempts`.
+    pub fn set_attempts(&mut self, attempts: i64) {
+        self.set("attempts", RawJson::integer(attempts));
+    }
+
+    /// The raw `dead_letter` block, on dead-letter copies.
+    pub fn dead_letter(&self) -> Option<&RawJson> {
+        self.raw("dead_letter")
+    }
+
+    /// Whether a consumer should accept this envelope: a URN resolves; `meta` is an object whose
+    /// `schema_version` is the integer 1; `data` is an object; `attempts` is an integer;
+    /// `trace_id` is a string that is not ASCII-blank.
+    ///
+    /// A library check: the runtime dispatches well-typed bodies without calling it (schema
+    /// versions are gated by transport headers), as every BabelQueue SDK does.
+    pub fn accepts(&self) -> bool {
+        if self.urn().is_empty() {
+            return false;
+        }
+        if self.schema_version() != Some(SCHEMA_VERSION) {
+            return false;
+        }
+        if self.data().map(RawJson::kind) != Some(JsonKind::Object) {
+            return false;
+        }
+        if !self.raw("attempts").is_some_and(RawJson::is_integer) {
+            return false;
+        }
+        self.trace_id().is_some_and(|t| !ascii::is_blank(&t))
+    }
+}
+
+impl fmt::Debug for Envelope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = String::new();
+        self.write_into(&mut text);
+        write!(f, "Envelope({text})")
+    }
+}
+
+// --------------------------------------------------------------------------------------------
+// Builder
+
+/// Builds a new envelope: `Envelope::builder(urn)…build()`.
+///
+/// The URN and `trace_id` are trimmed of the six ASCII whitespace characters (never Unicode
+/// spaces); a blank URN is refused; a missing or blank `trace_id` is minted; `meta.id` is a
+/// fresh UUIDv4; `created_at` is now in milliseconds; `meta.lang` is `"rust"`.
+///
+/// ```
+/// use babelqueue_envelope::Envelope;
+///
+/// let envelope = Envelope::builder(" urn:babel:orders:created ")
+///     .queue("orders")
+///     .data(&serde_json::json!({"order_id": 1042}))
+///     .meta("ext", &serde_json::json!({"acme": {"tier": "gold"}}))
+///     .build()?;
+/// assert_eq!(envelope.urn(), "urn:babel:orders:created");
+/// assert_eq!(envelope.data().unwrap().as_str(), r#"{"order_id":1042}"#);
+/// # Ok::<(), babelqueue_envelope::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Builder {
+    urn: String,
+    trace_id: Option<String>,
+    queue: String,
+    data: Result<RawJson, Error>,
+    meta: Vec<(String, Result<RawJson, Error>)>,
+    id: Option<String>,
+    created_at: Option<i64>,
+}
+
+impl Builder {
+    /// A builder for `urn`, queue `"default"`, empty `data`.
+    pub fn new(urn: impl Into<String>) -> Builder {
+        Builder {
+            urn: urn.into(),
+            trace_id: None,
+            queue: String::from("default"),
+            data: Ok(RawJson::empty_object()),
+            meta: Vec::new(),
+            id: None,
+            created_at: None,
+        }
+    }
+
+    /// A builder from a typed [`Message`](crate::Message): its URN, its serialized payload and,
+    /// when it has one, its trace id.
+    pub fn from_message<M: crate::Message + ?Sized>(message: &M) -> Builder {
+        let mut builder = Builder::new(M::URN).data(message);
+        if let Some(trace_id) = message.trace_id() {
+            builder = builder.trace_id(trace_id);
+        }
+        builder
+    }
+
+    /// The queue written to `meta.queue` (default `"default"`).
+    pub fn queue(mut self, queue: impl Into<String>) -> Builder {
+        self.queue = queue.into();
+        self
+    }
+
+    /// Continues an existing trace. A blank value (after ASCII trimming) mints a new one.
+    pub fn trace_id(mut self, trace_id: impl Into<String>) -> Builder {
+        self.trace_id = Some(trace_id.into());
+        self
+    }
+
+    /// Sets `data` from any serializable value; it must serialize to a JSON object.
+    pub fn data<T: serde::Serialize + ?Sized>(mut self, data: &T) -> Builder {
+        self.data = RawJson::from_serialize(data);
+        self
+    }
+
+    /// Sets `data` from raw JSON; it must be an object.
+    pub fn data_raw(mut self, data: RawJson) -> Builder {
+        self.data = Ok(data);
+        self
+    }
+
+    /// Adds one producer `meta` extension entry (e.g. `ext` with a vendor block).
+    ///
+    /// Core keys, forbidden keys and a key given twice make [`Builder::build`] fail with the
+    /// key's pointer.
+    pub fn meta<T: serde::Serialize + ?Sized>(
+        mut self,
+        key: impl Into<String>,
+        value: &T,
+    ) -> Builder {
+        self.meta.push((key.into(), RawJson::from_serialize(value)));
+        self
+    }
+
+    /// Adds one producer `meta` extension entry from raw JSON.
+    pub fn meta_raw(mut self, key: impl Into<String>, value: RawJson) -> Builder {
+        self.meta.push((key.into(), Ok(value)));
+        self
+    }
+
+    /// Uses this `meta.id` instead of minting one.
+    pub fn message_id(mut self, id: impl Into<String>) -> Builder {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Uses this `meta.created_at` (epoch milliseconds) instead of the clock.
+    pub fn created_at(mut self, millis: i64) -> Builder {
+        self.created_at = Some(millis);
+        self
+    }
+
+    /// Builds the envelope, minting ids with UUIDv4 and reading the system clock.
+    #[cfg(feature = "std")]
+    pub fn build(self) -> Result<Envelope, Error> {
+        self.build_with(
+            &mut || *uuid::Uuid::new_v4().as_bytes(),
+            crate::now_millis(),
+        )
+    }
+
+    /// Builds the envelope with a caller-supplied source of 16 random bytes (for UUIDv4 ids)
+    /// and clock reading, for `no_std` targets and deterministic tests.
+    pub fn build_with(
+        self,
+        random: &mut dyn FnMut() -> [u8; 16],
+        now_millis: i64,
+    ) -> Result<Envelope, Error> {
+        let urn = ascii::trim(&self.urn);
+        if urn.is_empty() {
+            return Err(Error::BlankUrn);
+        }
+        let data = self.data?;
+        if data.kind() != JsonKind::Object {
+            return Err(Error::DataNotObject { found: data.kind() });
+        }
+        let mut extensions: Vec<(String, RawJson)> = Vec::with_capacity(self.meta.len());
+        for (key, value) in self.meta {
+            let pointer = || alloc::format!("/meta/{}", escape_pointer_token(&key));
+            if CORE_META_KEYS.contains(&key.as_str()) || FORBIDDEN_META_KEYS.contains(&key.as_str())
+            {
+                return Err(Error::ReservedMetaKey { pointer: pointer() });
+            }
+            if extensions.iter().any(|(k, _)| *k == key) {
+                return Err(Error::DuplicateMetaKey { pointer: pointer() });
+            }
+            extensions.push((key, value?));
+        }
+        let trace_id = match self.trace_id.as_deref().map(ascii::trim) {
+            Some(t) if !t.is_empty() => String::from(t),
+            _ => uuid_v4(random()),
+        };
+        let id = match self.id {
+            Some(id) => id,
+            None => uuid_v4(random()),
+        };
+        let mut meta = Object::new();
+        meta.insert("id", RawJson::string(&id));
+        meta.insert("queue", RawJson::string(&self.queue));
+        meta.insert("lang", RawJson::string(SOURCE_LANG));
+        meta.insert("schema_version", RawJson::integer(SCHEMA_VERSION));
+        meta.insert(
+            "created_at",
+            RawJson::integer(self.created_at.unwrap_or(now_millis)),
+        );
+        for (key, value) in extensions {
+            meta.insert(&key, value);
+        }
+        let mut envelope = Envelope::empty();
+        envelope.insert_member(Key::new("job"), Member::Raw(RawJson::string(urn)));
+        envelope.insert_member(
+            Key::new("trace_id"),
+            Member::Raw(RawJson::string(&trace_id)),
+        );
+        envelope.insert_member(Key::new("data"), Member::Raw(data));
+        envelope.insert_member(Key::new("meta"), Member::Meta(meta));
+        envelope.insert_member(Key::new("attempts"), Member::Raw(RawJson::integer(0)));
+        Ok(envelope)
+    }
+}
+
+/// RFC 6901 token escaping: `~` → `~0`, `/` → `~1`.
+pub(crate) fn escape_pointer_token(token: &str) -> Cow<'_, str> {
+    if token.contains(['~', '/']) {
+        Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(token)
+    }
+}
+
+/// A lowercase hyphenated UUIDv4 from 16 random bytes.
+pub(crate) fn uuid_v4(bytes: [u8; 16]) -> String {
+    let id = uuid::Builder::from_random_bytes(bytes).into_uuid();
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    String::from(id.hyphenated().encode_lower(&mut buf) as &str)
+}

@@ -1,0 +1,236 @@
+use alloc::borrow::Cow;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::raw::{JsonKind, RawJson};
+use super::scan::{self, Scanner};
+use super::write;
+
+/// An object member name, kept as its escaped JSON text so it re-emits byte for byte.
+///
+/// Names compare by their decoded value (`"job"` and `"\u006aob"` are the same member) and are
+/// case-sensitive (`"JOB"` is not `"job"`).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    raw: String,
+}
+
+impl Key {
+    /// A key for `name` (escaped the way the codec writes strings).
+    pub fn new(name: &str) -> Key {
+        let mut raw = String::with_capacity(name.len());
+        write::push_escaped(&mut raw, name);
+        Key { raw }
+    }
+
+    pub(crate) fn from_raw(raw: &str) -> Key {
+        Key {
+            raw: String::from(raw),
+        }
+    }
+
+    /// The decoded member name.
+    pub fn name(&self) -> Cow<'_, str> {
+        scan::unescape(&self.raw)
+    }
+
+    /// The escaped text between the quotes, as written on the wire.
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// Whether this key names `name` (case-sensitive, after unescaping).
+    pub fn is(&self, name: &str) -> bool {
+        if self.raw.as_bytes().contains(&b'\\') {
+            self.name() == name
+        } else {
+            self.raw == name
+        }
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\"", self.raw)
+    }
+}
+
+/// A JSON object as an ordered list of members, values kept as [`RawJson`].
+///
+/// Inserting a name that is already present replaces its value in place (the *last* value of a
+/// repeated member wins, at the position of the first), which is how every BabelQueue SDK
+/// resolves duplicate keys.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Object {
+    entries: Vec<(Key, RawJson)>,
+}
+
+impl Object {
+    /// An empty object.
+    pub fn new() -> Object {
+        Object {
+            entries: Vec::new(),
+        }
+    }
+
+    /// Parses a JSON object text; repeated names resolve last-wins.
+    pub fn parse(text: &str) -> Result<Object, crate::Error> {
+        let mut s = Scanner::new(text);
+        s.start().map_err(crate::Error::InvalidJson)?;
+        if s.peek() != Some(b'{') {
+            let kind = scan::validate(text)
+                .map_err(crate::Error::InvalidJson)?
+                .kind;
+            return Err(crate::Error::NotAnObject { found: kind });
+        }
+        s.pos += 1;
+        let object = Object::read_members(&mut s, 1).map_err(crate::Error::InvalidJson)?;
+        s.finish().map_err(crate::Error::InvalidJson)?;
+        Ok(object)
+    }
+
+    /// Reads the members of an object whose `{` was consumed, at nesting level `depth`.
+    pub(crate) fn read_members(
+        s: &mut Scanner<'_>,
+        depth: usize,
+    ) -> Result<Object, scan::SyntaxError> {
+        let mut object = Object::new();
+        let text = s.text();
+        let mut first = true;
+        while let Some(key) = s.next_key(first)? {
+            first = false;
+            let span = s.value(depth, &mut |_| {})?;
+            let key = Key::from_raw(&text[key.start..key.end]);
+            object.insert_key(key, RawJson::from_span(text, span));
+        }
+        Ok(object)
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the object has no member.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The value of member `name`.
+    pub fn get(&self, name: &str) -> Option<&RawJson> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k.is(name))
+            .map(|(_, v)| v)
+    }
+
+    /// Whether member `name` is present.
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.entries.iter().any(|(k, _)| k.is(name))
+    }
+
+    /// Sets member `name`: replaces its value in place when present, else appends it.
+    /// Returns the previous value.
+    pub fn insert(&mut self, name: &str, value: RawJson) -> Option<RawJson> {
+        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| k.is(name)) {
+            return Some(core::mem::replace(&mut slot.1, value));
+        }
+        self.entries.push((Key::new(name), value));
+        None
+    }
+
+    pub(crate) fn insert_key(&mut self, key: Key, value: RawJson) {
+        let name = key.name();
+        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| k.is(&name)) {
+            slot.1 = value;
+            return;
+        }
+        drop(name);
+        self.entries.push((key, value));
+    }
+
+    /// Removes member `name`, returning its value.
+    pub fn remove(&mut self, name: &str) -> Option<RawJson> {
+        let index = self.entries.iter().position(|(k, _)| k.is(name))?;
+        Some(self.entries.remove(index).1)
+    }
+
+    /// The members in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &RawJson)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    /// Appends the compact JSON text of the object to `out`.
+    pub fn write_into(&self, out: &mut String) {
+        out.push('{');
+        for (i, (key, value)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('"');
+            out.push_str(key.raw());
+            out.push_str("\":");
+            out.push_str(value.as_str());
+        }
+        out.push('}');
+    }
+
+    /// The object as a [`RawJson`] value.
+    pub fn to_raw(&self) -> RawJson {
+        let mut text = String::new();
+        self.write_into(&mut text);
+        RawJson::from_span(
+            &text,
+            scan::ValueSpan {
+                start: 0,
+                end: text.len(),
+                kind: JsonKind::Object,
+                spaced: false,
+            },
+        )
+    }
+}
+
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.entries.iter().map(|(k, v)| (k, v)))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_value_wins_at_first_position() {
+        let o = Object::parse(r#"{"a":1,"b":2,"a":{"x":[1]}}"#).unwrap();
+        let mut out = String::new();
+        o.write_into(&mut out);
+        assert_eq!(out, r#"{"a":{"x":[1]},"b":2}"#);
+    }
+
+    #[test]
+    fn escaped_names_match_their_decoded_form() {
+        let o = Object::parse(r#"{"\u006aob":"urn:x","JOB":1}"#).unwrap();
+        assert_eq!(o.get("job").unwrap().as_str(), "\"urn:x\"");
+        assert!(o.get("Job").is_none());
+        let mut out = String::new();
+        o.write_into(&mut out);
+        assert_eq!(out, r#"{"\u006aob":"urn:x","JOB":1}"#);
+    }
+
+    #[test]
+    fn rejects_non_objects() {
+        assert!(matches!(
+            Object::parse("[]"),
+            Err(crate::Error::NotAnObject { .. })
+        ));
+        assert!(matches!(
+            Object::parse("{"),
+            Err(crate::Error::InvalidJson(_))
+        ));
+    }
+}

@@ -1,0 +1,671 @@
+//! A strict RFC 8259 scanner over UTF-8 text.
+//!
+//! `serde_json` cannot answer the questions the contract asks: it collapses repeated members,
+//! reads `-0` as a float, rejects `1e400` before anyone can say *where* it was, and stops at 128
+//! levels. This scanner walks the token stream without building a tree, so the classifier can
+//! type-check every occurrence of a repeated member, look at number literals as written, and the
+//! codec can keep values as their original (minified) text.
+//!
+//! The scanner never recurses: nesting is tracked on an explicit stack, bounded by
+//! [`MAX_DEPTH`].
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::JsonKind;
+
+/// The deepest nesting of arrays and objects the codec reads (the root object is level 1).
+///
+/// CPython's `json` module, which the reference SDK uses, gives up at about the same depth
+/// (its recursion limit); a deeper body is classified as poison.
+pub const MAX_DEPTH: usize = 1000;
+
+/// Why a text is not one strict RFC 8259 JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SyntaxErrorKind {
+    /// The text is empty or only whitespace.
+    Empty,
+    /// The text ends in the middle of a value.
+    UnexpectedEnd,
+    /// A character that cannot start or continue a value here (a BOM, `NaN`, a single quote …).
+    UnexpectedCharacter,
+    /// A number that is not in the RFC 8259 grammar (a leading zero, a bare `-`, `1.`, `1e` …).
+    InvalidNumber,
+    /// A backslash escape that JSON does not define.
+    InvalidEscape,
+    /// A raw control character (below U+0020) inside a string.
+    ControlCharacter,
+    /// Something follows the value (a second object, trailing words).
+    TrailingData,
+    /// Arrays and objects nest deeper than [`MAX_DEPTH`].
+    TooDeep,
+}
+
+/// A syntax error and the byte offset where it was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// What is wrong.
+    pub kind: SyntaxErrorKind,
+    /// Byte offset into the text.
+    pub offset: usize,
+}
+
+impl fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            SyntaxErrorKind::Empty => "the text is empty or only whitespace",
+            SyntaxErrorKind::UnexpectedEnd => "the text ends inside a value",
+            SyntaxErrorKind::UnexpectedCharacter => "unexpected character",
+            SyntaxErrorKind::InvalidNumber => "malformed number",
+            SyntaxErrorKind::InvalidEscape => "invalid escape sequence",
+            SyntaxErrorKind::ControlCharacter => "raw control character in a string",
+            SyntaxErrorKind::TrailingData => "data after the JSON value",
+            SyntaxErrorKind::TooDeep => "nesting deeper than 1000 levels",
+        };
+        write!(f, "{what} at byte {}", self.offset)
+    }
+}
+
+/// The inner span of a string literal (without its quotes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StrSpan {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+/// The span of one scanned value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ValueSpan {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) kind: JsonKind,
+    /// Whether insignificant whitespace occurs inside the span (the value is not minified).
+    pub(crate) spaced: bool,
+}
+
+/// JSON whitespace (RFC 8259): space, tab, line feed, carriage return. Not VT, FF, or a BOM.
+#[inline]
+pub(crate) fn is_json_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Cursor over the bytes of a `str` (so every multi-byte sequence is valid UTF-8).
+pub(crate) struct Scanner<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    pub(crate) pos: usize,
+    /// Set when a string literal (key or value) holds a `\uD800`–`\uDFFF` escape that is not
+    /// half of an immediately adjacent high+low pair.
+    pub(crate) unpaired_surrogate: bool,
+}
+
+impl<'a> Scanner<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Scanner {
+            src: text,
+            b: text.as_bytes(),
+            pos: 0,
+            unpaired_surrogate: false,
+        }
+    }
+
+    /// The whole text being scanned.
+    #[inline]
+    pub(crate) fn text(&self) -> &'a str {
+        self.src
+    }
+
+    #[inline]
+    fn err(&self, kind: SyntaxErrorKind) -> SyntaxError {
+        SyntaxError {
+            kind,
+            offset: self.pos,
+        }
+    }
+
+    #[inline]
+    fn end_or(&self, kind: SyntaxErrorKind) -> SyntaxError {
+        if self.pos >= self.b.len() {
+            self.err(SyntaxErrorKind::UnexpectedEnd)
+        } else {
+            self.err(kind)
+        }
+    }
+
+    #[inline]
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    /// Skips whitespace; returns whether any was skipped.
+    #[inline]
+    pub(crate) fn skip_ws(&mut self) -> bool {
+        let start = self.pos;
+        while let Some(&c) = self.b.get(self.pos) {
+            if is_json_ws(c) {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+        self.pos != start
+    }
+
+    /// Checks that nothing but whitespace follows.
+    pub(crate) fn finish(&mut self) -> Result<(), SyntaxError> {
+        self.skip_ws();
+        if self.pos == self.b.len() {
+            Ok(())
+        } else {
+            Err(self.err(SyntaxErrorKind::TrailingData))
+        }
+    }
+
+    /// Skips leading whitespace and reports an empty text.
+    pub(crate) fn start(&mut self) -> Result<(), SyntaxError> {
+        self.skip_ws();
+        if self.pos == self.b.len() {
+            Err(SyntaxError {
+                kind: SyntaxErrorKind::Empty,
+                offset: 0,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Consumes `expected` (after whitespace) or fails.
+    #[inline]
+    pub(crate) fn expect(&mut self, expected: u8) -> Result<(), SyntaxError> {
+        self.skip_ws();
+        if self.peek() == Some(expected) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter))
+        }
+    }
+
+    /// Scans a string literal starting at the current `"`.
+    pub(crate) fn string(&mut self) -> Result<StrSpan, SyntaxError> {
+        debug_assert_eq!(self.peek(), Some(b'"'));
+        self.pos += 1;
+        let start = self.pos;
+        // `pending_high`: the previous item of this literal was a high-surrogate escape.
+        let mut pending_high = false;
+        loop {
+            let Some(&c) = self.b.get(self.pos) else {
+                return Err(self.err(SyntaxErrorKind::UnexpectedEnd));
+            };
+            match c {
+                b'"' => {
+                    if pending_high {
+                        self.unpaired_surrogate = true;
+                    }
+                    let end = self.pos;
+                    self.pos += 1;
+                    return Ok(StrSpan { start, end });
+                }
+                b'\\' => {
+                    let Some(&e) = self.b.get(self.pos + 1) else {
+                        self.pos += 1;
+                        return Err(self.err(SyntaxErrorKind::UnexpectedEnd));
+                    };
+                    match e {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                            if pending_high {
+                                self.unpaired_surrogate = true;
+                                pending_high = false;
+                            }
+                            self.pos += 2;
+                        }
+                        b'u' => {
+                            let digits = self.b.get(self.pos + 2..self.pos + 6);
+                            let code = digits.and_then(parse_hex4);
+                            let Some(code) = code else {
+                                self.pos += 1;
+                                return Err(self.end_or(SyntaxErrorKind::InvalidEscape));
+                            };
+                            let high = (0xD800..=0xDBFF).contains(&code);
+                            let low = (0xDC00..=0xDFFF).contains(&code);
+                            if (pending_high && !low) || (low && !pending_high) {
+                                self.unpaired_surrogate = true;
+                            }
+                            pending_high = high;
+                            self.pos += 6;
+                        }
+                        _ => {
+                            self.pos += 1;
+                            return Err(self.err(SyntaxErrorKind::InvalidEscape));
+                        }
+                    }
+                }
+                0x00..=0x1F => return Err(self.err(SyntaxErrorKind::ControlCharacter)),
+                _ => {
+                    if pending_high {
+                        self.unpaired_surrogate = true;
+                        pending_high = false;
+                    }
+                    self.pos += 1;
+                    // Fast path over plain characters.
+                    while let Some(&n) = self.b.get(self.pos) {
+                        if n == b'"' || n == b'\\' || n < 0x20 {
+                            break;
+                        }
+                        self.pos += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Scans a number literal starting at the current byte.
+    fn number(&mut self) -> Result<(usize, usize), SyntaxError> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if matches!(self.peek(), Some(b'0'..=b'9')) {
+                    return Err(self.err(SyntaxErrorKind::InvalidNumber));
+                }
+            }
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return Err(self.end_or(SyntaxErrorKind::InvalidNumber)),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.end_or(SyntaxErrorKind::InvalidNumber));
+            }
+            self.digits();
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.end_or(SyntaxErrorKind::InvalidNumber));
+            }
+            self.digits();
+        }
+        Ok((start, self.pos))
+    }
+
+    #[inline]
+    fn digits(&mut self) {
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), SyntaxError> {
+        if self.b.get(self.pos..self.pos + word.len()) == Some(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.err(SyntaxErrorKind::UnexpectedCharacter))
+        }
+    }
+
+    /// Inside an object, after `{` or a member value: reads the next key and its colon, or
+    /// consumes the closing `}` and returns `None`.
+    pub(crate) fn next_key(&mut self, first: bool) -> Result<Option<StrSpan>, SyntaxError> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b'}') => {
+                self.pos += 1;
+                return Ok(None);
+            }
+            Some(b',') if !first => {
+                self.pos += 1;
+                self.skip_ws();
+            }
+            _ if first => {}
+            _ => return Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter)),
+        }
+        if self.peek() != Some(b'"') {
+            return Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter));
+        }
+        let key = self.string()?;
+        self.expect(b':')?;
+        self.skip_ws();
+        Ok(Some(key))
+    }
+
+    /// Scans one value starting at the current byte (whitespace already skipped), at nesting
+    /// level `depth` (the level of the container holding it; 0 for a root value).
+    ///
+    /// `on_number` sees every number literal inside the value, in document order.
+    pub(crate) fn value<F: FnMut(&'a [u8])>(
+        &mut self,
+        depth: usize,
+        on_number: &mut F,
+    ) -> Result<ValueSpan, SyntaxError> {
+        let start = self.pos;
+        let mut kind = None;
+        let mut spaced = false;
+        // Open containers: `true` for an object, `false` for an array.
+        let mut stack: Vec<bool> = Vec::new();
+        'value: loop {
+            // Parse one value.
+            let Some(c) = self.peek() else {
+                return Err(self.err(SyntaxErrorKind::UnexpectedEnd));
+            };
+            let this = match c {
+                b'{' | b'[' => {
+                    if depth + stack.len() + 1 > MAX_DEPTH {
+                        return Err(self.err(SyntaxErrorKind::TooDeep));
+                    }
+                    let object = c == b'{';
+                    self.pos += 1;
+                    spaced |= self.skip_ws();
+                    let close = if object { b'}' } else { b']' };
+                    if self.peek() == Some(close) {
+                        self.pos += 1;
+                        if object {
+                            JsonKind::Object
+                        } else {
+                            JsonKind::Array
+                        }
+                    } else {
+                        if object {
+                            if self.peek() != Some(b'"') {
+                                return Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter));
+                            }
+                            self.string()?;
+                            spaced |= self.skip_ws();
+                            if self.peek() != Some(b':') {
+                                return Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter));
+                            }
+                            self.pos += 1;
+                            spaced |= self.skip_ws();
+                        }
+                        if kind.is_none() {
+                            kind = Some(if object {
+                                JsonKind::Object
+                            } else {
+                                JsonKind::Array
+                            });
+                        }
+                        stack.push(object);
+                        continue 'value;
+                    }
+                }
+                b'"' => {
+                    self.string()?;
+                    JsonKind::String
+                }
+                b'-' | b'0'..=b'9' => {
+                    let (s, e) = self.number()?;
+                    on_number(&self.b[s..e]);
+                    JsonKind::Number
+                }
+                b't' => {
+                    self.literal(b"true")?;
+                    JsonKind::Bool
+                }
+                b'f' => {
+                    self.literal(b"false")?;
+                    JsonKind::Bool
+                }
+                b'n' => {
+                    self.literal(b"null")?;
+                    JsonKind::Null
+                }
+                _ => return Err(self.err(SyntaxErrorKind::UnexpectedCharacter)),
+            };
+            if kind.is_none() {
+                kind = Some(this);
+            }
+            // After a value: close containers or move to the next element.
+            loop {
+                let Some(&object) = stack.last() else {
+                    return Ok(ValueSpan {
+                        start,
+                        end: self.pos,
+                        kind: kind.unwrap_or(JsonKind::Null),
+                        spaced,
+                    });
+                };
+                spaced |= self.skip_ws();
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        spaced |= self.skip_ws();
+                        if object {
+                            if self.peek() != Some(b'"') {
+                                return Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter));
+                            }
+                            self.string()?;
+                            spaced |= self.skip_ws();
+                            if self.peek() != Some(b':') {
+                                return Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter));
+                            }
+                            self.pos += 1;
+                            spaced |= self.skip_ws();
+                        }
+                        continue 'value;
+                    }
+                    Some(b'}') if object => {
+                        self.pos += 1;
+                        stack.pop();
+                    }
+                    Some(b']') if !object => {
+                        self.pos += 1;
+                        stack.pop();
+                    }
+                    _ => return Err(self.end_or(SyntaxErrorKind::UnexpectedCharacter)),
+                }
+            }
+        }
+    }
+}
+
+fn parse_hex4(digits: &[u8]) -> Option<u32> {
+    let mut code = 0u32;
+    for &d in digits {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return None,
+        };
+        code = code * 16 + u32::from(v);
+    }
+    (digits.len() == 4).then_some(code)
+}
+
+/// Validates `text` as exactly one JSON value (surrounding whitespace allowed).
+pub(crate) fn validate(text: &str) -> Result<ValueSpan, SyntaxError> {
+    let mut s = Scanner::new(text);
+    s.start()?;
+    let span = s.value(0, &mut |_| {})?;
+    s.finish()?;
+    Ok(span)
+}
+
+/// Appends `text` (one valid JSON value) to `out` without insignificant whitespace.
+pub(crate) fn minify_into(text: &str, out: &mut alloc::string::String) {
+    let mut in_string = false;
+    let mut escape = false;
+    let mut run_start = 0;
+    let bytes = text.as_bytes();
+    for (i, &c) in bytes.iter().enumerate() {
+        if in_string {
+            if escape {
+                escape = false;
+            } else if c == b'\\' {
+                escape = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if is_json_ws(c) {
+            out.push_str(&text[run_start..i]);
+            run_start = i + 1;
+        }
+    }
+    out.push_str(&text[run_start..]);
+}
+
+/// Decodes the inner text of a string literal (escapes resolved).
+///
+/// A lone surrogate escape cannot live in a Rust `str`; it reads as U+FFFD here. This only
+/// affects what an accessor returns: the codec keeps and re-emits the original literal.
+pub(crate) fn unescape(inner: &str) -> alloc::borrow::Cow<'_, str> {
+    use alloc::borrow::Cow;
+    use alloc::string::String;
+    if !inner.as_bytes().contains(&b'\\') {
+        return Cow::Borrowed(inner);
+    }
+    let b = inner.as_bytes();
+    let mut out = String::with_capacity(inner.len());
+    let mut i = 0;
+    let mut run = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        out.push_str(&inner[run..i]);
+        let e = b.get(i + 1).copied().unwrap_or(b'\\');
+        match e {
+            b'u' => {
+                let code = b.get(i + 2..i + 6).and_then(parse_hex4).unwrap_or(0xFFFD);
+                i += 6;
+                if (0xD800..=0xDBFF).contains(&code) {
+                    let low = if b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u') {
+                        b.get(i + 2..i + 6).and_then(parse_hex4)
+                    } else {
+                        None
+                    };
+                    match low {
+                        Some(low @ 0xDC00..=0xDFFF) => {
+                            let c = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                            out.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
+                            i += 6;
+                        }
+                        _ => out.push('\u{FFFD}'),
+                    }
+                } else {
+                    out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+                }
+            }
+            other => {
+                out.push(match other {
+                    b'b' => '\u{8}',
+                    b'f' => '\u{c}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    b'/' => '/',
+                    b'"' => '"',
+                    _ => '\\',
+                });
+                i += 2;
+            }
+        }
+        run = i;
+    }
+    out.push_str(&inner[run.min(inner.len())..]);
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::String;
+
+    fn kind(text: &str) -> Result<JsonKind, SyntaxErrorKind> {
+        validate(text).map(|s| s.kind).map_err(|e| e.kind)
+    }
+
+    #[test]
+    fn accepts_every_value_kind() {
+        assert_eq!(kind("null"), Ok(JsonKind::Null));
+        assert_eq!(kind(" true "), Ok(JsonKind::Bool));
+        assert_eq!(kind("-0"), Ok(JsonKind::Number));
+        assert_eq!(kind("1.5e-3"), Ok(JsonKind::Number));
+        assert_eq!(kind("\"a\\u00e9\""), Ok(JsonKind::String));
+        assert_eq!(kind("[1,[2,{}]]"), Ok(JsonKind::Array));
+        assert_eq!(kind("{\"a\":{\"b\":[]}}"), Ok(JsonKind::Object));
+    }
+
+    #[test]
+    fn rejects_what_rfc_8259_rejects() {
+        for (text, want) in [
+            ("", SyntaxErrorKind::Empty),
+            ("   ", SyntaxErrorKind::Empty),
+            ("01", SyntaxErrorKind::InvalidNumber),
+            ("-", SyntaxErrorKind::UnexpectedEnd),
+            ("1.", SyntaxErrorKind::UnexpectedEnd),
+            ("1.e3", SyntaxErrorKind::InvalidNumber),
+            ("NaN", SyntaxErrorKind::UnexpectedCharacter),
+            ("-Infinity", SyntaxErrorKind::InvalidNumber),
+            ("\u{feff}{}", SyntaxErrorKind::UnexpectedCharacter),
+            ("{'a':1}", SyntaxErrorKind::UnexpectedCharacter),
+            ("{\"a\":1}{}", SyntaxErrorKind::TrailingData),
+            ("\"\\x\"", SyntaxErrorKind::InvalidEscape),
+            ("\"a\nb\"", SyntaxErrorKind::ControlCharacter),
+            ("{\"a\":1,}", SyntaxErrorKind::UnexpectedCharacter),
+            ("[1,]", SyntaxErrorKind::UnexpectedCharacter),
+            ("{\"a\" 1}", SyntaxErrorKind::UnexpectedCharacter),
+            ("\u{b}1", SyntaxErrorKind::UnexpectedCharacter),
+        ] {
+            assert_eq!(kind(text), Err(want), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn depth_limit_is_exact() {
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(validate(&ok).is_ok());
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        assert_eq!(validate(&deep).unwrap_err().kind, SyntaxErrorKind::TooDeep);
+    }
+
+    #[test]
+    fn detects_unpaired_surrogate_escapes() {
+        for (text, unpaired) in [
+            (r#""\ud83d\ude00""#, false),
+            (r#""\ud800""#, true),
+            (r#""\udc00""#, true),
+            (r#""\ud800\u0041""#, true),
+            (r#""\ud800a\udc00""#, true),
+            (r#"{"\ud800":1}"#, true),
+            (r#""\u00e9""#, false),
+        ] {
+            let mut s = Scanner::new(text);
+            s.start().unwrap();
+            s.value(0, &mut |_| {}).unwrap();
+            assert_eq!(s.unpaired_surrogate, unpaired, "{text}");
+        }
+    }
+
+    #[test]
+    fn minify_keeps_strings_and_numbers() {
+        let mut out = String::new();
+        minify_into("{ \"a b\" : [ 1e400 , \"x \\\" y\" ] }", &mut out);
+        assert_eq!(out, "{\"a b\":[1e400,\"x \\\" y\"]}");
+    }
+
+    #[test]
+    fn spaced_flag_tracks_inner_whitespace() {
+        assert!(!validate(" {\"a\":[1,2]} ").unwrap().spaced);
+        assert!(validate("{\"a\": 1}").unwrap().spaced);
+    }
+
+    #[test]
+    fn unescape_resolves_pairs_and_marks_lone_surrogates() {
+        assert_eq!(unescape("plain"), "plain");
+        assert_eq!(unescape(r"caf\u00e9 \/ \n"), "café / \n");
+        assert_eq!(unescape(r"\ud83d\ude00"), "😀");
+        assert_eq!(unescape(r"\ud800x"), "\u{FFFD}x");
+    }
+}
