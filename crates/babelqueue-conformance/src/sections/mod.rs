@@ -1,0 +1,106 @@
+//! Section runners. Each one drives the public API of the crate that owns the behaviour.
+
+use serde_json::Value;
+
+use crate::{Case, Manifest};
+
+mod codec;
+mod own;
+mod poison;
+
+/// What a case runner sees.
+pub(crate) struct Ctx<'m> {
+    pub(crate) manifest: &'m Manifest,
+    #[allow(dead_code)]
+    pub(crate) section: &'m str,
+    pub(crate) data: Option<&'m Value>,
+}
+
+impl Ctx<'_> {
+    /// Reads the fixture a case names in `field`.
+    pub(crate) fn fixture(&self, case: &Value, field: &str) -> Result<Vec<u8>, String> {
+        self.manifest.fixture(str_field(case, field)?)
+    }
+}
+
+/// A registered section runner.
+pub(crate) struct Runner {
+    pub(crate) section: &'static str,
+    /// `core`, or the binding the section belongs to.
+    pub(crate) scope: &'static str,
+    pub(crate) run: fn(&Ctx<'_>, &Case<'_>) -> Result<(), String>,
+}
+
+/// Every section this SDK can run.
+pub(crate) fn registry() -> Vec<Runner> {
+    let core = |section, run| Runner {
+        section,
+        scope: "core",
+        run,
+    };
+    vec![
+        core("cases", codec::cases),
+        core("roundtrip", codec::roundtrip),
+        core("data_shape", codec::data_shape),
+        core("forbidden_keys", codec::forbidden_keys),
+        core("extension_write", codec::extension_write),
+        core("encode_reject", codec::encode_reject),
+        core("trim", codec::trim),
+        core("job_type", codec::job_type),
+        core("poison_dlq", poison::poison_dlq),
+        core("identity_verdict", poison::identity_verdict),
+        // The project's own vector sections (conformance/manifest.json).
+        core("codec_reemit", own::codec_reemit),
+        core("verdict", own::verdict),
+        core("make_shape", own::make_shape),
+    ]
+}
+
+pub(crate) fn str_field<'v>(case: &'v Value, field: &str) -> Result<&'v str, String> {
+    case.get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("case has no string `{field}`"))
+}
+
+pub(crate) fn bool_field(case: &Value, field: &str) -> Result<bool, String> {
+    case.get(field)
+        .and_then(Value::as_bool)
+        .ok_or_else(|| format!("case has no boolean `{field}`"))
+}
+
+/// The raw body of a case: `body` (text) or `body_base64` (exact bytes).
+pub(crate) fn body_of(case: &Value) -> Result<Vec<u8>, String> {
+    if let Some(text) = case.get("body").and_then(Value::as_str) {
+        return Ok(text.as_bytes().to_vec());
+    }
+    crate::check::base64_decode(str_field(case, "body_base64")?)
+}
+
+/// Parses JSON output the SDK produced.
+pub(crate) fn parse_output(text: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(text).map_err(|e| {
+        format!(
+            "the SDK wrote text that is not JSON ({e}): {}",
+            String::from_utf8_lossy(text)
+        )
+    })
+}
+
+/// Case-level and section-level checks of `expect_preserved` / `expect_absent_after_reencode`.
+pub(crate) fn check_pointers(doc: &Value, case: &Value) -> Result<(), String> {
+    if let Some(Value::Object(preserved)) = case.get("expect_preserved") {
+        for (ptr, want) in preserved {
+            crate::check::expect_at(doc, ptr, want)?;
+        }
+    }
+    if let Some(Value::Array(absent)) = case.get("expect_absent_after_reencode") {
+        for ptr in absent.iter().filter_map(Value::as_str) {
+            if crate::check::pointer(doc, ptr).is_some() {
+                return Err(format!(
+                    "{ptr} is present after re-encode, expected it absent"
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! Repository automation, in the cargo-xtask style (`cargo xtask <command>`).
+//!
+//! ```text
+//! cargo xtask conformance [--manifest PATH] [--results PATH] [--verbose]
+//! cargo xtask conformance --all        # the project's vectors, then ../shared/conformance
+//! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
+//! cargo xtask fuzz [--seconds N]       # the codec fuzz target (nightly + cargo-fuzz)
+//! cargo xtask tidy                     # repository invariants
+//! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance
+//! ```
+//!
+//! Only the standard library is used here; the conformance runner is the
+//! `babelqueue-conformance` crate, which this command builds and runs.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+fn status(mut cmd: Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("{shown} exited with {s}")),
+        Err(e) => Err(format!("{shown} could not start: {e}")),
+    }
+}
+
+const OFFICIAL: &str = "../shared/conformance/manifest.json";
+
+fn conformance(args: &[String]) -> Result<(), String> {
+    let mut manifest: Option<String> = None;
+    let mut results: Option<String> = None;
+    let mut all = false;
+    let mut extra = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--manifest" => manifest = it.next().cloned(),
+            "--results" => results = it.next().cloned(),
+            "--all" => all = true,
+            "--official" => manifest = Some(OFFICIAL.into()),
+            "--verbose" | "-v" => extra.push(arg.clone()),
+            other => return Err(format!("conformance: unknown argument {other:?}")),
+        }
+    }
+    let runs: Vec<(String, String)> = if all {
+        vec![
+            (
+                "conformance/manifest.json".into(),
+                "conformance/results/own.json".into(),
+            ),
+            (OFFICIAL.into(), "conformance/results/official.json".into()),
+        ]
+    } else {
+        let manifest = manifest.unwrap_or_else(|| "conformance/manifest.json".into());
+        let results = results.unwrap_or_else(|| "conformance/results/latest.json".into());
+        vec![(manifest, results)]
+    };
+    status({
+        let mut cmd = cargo();
+        cmd.args([
+            "build",
+            "--quiet",
+            "--package",
+            "babelqueue-conformance",
+            "--bin",
+            "bq-conformance",
+        ]);
+        cmd
+    })?;
+    let mut failed = Vec::new();
+    for (manifest, results) in runs {
+        let mut cmd = cargo();
+        cmd.args([
+            "run",
+            "--quiet",
+            "--package",
+            "babelqueue-conformance",
+            "--bin",
+            "bq-conformance",
+            "--",
+        ]);
+        cmd.args(["--manifest", &manifest, "--results", &results])
+            .args(&extra);
+        if let Err(e) = status(cmd) {
+            failed.push(format!("{manifest}: {e}"));
+        }
+        println!();
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("\n"))
+    }
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut cmd = cargo();
+    cmd.args(["bench", "--workspace", "--benches", "--"]);
+    if quick {
+        cmd.args(["--warm-up-time", "1", "--measurement-time", "2"]);
+    }
+    status(cmd)
+}
+
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let seconds = args
+        .iter()
+        .position(|a| a == "--seconds")
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .unwrap_or_else(|| "60".into());
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root().join("fuzz"));
+    cmd.args([
+        "+nightly",
+        "fuzz",
+        "run",
+        "decode",
+        "--",
+        &format!("-max_total_time={seconds}"),
+    ]);
+    status(cmd)
+}
+
+/// One CI step: a name, the cargo arguments, extra environment.
+type Step = (&'static str, Vec<&'static str>, Vec<(&'static str, &'static str)>);
+
+/// The whole check suite, in order; stops at the first failing step.
+fn ci() -> Result<(), String> {
+    let steps: Vec<Step> = vec![
+        ("format", vec!["fmt", "--all", "--", "--check"], vec![]),
+        (
+            "clippy",
+            vec![
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            vec![],
+        ),
+        (
+            "tests",
+            vec!["test", "--workspace", "--all-targets"],
+            vec![],
+        ),
+        ("doc tests", vec!["test", "--workspace", "--doc"], vec![]),
+        (
+            "no_std build",
+            vec![
+                "build",
+                "--package",
+                "babelqueue-envelope",
+                "--no-default-features",
+            ],
+            vec![],
+        ),
+        (
+            "docs",
+            vec!["doc", "--workspace", "--no-deps"],
+            vec![("RUSTDOCFLAGS", "-D warnings")],
+        ),
+    ];
+    for (name, args, env) in steps {
+        println!("==> {name}: cargo {}", args.join(" "));
+        let mut cmd = cargo();
+        cmd.args(&args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        status(cmd).map_err(|e| format!("step `{name}` failed: {e}"))?;
+    }
+    println!("==> tidy");
+    tidy()?;
+    println!("==> conformance (project vectors, then the official suite)");
+    conformance(&["--all".to_string()])
+}
+
+/// Invariants that no compiler checks.
+fn tidy() -> Result<(), String> {
+    let mut problems = Vec::new();
+    let crates = root().join("crates");
+    let entries = std::fs::read_dir(&crates).map_err(|e| e.to_string())?;
+    for entry in entries.flatten() {
+        let manifest = entry.path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        if !text.contains("[lints]\nworkspace = true") {
+            problems.push(format!(
+                "{}: members must inherit the workspace lints",
+                manifest.display()
+            ));
+        }
+        for field in [
+            "version.workspace = true",
+            "edition.workspace = true",
+            "rust-version.workspace = true",
+        ] {
+            if !text.contains(field) {
+                problems.push(format!("{}: missing `{field}`", manifest.display()));
+            }
+        }
+    }
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap_or_default();
+    let first_block: Vec<&str> = readme
+        .split("```")
+        .nth(1)
+        .map(|b| b.lines().skip(1).filter(|l| !l.trim().is_empty()).collect())
+        .unwrap_or_default();
+    if first_block.len() != 2 {
+        problems.push(format!(
+            "README.md: the first shell block must hold exactly two commands, found {first_block:?}"
+        ));
+    }
+    if problems.is_empty() {
+        println!("tidy: ok");
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("conformance") => conformance(&args[1..]),
+        Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
+        Some("tidy") => tidy(),
+        Some("ci") => ci(),
+        _ => {
+            eprintln!("usage: cargo xtask <ci|conformance|bench|fuzz|tidy> [options]");
+            eprintln!("  ci");
+            eprintln!(
+                "  conformance [--manifest PATH] [--results PATH] [--official] [--all] [--verbose]"
+            );
+            eprintln!("  bench [--quick]");
+            eprintln!("  fuzz [--seconds N]");
+            eprintln!("  tidy");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
