@@ -5,6 +5,7 @@ use serde_json::Value;
 use crate::{Case, Manifest};
 
 mod codec;
+mod core;
 mod own;
 mod poison;
 
@@ -47,6 +48,10 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("encode_reject", codec::encode_reject),
         core("trim", codec::trim),
         core("job_type", codec::job_type),
+        core("idempotency", core::idempotency),
+        core("payload_schema", core::payload_schema),
+        core("payload_schema_unicode", core::payload_schema),
+        core("retry_backoff", core::retry_backoff),
         core("poison_dlq", poison::poison_dlq),
         core("identity_verdict", poison::identity_verdict),
         // The project's own vector sections (conformance/manifest.json).

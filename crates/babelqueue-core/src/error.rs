@@ -1,0 +1,194 @@
+use std::fmt;
+
+/// Everything the runtime can report to its caller.
+///
+/// `Display` is for people and logs; code branches on [`Error::kind`] or
+/// [`Error::is_transient`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The codec refused the message (blank URN, forbidden key, non-object `data` …).
+    #[error(transparent)]
+    Envelope(#[from] babelqueue_envelope::Error),
+    /// The broker failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The configuration cannot work.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The broker URL names a scheme this build does not carry.
+    #[error("unsupported broker URL scheme {scheme:?}: {hint}")]
+    UnsupportedScheme {
+        /// The scheme found.
+        scheme: String,
+        /// What to do about it.
+        hint: String,
+    },
+    /// `data` does not match the JSON schema registered for its URN.
+    #[error("data for {urn:?} does not match its URN schema: {violation}")]
+    InvalidPayload {
+        /// The URN.
+        urn: String,
+        /// The first violation, `<path>: <reason>`.
+        violation: String,
+    },
+    /// A schema provider could not load a schema.
+    #[error("schema provider: {0}")]
+    Schema(String),
+    /// Redrive stopped early (the message it was on was restored to the DLQ first).
+    #[error("redrive stopped: {0}")]
+    Redrive(String),
+}
+
+/// The broad class of an [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A message the contract does not allow.
+    InvalidMessage,
+    /// A broker failure; see [`Error::is_transient`].
+    Transport,
+    /// A configuration that cannot work (including unsupported schemes).
+    Config,
+    /// A payload that fails its schema.
+    InvalidPayload,
+    /// Redrive stopped early.
+    Redrive,
+}
+
+impl Error {
+    /// The class of the error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Envelope(_) => ErrorKind::InvalidMessage,
+            Error::Transport(_) => ErrorKind::Transport,
+            Error::Config(_) | Error::UnsupportedScheme { .. } | Error::Schema(_) => {
+                ErrorKind::Config
+            }
+            Error::InvalidPayload { .. } => ErrorKind::InvalidPayload,
+            Error::Redrive(_) => ErrorKind::Redrive,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed (a broker that is down or busy).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Transport(e) => e.is_transient(),
+            Error::Redrive(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// A broker failure, as a transport reports it.
+#[derive(Debug)]
+pub struct TransportError {
+    kind: TransportErrorKind,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+/// The class of a [`TransportError`]; the runtime decides retry and reconnect on it, never on
+/// the message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransportErrorKind {
+    /// The broker cannot be reached or the connection dropped. Transient.
+    Connection,
+    /// The broker did not answer in time. Transient.
+    Timeout,
+    /// The broker refused the operation (a nack, an unknown queue, a permission). Not transient.
+    Rejected,
+    /// The transport's own configuration is wrong (bad URL, an unsupported option).
+    Config,
+    /// The operation is not possible for this message or configuration (a FIFO delay, a delay
+    /// above the broker's limit). Not transient.
+    Unsupported,
+    /// Anything else.
+    Other,
+}
+
+impl TransportError {
+    /// A new error of `kind`.
+    pub fn new(kind: TransportErrorKind, message: impl Into<String>) -> TransportError {
+        TransportError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Attaches the underlying error.
+    #[must_use]
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> TransportError {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// A [`TransportErrorKind::Connection`] error.
+    pub fn connection(message: impl Into<String>) -> TransportError {
+        TransportError::new(TransportErrorKind::Connection, message)
+    }
+
+    /// A [`TransportErrorKind::Rejected`] error.
+    pub fn rejected(message: impl Into<String>) -> TransportError {
+        TransportError::new(TransportErrorKind::Rejected, message)
+    }
+
+    /// A [`TransportErrorKind::Config`] error.
+    pub fn config(message: impl Into<String>) -> TransportError {
+        TransportError::new(TransportErrorKind::Config, message)
+    }
+
+    /// A [`TransportErrorKind::Unsupported`] error.
+    pub fn unsupported(message: impl Into<String>) -> TransportError {
+        TransportError::new(TransportErrorKind::Unsupported, message)
+    }
+
+    /// A [`TransportErrorKind::Other`] error.
+    pub fn other(message: impl Into<String>) -> TransportError {
+        TransportError::new(TransportErrorKind::Other, message)
+    }
+
+    /// The class of the error.
+    pub fn kind(&self) -> TransportErrorKind {
+        self.kind
+    }
+
+    /// Whether retrying later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind,
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
+        )
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, ": {source}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// A `Result` with the runtime's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,89 @@
+//! The BabelQueue runtime.
+//!
+//! An [`App`] publishes envelopes and consumes them: each delivery is classified (poison,
+//! version-gated, readable), routed by its URN to a [`Handler`], and settled according to the
+//! [`decide`] tables: acknowledged, retried with back-off, dead-lettered with the right record,
+//! left to the broker, or left unsettled to come back. A [`Transport`] moves the bytes;
+//! [`MemoryTransport`] is the in-process one, and each broker has its own crate.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::Error> {
+//! use std::time::Duration;
+//! use babelqueue_core::{App, Consume, Context, HandlerError, MemoryTransport};
+//!
+//! let memory = MemoryTransport::new();
+//! let app = App::builder(memory.clone())
+//!     .queue("orders")
+//!     .max_attempts(2)
+//!     .dead_letter(true)
+//!     .handle("urn:babel:orders:created", |_ctx: Context| async {
+//!         Err::<(), _>(HandlerError::new("payment service down"))
+//!     })
+//!     .build()?;
+//!
+//! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+//! app.consume(Consume::new().max_messages(2).handle_signals(false)).await?;
+//!
+//! // Two deliveries failed; the second went to the dead-letter queue with its reason.
+//! let record = String::from_utf8(memory.bodies("orders.dlq").remove(0)).unwrap();
+//! assert!(record.contains(r#""reason":"failed","error":"payment service down""#));
+//! # Ok(()) }
+//! ```
+//!
+//! # Where the rules live
+//!
+//! * [`decide`]: every retry, poison, unknown-URN and schema-version-gate rule, as pure
+//!   functions from the facts of one delivery to a [`Plan`](decide::Plan);
+//! * [`app`]: gathers the facts, runs handlers (up to `concurrency` at once), carries out plans
+//!   through the transport's capabilities, shuts down gracefully;
+//! * [`transport`]: the broker contract and its optional capability traits.
+//!
+//! # Deliberate differences from the reference SDK
+//!
+//! * A failed dead-letter write never stops the worker: the delivery is left unsettled
+//!   (rewound where the broker can) and comes back, for every record kind.
+//! * `concurrency` runs several handlers at once per consume loop.
+//! * `null`/missing `attempts` count as 0 on the retry path; a non-finite back-off saturates.
+//! * An empty `dead_letter_suffix` (DLQ = source queue) is refused at build time.
+//! * Redrive restores the whole drained batch when a publish fails, and never publishes to an
+//!   empty target.
+
+pub mod app;
+pub mod decide;
+mod error;
+pub mod gate;
+pub mod handler;
+pub mod idempotency;
+pub mod memory;
+pub mod policy;
+pub mod redrive;
+pub mod schema;
+pub mod transport;
+
+pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, StopHandle, Summary};
+pub use babelqueue_envelope as envelope;
+pub use babelqueue_envelope::{Envelope, Message, RawJson};
+pub use error::{Error, ErrorKind, Result, TransportError, TransportErrorKind};
+pub use handler::{
+    Action, Context, HEADER_REPLAY_BYPASS, Handler, HandlerError, HandlerFuture, typed,
+};
+pub use memory::MemoryTransport;
+pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
+pub use transport::{
+    Abandoner, BatchPopper, Browser, DeadLetterNamer, DeadLetterWriter, DelayedPublisher, Delivery,
+    DeliveryCounter, HeaderPublisher, Headers, NativeSettler, Redeliverer, Rewinder, Route,
+    RoutedPublisher, SettlePublisher, Transport, TransportPoison,
+};
+
+/// Merges header maps: empty keys and empty values are dropped, later maps win.
+pub fn merge_headers<'a>(sources: impl IntoIterator<Item = &'a Headers>) -> Headers {
+    let mut out = Headers::new();
+    for source in sources {
+        for (k, v) in source {
+            if !k.is_empty() && !v.is_empty() {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,446 @@
+//! `memory://`: the in-process transport, for tests, demos and broker-free local runs.
+//!
+//! One FIFO per queue, owned by the transport instance (clone it to share). Unlike the
+//! reference SDK's memory transport it behaves like a broker where it matters:
+//!
+//! * a popped delivery is held in flight until it is acknowledged; a delivery left unsettled is
+//!   requeued at the tail of its queue ([`Rewinder`], so it cannot starve the messages behind
+//!   it) or, if nobody settles it, comes back after the visibility timeout (30 s by default), so
+//!   no path of the runtime can lose it;
+//! * releases and delayed publishes honour their delay ([`Redeliverer`], [`DelayedPublisher`]);
+//! * headers ride beside each body ([`HeaderPublisher`]) and survive a release;
+//! * [`MemoryTransport::fail_publishes_to`] injects broker failures for tests.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::TransportError> {
+//! use std::time::Duration;
+//! use babelqueue_core::{MemoryTransport, Transport};
+//!
+//! let memory = MemoryTransport::new();
+//! memory.publish("orders", b"{}").await?;
+//! let delivery = memory.pop("orders", Duration::ZERO).await?.expect("a message");
+//! memory.ack(&delivery).await?;
+//! assert_eq!(memory.len("orders"), 0);
+//! # Ok(()) }
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::TransportError;
+use crate::transport::{
+    Browser, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer, Rewinder, Transport,
+};
+
+#[derive(Debug, Clone)]
+struct Stored {
+    body: Vec<u8>,
+    headers: Headers,
+    visible_at: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    queue: String,
+    message: Stored,
+    reserved_at: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queues: HashMap<String, VecDeque<Stored>>,
+    in_flight: HashMap<u64, InFlight>,
+    next_tag: u64,
+    failing: HashSet<String>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    arrived: Notify,
+    visibility_timeout: Duration,
+}
+
+/// The settle handle of a memory delivery.
+#[derive(Debug, Clone, Copy)]
+struct Tag(u64);
+
+/// The in-process transport. Cloning shares the queues.
+#[derive(Debug, Clone)]
+pub struct MemoryTransport {
+    shared: Arc<Shared>,
+}
+
+impl Default for MemoryTransport {
+    fn default() -> Self {
+        MemoryTransport::new()
+    }
+}
+
+impl MemoryTransport {
+    /// Empty queues, a 30 s visibility timeout.
+    pub fn new() -> MemoryTransport {
+        MemoryTransport::with_visibility_timeout(Duration::from_secs(30))
+    }
+
+    /// Empty queues; an unsettled delivery comes back after `timeout`.
+    pub fn with_visibility_timeout(timeout: Duration) -> MemoryTransport {
+        MemoryTransport {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                arrived: Notify::new(),
+                visibility_timeout: timeout,
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the maps consistent (every mutation is one
+        // statement), so a poisoned lock is still usable.
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Messages waiting in `queue` (visible or delayed), not counting those in flight.
+    pub fn len(&self, queue: &str) -> usize {
+        self.state().queues.get(queue).map_or(0, VecDeque::len)
+    }
+
+    /// Whether `queue` holds no waiting message.
+    pub fn is_empty(&self, queue: &str) -> bool {
+        self.len(queue) == 0
+    }
+
+    /// Deliveries popped and not yet settled, over all queues.
+    pub fn in_flight(&self) -> usize {
+        self.state().in_flight.len()
+    }
+
+    /// The bodies waiting in `queue`, head first, left in place.
+    pub fn bodies(&self, queue: &str) -> Vec<Vec<u8>> {
+        self.state()
+            .queues
+            .get(queue)
+            .map(|q| q.iter().map(|m| m.body.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The headers of the messages waiting in `queue`, head first.
+    pub fn headers_of(&self, queue: &str) -> Vec<Headers> {
+        self.state()
+            .queues
+            .get(queue)
+            .map(|q| q.iter().map(|m| m.headers.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Makes every publish to `queue` fail (`true`) or succeed again (`false`): broker failures
+    /// on demand, for tests.
+    pub fn fail_publishes_to(&self, queue: &str, fail: bool) {
+        let mut state = self.state();
+        if fail {
+            state.failing.insert(queue.to_owned());
+        } else {
+            state.failing.remove(queue);
+        }
+    }
+
+    fn enqueue(&self, queue: &str, message: Stored) -> Result<(), TransportError> {
+        {
+            let mut state = self.state();
+            if state.failing.contains(queue) {
+                return Err(TransportError::connection(format!(
+                    "memory: publishing to {queue:?} fails (injected)"
+                )));
+            }
+            let q = state.queues.entry(queue.to_owned()).or_default();
+            q.push_back(message);
+        }
+        self.shared.arrived.notify_waiters();
+        Ok(())
+    }
+
+    /// Takes the first visible message, or says how long until one becomes visible.
+    fn take(&self, queue: &str, now: Instant) -> Result<Delivery, Option<Instant>> {
+        let mut state = self.state();
+        // Deliveries nobody settled within the visibility timeout come back first.
+        let timeout = self.shared.visibility_timeout;
+        let expired: Vec<u64> = state
+            .in_flight
+            .iter()
+            .filter(|(_, f)| now.duration_since(f.reserved_at) >= timeout)
+            .map(|(tag, _)| *tag)
+            .collect();
+        for tag in expired {
+            if let Some(f) = state.in_flight.remove(&tag) {
+                state
+                    .queues
+                    .entry(f.queue)
+                    .or_default()
+                    .push_front(f.message);
+            }
+        }
+        let q = state.queues.entry(queue.to_owned()).or_default();
+        let position = q.iter().position(|m| m.visible_at.is_none_or(|t| t <= now));
+        let Some(position) = position else {
+            let next = q.iter().filter_map(|m| m.visible_at).min();
+            return Err(next);
+        };
+        let message = q.remove(position).ok_or(None)?;
+        let tag = state.next_tag;
+        state.next_tag += 1;
+        let delivery = Delivery::new(queue, message.body.clone())
+            .with_headers(message.headers.clone())
+            .with_handle(Tag(tag));
+        state.in_flight.insert(
+            tag,
+            InFlight {
+                queue: queue.to_owned(),
+                message,
+                reserved_at: now,
+            },
+        );
+        Ok(delivery)
+    }
+
+    fn settle(&self, delivery: &Delivery) -> Option<InFlight> {
+        let tag = delivery.handle::<Tag>()?;
+        self.state().in_flight.remove(&tag.0)
+    }
+}
+
+#[async_trait]
+impl Transport for MemoryTransport {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        self.enqueue(
+            queue,
+            Stored {
+                body: body.to_vec(),
+                headers: Headers::new(),
+                visible_at: None,
+            },
+        )
+    }
+
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.shared.arrived.notified();
+            let wake = match self.take(queue, Instant::now()) {
+                Ok(delivery) => return Ok(Some(delivery)),
+                Err(next_visible) => next_visible.map_or(deadline, |t| t.min(deadline)),
+            };
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        self.settle(delivery);
+        Ok(())
+    }
+
+    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
+        Some(self)
+    }
+    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
+        Some(self)
+    }
+    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
+        Some(self)
+    }
+    fn rewinder(&self) -> Option<&dyn Rewinder> {
+        Some(self)
+    }
+    fn browser(&self) -> Option<&dyn Browser> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl HeaderPublisher for MemoryTransport {
+    async fn publish_with_headers(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), TransportError> {
+        self.enqueue(
+            queue,
+            Stored {
+                body: body.to_vec(),
+                headers: headers.clone(),
+                visible_at: None,
+            },
+        )
+    }
+}
+
+#[async_trait]
+impl DelayedPublisher for MemoryTransport {
+    async fn publish_delayed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        let visible_at = Instant::now().checked_add(delay);
+        self.enqueue(
+            queue,
+            Stored {
+                body: body.to_vec(),
+                headers: Headers::new(),
+                visible_at,
+            },
+        )
+    }
+}
+
+#[async_trait]
+impl Redeliverer for MemoryTransport {
+    async fn redeliver(
+        &self,
+        delivery: &Delivery,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        if self.state().failing.contains(delivery.queue()) {
+            return Err(TransportError::connection(format!(
+                "memory: releasing to {:?} fails (injected)",
+                delivery.queue()
+            )));
+        }
+        let visible_at = if delay.is_zero() {
+            None
+        } else {
+            Instant::now().checked_add(delay)
+        };
+        let Some(held) = self.settle(delivery) else {
+            return Err(TransportError::rejected(
+                "memory: the delivery is no longer held (already settled)",
+            ));
+        };
+        let message = Stored {
+            body: body.to_vec(),
+            headers: held.message.headers,
+            visible_at,
+        };
+        self.enqueue(delivery.queue(), message)
+    }
+}
+
+#[async_trait]
+impl Rewinder for MemoryTransport {
+    async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let held = self
+            .settle(delivery)
+            .ok_or_else(|| TransportError::rejected("memory: the delivery is no longer held"))?;
+        {
+            let mut state = self.state();
+            state
+                .queues
+                .entry(held.queue)
+                .or_default()
+                .push_back(held.message);
+        }
+        self.shared.arrived.notify_waiters();
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Browser for MemoryTransport {
+    async fn browse(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, TransportError> {
+        let bodies = self.bodies(queue);
+        let n = if max == 0 {
+            bodies.len()
+        } else {
+            max.min(bodies.len())
+        };
+        Ok(bodies.into_iter().take(n).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn fifo_ack_and_in_flight() {
+        let m = MemoryTransport::new();
+        m.publish("q", b"1").await.unwrap();
+        m.publish("q", b"2").await.unwrap();
+        let first = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(first.body(), b"1");
+        assert_eq!((m.len("q"), m.in_flight()), (1, 1));
+        m.ack(&first).await.unwrap();
+        assert_eq!(m.in_flight(), 0);
+        assert!(
+            m.pop("empty", Duration::from_millis(10))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rewind_requeues_and_visibility_brings_back_the_forgotten() {
+        let m = MemoryTransport::with_visibility_timeout(Duration::from_secs(5));
+        m.publish("q", b"a").await.unwrap();
+        m.publish("q", b"b").await.unwrap();
+        let a = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
+        m.rewind(&a).await.unwrap();
+        assert_eq!(m.bodies("q"), vec![b"b".to_vec(), b"a".to_vec()]);
+        let b = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(b.body(), b"b");
+        // never settled: back (at the head) after the visibility timeout
+        tokio::time::advance(Duration::from_secs(6)).await;
+        let again = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(again.body(), b"b");
+        assert_eq!(m.bodies("q"), vec![b"a".to_vec()]);
+        assert_eq!(m.in_flight(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_messages_wait_and_pop_waits_for_them() {
+        let m = MemoryTransport::new();
+        m.publish_delayed("q", b"later", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(m.pop("q", Duration::from_secs(1)).await.unwrap().is_none());
+        let got = m.pop("q", Duration::from_secs(5)).await.unwrap().unwrap();
+        assert_eq!(got.body(), b"later");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn redeliver_keeps_headers_and_injected_failures_fail() {
+        let m = MemoryTransport::new();
+        let headers = Headers::from([("traceparent".to_owned(), "00-x".to_owned())]);
+        m.publish_with_headers("q", b"v1", &headers).await.unwrap();
+        let d = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
+        m.redeliver(&d, b"v2", Duration::ZERO).await.unwrap();
+        assert_eq!(m.headers_of("q"), vec![headers]);
+        assert_eq!(m.bodies("q"), vec![b"v2".to_vec()]);
+        m.fail_publishes_to("dlq", true);
+        assert!(m.publish("dlq", b"x").await.unwrap_err().is_transient());
+        m.fail_publishes_to("dlq", false);
+        m.publish("dlq", b"x").await.unwrap();
+    }
+}

@@ -1,0 +1,293 @@
+//! Dead-letter queue tooling: list a DLQ, and redrive its messages back to work.
+//!
+//! Redrive drains first, then processes, so a restored message is never seen twice in one run.
+//! A message that cannot be redriven (poison, no identity, no target, filtered out, dry run)
+//! is restored to the DLQ unchanged. Unlike the reference SDK, a failed publish restores the
+//! message it was on *and* every message still drained, before the run stops: nothing is lost.
+
+use std::fmt;
+use std::time::Duration;
+
+use babelqueue_envelope::{Envelope, RawJson};
+
+use crate::error::{Error, Result, TransportError};
+use crate::handler::HEADER_REPLAY_BYPASS;
+use crate::transport::{Delivery, Headers, Route, Transport, publish_keeping_route};
+
+/// A filter over dead-lettered envelopes.
+pub type Select = Box<dyn Fn(&Envelope) -> bool + Send + Sync>;
+
+/// Redrive options.
+#[must_use]
+pub struct Redrive {
+    to_queue: Option<String>,
+    max: usize,
+    dry_run: bool,
+    select: Option<Select>,
+    bypass: bool,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Redrive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redrive")
+            .field("to_queue", &self.to_queue)
+            .field("max", &self.max)
+            .field("dry_run", &self.dry_run)
+            .field("bypass", &self.bypass)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Redrive {
+    fn default() -> Self {
+        Redrive {
+            to_queue: None,
+            max: 0,
+            dry_run: false,
+            select: None,
+            bypass: false,
+            timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Redrive {
+    /// Redrive everything to each message's original queue.
+    pub fn new() -> Redrive {
+        Redrive::default()
+    }
+    /// Redrive to this queue instead of the original one.
+    pub fn to_queue(mut self, queue: impl Into<String>) -> Redrive {
+        self.to_queue = Some(queue.into());
+        self
+    }
+    /// Take at most `max` messages (0 = all available).
+    pub fn max(mut self, max: usize) -> Redrive {
+        self.max = max;
+        self
+    }
+    /// Only report what would happen; every message is restored.
+    pub fn dry_run(mut self, on: bool) -> Redrive {
+        self.dry_run = on;
+        self
+    }
+    /// Only redrive the messages `select` accepts.
+    pub fn select(mut self, select: impl Fn(&Envelope) -> bool + Send + Sync + 'static) -> Redrive {
+        self.select = Some(Box::new(select));
+        self
+    }
+    /// Stamp `bq-replay-bypass: 1` so handlers can skip external effects (needs header support).
+    pub fn bypass(mut self, on: bool) -> Redrive {
+        self.bypass = on;
+        self
+    }
+    /// How long to wait for the DLQ's messages.
+    pub fn timeout(mut self, timeout: Duration) -> Redrive {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// What happened to one DLQ message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedriveItem {
+    /// `meta.id`.
+    pub message_id: String,
+    /// `trace_id`.
+    pub trace_id: String,
+    /// The URN.
+    pub urn: String,
+    /// `dead_letter.reason`.
+    pub reason: String,
+    /// The DLQ.
+    pub from_queue: String,
+    /// The planned target (`""` when none).
+    pub to: String,
+    /// Whether it was published to `to`.
+    pub redriven: bool,
+    /// Whether the replay-bypass header was stamped.
+    pub bypassed: bool,
+    /// Why it stayed in the DLQ, when it did.
+    pub skipped: Option<String>,
+}
+
+/// The result of a redrive run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedriveReport {
+    /// Messages published back.
+    pub redriven: usize,
+    /// Messages restored to the DLQ.
+    pub skipped: usize,
+    /// One item per message, in DLQ order.
+    pub items: Vec<RedriveItem>,
+}
+
+async fn drain(
+    transport: &dyn Transport,
+    dlq: &str,
+    max: usize,
+    timeout: Duration,
+) -> Result<Vec<Delivery>, TransportError> {
+    if let Some(batch) = transport.batch_popper() {
+        return batch.pop_batch(dlq, max, timeout).await;
+    }
+    let mut out = Vec::new();
+    while max == 0 || out.len() < max {
+        match transport
+            .pop(
+                dlq,
+                if out.is_empty() {
+                    timeout
+                } else {
+                    Duration::ZERO
+                },
+            )
+            .await?
+        {
+            Some(d) => out.push(d),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+async fn restore(
+    transport: &dyn Transport,
+    dlq: &str,
+    delivery: &Delivery,
+) -> Result<(), TransportError> {
+    publish_keeping_route(transport, delivery, dlq, delivery.body()).await?;
+    transport.ack(delivery).await
+}
+
+fn text(value: Option<std::borrow::Cow<'_, str>>) -> String {
+    value.map(|v| v.into_owned()).unwrap_or_default()
+}
+
+/// Redrives the messages of `dlq`, calling `progress` after each one.
+pub async fn redrive(
+    transport: &dyn Transport,
+    dlq: &str,
+    options: &Redrive,
+    progress: &mut (dyn FnMut(&RedriveItem) + Send),
+) -> Result<RedriveReport> {
+    let drained = drain(transport, dlq, options.max, options.timeout).await?;
+    let mut report = RedriveReport::default();
+    let mut pending = drained.into_iter();
+    while let Some(delivery) = pending.next() {
+        let mut item = RedriveItem {
+            from_queue: dlq.to_owned(),
+            ..RedriveItem::default()
+        };
+        let envelope = Envelope::decode_lenient(delivery.body()).envelope;
+        let poison_route = matches!(
+            delivery.route(),
+            Route::TransportPoison(_) | Route::NonNumericAttempts
+        );
+        let job_is_string = envelope.job().is_some_and(|j| j.as_string().is_some());
+        let skip = if poison_route || envelope.is_empty() || !job_is_string {
+            Some("not a decodable envelope (poison record): kept in the dead-letter queue")
+        } else {
+            item.message_id = text(envelope.message_id());
+            item.trace_id = text(envelope.trace_id());
+            item.urn = envelope.urn().into_owned();
+            let block = envelope
+                .dead_letter()
+                .and_then(|b| babelqueue_envelope::Object::parse(b.as_str()).ok());
+            item.reason = block
+                .as_ref()
+                .and_then(|b| b.get("reason"))
+                .and_then(RawJson::as_string)
+                .map(|r| r.into_owned())
+                .unwrap_or_default();
+            let original = block
+                .as_ref()
+                .and_then(|b| b.get("original_queue"))
+                .and_then(RawJson::as_string)
+                .filter(|q| !q.is_empty());
+            item.to = options
+                .to_queue
+                .clone()
+                .filter(|q| !q.is_empty())
+                .or_else(|| original.map(|q| q.into_owned()))
+                .or_else(|| envelope.queue().map(|q| q.into_owned()))
+                .unwrap_or_default();
+            if options
+                .select
+                .as_ref()
+                .is_some_and(|select| !select(&envelope))
+            {
+                Some("not selected")
+            } else if item.to.is_empty() {
+                Some("no target queue (no original_queue, no meta.queue)")
+            } else if options.dry_run {
+                Some("dry run")
+            } else {
+                None
+            }
+        };
+        if let Some(why) = skip {
+            restore(transport, dlq, &delivery).await?;
+            item.skipped = Some(why.to_owned());
+            report.skipped += 1;
+            progress(&item);
+            report.items.push(item);
+            continue;
+        }
+        let mut copy = envelope.clone();
+        copy.remove("dead_letter");
+        copy.set_attempts(0);
+        let body = copy.encode()?;
+        let header_publisher = transport.header_publisher().filter(|_| options.bypass);
+        let published = match header_publisher {
+            Some(publisher) => {
+                item.bypassed = true;
+                let headers = Headers::from([(HEADER_REPLAY_BYPASS.to_owned(), "1".to_owned())]);
+                publisher
+                    .publish_with_headers(&item.to, body.as_bytes(), &headers)
+                    .await
+            }
+            None => publish_keeping_route(transport, &delivery, &item.to, body.as_bytes()).await,
+        };
+        if let Err(e) = published {
+            // Nothing is lost: the message and every message still drained go back.
+            let mut restore_errors = Vec::new();
+            for d in std::iter::once(delivery).chain(pending) {
+                if let Err(re) = restore(transport, dlq, &d).await {
+                    restore_errors.push(re.to_string());
+                }
+            }
+            return Err(Error::Redrive(format!(
+                "publishing {} to {:?} failed ({e}); it and the rest of the batch were restored to {dlq:?}{}",
+                item.message_id,
+                item.to,
+                if restore_errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (restore errors: {})", restore_errors.join("; "))
+                }
+            )));
+        }
+        transport.ack(&delivery).await?;
+        item.redriven = true;
+        report.redriven += 1;
+        progress(&item);
+        report.items.push(item);
+    }
+    Ok(report)
+}
+
+/// The bodies in `dlq`, head first: read in place where the transport can browse, else drained
+/// and restored in order.
+pub async fn list(transport: &dyn Transport, dlq: &str, max: usize) -> Result<Vec<Vec<u8>>> {
+    if let Some(browser) = transport.browser() {
+        return Ok(browser.browse(dlq, max).await?);
+    }
+    let drained = drain(transport, dlq, max, Duration::from_secs(1)).await?;
+    let bodies = drained.iter().map(|d| d.body().to_vec()).collect();
+    for d in &drained {
+        restore(transport, dlq, d).await?;
+    }
+    Ok(bodies)
+}
