@@ -139,7 +139,11 @@ fn fuzz(args: &[String]) -> Result<(), String> {
 }
 
 /// One CI step: a name, the cargo arguments, extra environment.
-type Step = (&'static str, Vec<&'static str>, Vec<(&'static str, &'static str)>);
+type Step = (
+    &'static str,
+    Vec<&'static str>,
+    Vec<(&'static str, &'static str)>,
+);
 
 /// The whole check suite, in order; stops at the first failing step.
 fn ci() -> Result<(), String> {

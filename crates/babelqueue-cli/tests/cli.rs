@@ -1,0 +1,162 @@
+//! The `babelqueue` binary, run as a user runs it (broker-free commands; the broker commands
+//! are exercised by each transport crate's live tests).
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+
+fn babelqueue(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_babelqueue"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input).unwrap();
+    } else {
+        drop(child.stdin.take());
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn demo_shows_a_retry_and_a_dead_letter_in_plain_words() {
+    let out = babelqueue(&["demo"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    for fragment in [
+        "handled order 1042",
+        "given back to the queue for another try",
+        "handled on delivery 2",
+        "never reached a handler: dead-lettered with its bytes intact",
+        "dead-lettered (reason failed)",
+        "holds 2 record(s)",
+        "reason failed: urn:babel:emails:send (attempts 3, error: smtp relay is down)",
+        "nothing lost",
+    ] {
+        assert!(text.contains(fragment), "missing {fragment:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn inspect_reports_verdicts_and_the_normalised_envelope() {
+    let ok = babelqueue(
+        &["inspect"],
+        Some(br#"{"urn":"urn:x","timestamp":1,"attempts":0}"#),
+    );
+    assert!(ok.status.success());
+    let line: serde_json::Value = serde_json::from_str(stdout(&ok).trim()).unwrap();
+    assert_eq!(line["verdict"], "ok");
+    assert_eq!(line["urn"], "urn:x");
+    assert_eq!(
+        line["envelope"],
+        serde_json::json!({"attempts": 0, "job": "urn:x"})
+    );
+    assert_eq!(line["warnings"].as_array().unwrap().len(), 1);
+
+    let poison = babelqueue(&["inspect"], Some(br#"{"job":"urn:x","attempts":1.0}"#));
+    let line: serde_json::Value = serde_json::from_str(stdout(&poison).trim()).unwrap();
+    assert_eq!(line["verdict"], "poison");
+    assert!(line["poison_cause"].as_str().unwrap().contains("attempts"));
+
+    let none = babelqueue(&["inspect"], Some(b"null"));
+    let line: serde_json::Value = serde_json::from_str(stdout(&none).trim()).unwrap();
+    assert_eq!(line["verdict"], "no_identity");
+    assert_eq!(line["envelope"], serde_json::Value::Null);
+}
+
+#[test]
+fn publish_on_memory_prints_the_envelope() {
+    let out = babelqueue(
+        &[
+            "publish",
+            "memory://",
+            "--queue",
+            "q",
+            "--urn",
+            " urn:a ",
+            "--data",
+            r#"{"n":12345678901234567890}"#,
+            "--count",
+            "2",
+            "--trace-id",
+            "t-1",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with(
+        r#"{"job":"urn:a","trace_id":"t-1","data":{"n":12345678901234567890},"meta":{"#
+    ));
+    assert_ne!(lines[0], lines[1], "fresh meta.id each time");
+}
+
+#[test]
+fn unknown_and_uncompiled_schemes_are_clear_errors() {
+    let out = babelqueue(
+        &[
+            "publish",
+            "mqtt://localhost",
+            "--queue",
+            "q",
+            "--urn",
+            "urn:a",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unsupported broker URL scheme \"mqtt\""),
+        "{err}"
+    );
+    let bad = babelqueue(
+        &[
+            "consume",
+            "memory://",
+            "--queue",
+            "q",
+            "--on-unknown-urn",
+            "ignore",
+        ],
+        None,
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("on_unknown_urn must be one of"));
+}
+
+#[test]
+fn consume_exits_after_the_idle_timeout() {
+    let out = babelqueue(
+        &[
+            "consume",
+            "memory://",
+            "--queue",
+            "q",
+            "--idle-timeout",
+            "0.3",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 handler call(s)"));
+}

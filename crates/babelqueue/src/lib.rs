@@ -1,0 +1,196 @@
+//! BabelQueue for Rust.
+//!
+//! One frozen JSON envelope, `{job, trace_id, data, meta, attempts}`, that every BabelQueue SDK
+//! produces and consumes (PHP/Laravel, Symfony, Go, Python, Java, .NET, Node), routed by URN
+//! instead of a class name. This crate re-exports the runtime ([`babelqueue_core`]) and the codec
+//! ([`envelope`]), and picks a transport from a broker URL with [`connect`]; each broker's
+//! transport is an optional feature.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue::Error> {
+//! use babelqueue::{App, Consume, Context, HandlerError};
+//!
+//! let transport = babelqueue::connect("memory://").await?;
+//! let app = App::builder_arc(transport)
+//!     .queue("orders")
+//!     .handle("urn:babel:orders:created", |ctx: Context| async move {
+//!         println!("order {}", ctx.data());
+//!         Ok::<(), HandlerError>(())
+//!     })
+//!     .build()?;
+//! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+//! app.consume(Consume::new().max_messages(1).handle_signals(false)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Feature flags
+//!
+//! | feature | scheme(s) | crate |
+//! |---|---|---|
+//! | (always) | `memory://` | `babelqueue-core` |
+//! | `redis` | `redis://`, `rediss://` | `babelqueue-transport-redis` |
+//! | `amqp` | `amqp://`, `amqps://` | `babelqueue-transport-amqp` |
+//! | `sqs` | `sqs://` | `babelqueue-transport-sqs` |
+//! | `asb` | `sb://`, `servicebus://`, `azureservicebus://` | `babelqueue-transport-asb` |
+//! | `pulsar` | `pulsar://`, `pulsar+ssl://` | `babelqueue-transport-pulsar` |
+//! | `kafka` | `kafka://` | `babelqueue-transport-kafka` |
+//! | `artemis` | `artemis://`, `artemis+ssl://` | `babelqueue-transport-artemis` |
+//! | `full` | all of the above | |
+
+use std::sync::Arc;
+
+pub use babelqueue_core::*;
+
+/// One row of the URL scheme table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheme {
+    /// The scheme, as written before `://`.
+    pub scheme: &'static str,
+    /// The feature of this crate that carries it (`""`: always built in).
+    pub feature: &'static str,
+    /// The transport crate.
+    pub krate: &'static str,
+}
+
+/// Every scheme BabelQueue knows, and which feature carries it.
+pub const SCHEMES: &[Scheme] = &[
+    Scheme {
+        scheme: "memory",
+        feature: "",
+        krate: "babelqueue-core",
+    },
+    Scheme {
+        scheme: "redis",
+        feature: "redis",
+        krate: "babelqueue-transport-redis",
+    },
+    Scheme {
+        scheme: "rediss",
+        feature: "redis",
+        krate: "babelqueue-transport-redis",
+    },
+    Scheme {
+        scheme: "amqp",
+        feature: "amqp",
+        krate: "babelqueue-transport-amqp",
+    },
+    Scheme {
+        scheme: "amqps",
+        feature: "amqp",
+        krate: "babelqueue-transport-amqp",
+    },
+    Scheme {
+        scheme: "sqs",
+        feature: "sqs",
+        krate: "babelqueue-transport-sqs",
+    },
+    Scheme {
+        scheme: "sb",
+        feature: "asb",
+        krate: "babelqueue-transport-asb",
+    },
+    Scheme {
+        scheme: "servicebus",
+        feature: "asb",
+        krate: "babelqueue-transport-asb",
+    },
+    Scheme {
+        scheme: "azureservicebus",
+        feature: "asb",
+        krate: "babelqueue-transport-asb",
+    },
+    Scheme {
+        scheme: "pulsar",
+        feature: "pulsar",
+        krate: "babelqueue-transport-pulsar",
+    },
+    Scheme {
+        scheme: "pulsar+ssl",
+        feature: "pulsar",
+        krate: "babelqueue-transport-pulsar",
+    },
+    Scheme {
+        scheme: "kafka",
+        feature: "kafka",
+        krate: "babelqueue-transport-kafka",
+    },
+    Scheme {
+        scheme: "artemis",
+        feature: "artemis",
+        krate: "babelqueue-transport-artemis",
+    },
+    Scheme {
+        scheme: "artemis+ssl",
+        feature: "artemis",
+        krate: "babelqueue-transport-artemis",
+    },
+];
+
+/// The scheme of a broker URL: the text before `://`, or the whole string when there is none
+/// (so `""` is `memory`). Case-sensitive.
+pub fn scheme_of(url: &str) -> &str {
+    url.split_once("://").map_or(url, |(scheme, _)| scheme)
+}
+
+/// Builds the transport a broker URL names.
+///
+/// An unknown scheme, or one whose transport is not compiled into this build, is an
+/// [`Error::UnsupportedScheme`] that says which feature to enable.
+pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
+    let scheme = scheme_of(url);
+    match scheme {
+        "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
+            Some(row) => Err(Error::UnsupportedScheme {
+                scheme: scheme.to_owned(),
+                hint: format!(
+                    "this build does not include the {} transport; enable the `{}` feature of the `babelqueue` crate",
+                    row.krate, row.feature
+                ),
+            }),
+            None => Err(Error::UnsupportedScheme {
+                scheme: scheme.to_owned(),
+                hint: format!(
+                    "use one of {} (or build an App over your own Transport)",
+                    SCHEMES
+                        .iter()
+                        .map(|s| format!("{}://", s.scheme))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_and_the_empty_scheme_connect() {
+        assert_eq!(connect("memory://").await.unwrap().name(), "memory");
+        assert_eq!(connect("").await.unwrap().name(), "memory");
+    }
+
+    #[tokio::test]
+    async fn unknown_schemes_name_the_accepted_ones() {
+        let err = connect("mqtt://localhost").await.unwrap_err().to_string();
+        assert!(
+            err.contains("\"mqtt\"") && err.contains("redis://") && err.contains("artemis+ssl://"),
+            "{err}"
+        );
+        let err = connect("Redis://localhost").await.unwrap_err().to_string();
+        assert!(
+            err.contains("\"Redis\""),
+            "schemes are case-sensitive: {err}"
+        );
+    }
+
+    #[test]
+    fn scheme_parsing() {
+        assert_eq!(scheme_of("pulsar+ssl://h:6651"), "pulsar+ssl");
+        assert_eq!(scheme_of("memory"), "memory");
+        assert_eq!(scheme_of(""), "");
+    }
+}
