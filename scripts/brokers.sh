@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Installs, starts, checks and stops every broker the tests need, on 127.0.0.1 only.
+#
+#   scripts/brokers.sh up [NAME...]     install what is missing, start, wait until ready
+#   scripts/brokers.sh down [NAME...]   stop
+#   scripts/brokers.sh status           one line per broker: up / down
+#   scripts/brokers.sh env              export lines for the test environment (eval them)
+#   scripts/brokers.sh list             the known brokers
+#
+# Each broker lives in scripts/brokers.d/<name>.sh and defines install_<name>, start_<name>,
+# ready_<name>, stop_<name> and env_<name>. Downloads and data go to $BQ_CACHE (default:
+# ../cache next to the checkout), never into the checkout.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export BQ_CACHE=${BQ_CACHE:-$(cd "$ROOT/.." && pwd)/cache}
+export BQ_BROKERS_DIR=${BQ_BROKERS_DIR:-$BQ_CACHE/brokers}
+mkdir -p "$BQ_BROKERS_DIR"
+
+log() { printf 'brokers: %s\n' "$*" >&2; }
+
+APT_UPDATED=0
+# apt_install PACKAGE... : installs the Debian packages that are not installed yet.
+apt_install() {
+    local missing=()
+    for p in "$@"; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if [ $APT_UPDATED -eq 0 ]; then
+        log "apt-get update"
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >/dev/null
+        APT_UPDATED=1
+    fi
+    log "apt-get install ${missing[*]}"
+    # Keep package post-install scripts from starting services: we start them ourselves.
+    printf '#!/bin/sh\nexit 101\n' > "$BQ_BROKERS_DIR/policy-rc.d"
+    $sudo cp "$BQ_BROKERS_DIR/policy-rc.d" /usr/sbin/policy-rc.d 2>/dev/null && $sudo chmod +x /usr/sbin/policy-rc.d || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    $sudo rm -f /usr/sbin/policy-rc.d || true
+}
+
+# maven_fetch GROUP:ARTIFACT:VERSION[:TYPE[:CLASSIFIER]] DEST_DIR : copies one artifact (and, for
+# jars, its runtime dependencies) from Maven Central into DEST_DIR.
+maven_fetch() {
+    local coords=$1 dest=$2
+    mkdir -p "$dest"
+    mvn -q -B dependency:copy -Dartifact="$coords" -DoutputDirectory="$dest" \
+        -Dmaven.repo.local="$BQ_CACHE/m2" >/dev/null
+}
+
+# wait_for NAME SECONDS : polls ready_NAME until it succeeds or the time is up.
+wait_for() {
+    local name=$1 limit=$2 waited=0
+    until "ready_$name" >/dev/null 2>&1; do
+        if [ "$waited" -ge "$((limit * 5))" ]; then
+            log "$name did not become ready within ${limit}s"
+            return 1
+        fi
+        sleep 0.2
+        waited=$((waited + 1))
+    done
+}
+
+BROKERS=()
+for f in "$ROOT"/scripts/brokers.d/*.sh; do
+    # shellcheck source=/dev/null
+    . "$f"
+done
+
+cmd=${1:-status}
+shift || true
+if [ $# -gt 0 ]; then names=("$@"); else names=("${BROKERS[@]}"); fi
+
+case "$cmd" in
+    up)
+        for n in "${names[@]}"; do
+            "install_$n"
+            if "ready_$n" >/dev/null 2>&1; then
+                log "$n already up"
+            else
+                log "starting $n"
+                "start_$n"
+                wait_for "$n" "${READY_TIMEOUT:-120}"
+                log "$n up"
+            fi
+        done
+        ;;
+    down)
+        for ((i = ${#names[@]} - 1; i >= 0; i--)); do
+            "stop_${names[$i]}" || true
+        done
+        ;;
+    status)
+        for n in "${names[@]}"; do
+            if "ready_$n" >/dev/null 2>&1; then echo "$n up"; else echo "$n down"; fi
+        done
+        ;;
+    env)
+        for n in "${names[@]}"; do "env_$n"; done
+        ;;
+    list)
+        printf '%s\n' "${BROKERS[@]}"
+        ;;
+    *)
+        echo "usage: $0 up|down|status|env|list [NAME...]" >&2
+        exit 2
+        ;;
+esac
