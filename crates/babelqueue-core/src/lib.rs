@@ -49,6 +49,7 @@
 //!   empty target.
 
 pub mod app;
+pub mod attempts;
 pub mod decide;
 mod error;
 pub mod gate;
