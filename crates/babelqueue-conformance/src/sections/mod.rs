@@ -8,6 +8,7 @@ mod codec;
 mod core;
 mod own;
 mod poison;
+mod redis;
 
 /// What a case runner sees.
 pub(crate) struct Ctx<'m> {
@@ -54,6 +55,21 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("retry_backoff", core::retry_backoff),
         core("poison_dlq", poison::poison_dlq),
         core("identity_verdict", poison::identity_verdict),
+        Runner {
+            section: "redis",
+            scope: "redis",
+            run: redis::redis,
+        },
+        Runner {
+            section: "redis_delay",
+            scope: "redis",
+            run: redis::redis_delay,
+        },
+        Runner {
+            section: "redis_layout",
+            scope: "redis",
+            run: redis::redis_layout,
+        },
         // The project's own vector sections (conformance/manifest.json).
         core("codec_reemit", own::codec_reemit),
         core("verdict", own::verdict),

@@ -1,0 +1,221 @@
+//! The Redis commands the transport needs, behind a trait: [`FredClient`] talks to a server;
+//! a recording or scripted implementation checks the key layout without one.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fred::bytes::Bytes;
+use fred::interfaces::{ClientLike, ListInterface, SortedSetsInterface};
+use fred::types::scripts::Script;
+use fred::types::{Key, Value};
+
+use crate::error::Error;
+use crate::scripts::LuaScript;
+
+/// A Redis reply, reduced to what the scripts return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// `nil`, or a Lua `false` (RESP2 and RESP3 alike).
+    Nil,
+    /// An integer (a Lua `true` arrives as 1).
+    Int(i64),
+    /// A bulk string, byte for byte.
+    Bytes(Vec<u8>),
+    /// An array.
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    /// The bytes of a bulk reply; `None` for nil/false.
+    pub fn into_bytes(self) -> Option<Vec<u8>> {
+        match self {
+            Reply::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// An integer reply (nil counts as 0).
+    pub fn as_int(&self) -> i64 {
+        match self {
+            Reply::Int(n) => *n,
+            _ => 0,
+        }
+    }
+}
+
+fn reply(value: Value) -> Result<Reply, Error> {
+    Ok(match value {
+        Value::Null => Reply::Nil,
+        Value::Boolean(false) => Reply::Nil,
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Integer(n) => Reply::Int(n),
+        Value::String(s) => Reply::Bytes(s.as_bytes().to_vec()),
+        Value::Bytes(b) => Reply::Bytes(b.to_vec()),
+        Value::Double(d) => Reply::Bytes(d.to_string().into_bytes()),
+        Value::Array(items) => {
+            Reply::Array(items.into_iter().map(reply).collect::<Result<_, _>>()?)
+        }
+        other => return Err(Error::Protocol(format!("a {:?} reply", other.kind()))),
+    })
+}
+
+/// The commands the transport sends. Keys and values are raw bytes: a member is never decoded,
+/// so a value that is not UTF-8 is removed and dead-lettered exactly.
+#[async_trait]
+pub trait RedisClient: Send + Sync + fmt::Debug {
+    /// Runs a script (EVALSHA, loading it on NOSCRIPT).
+    async fn eval(
+        &self,
+        script: &'static LuaScript,
+        keys: Vec<Vec<u8>>,
+        args: Vec<Vec<u8>>,
+    ) -> Result<Reply, Error>;
+    /// RPUSH one value.
+    async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), Error>;
+    /// ZADD one member at an integer score.
+    async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), Error>;
+    /// ZREM one member; returns how many were removed.
+    async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, Error>;
+    /// LRANGE (inclusive indexes).
+    async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, Error>;
+    /// BLPOP one key for up to `timeout`, discarding what it pops (a wake-up token).
+    async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), Error>;
+    /// Closes the connections.
+    async fn quit(&self) -> Result<(), Error>;
+}
+
+/// [`RedisClient`] over `fred`: one connection for commands and scripts, and a second one for
+/// BLPOP so a blocked wait never delays a settle. Both reconnect on their own (exponential
+/// back-off up to 5 s), so a Redis restart does not stop a worker.
+pub struct FredClient {
+    commands: fred::clients::Client,
+    blocking: fred::clients::Client,
+    scripts: Arc<Vec<(&'static str, Script)>>,
+}
+
+impl fmt::Debug for FredClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FredClient").finish_non_exhaustive()
+    }
+}
+
+impl FredClient {
+    /// Connects to the server `url` names (`redis://…` or `rediss://…`, BabelQueue's query keys
+    /// already removed).
+    pub async fn connect(url: &str) -> Result<FredClient, Error> {
+        let config = fred::types::config::Config::from_url(url)?;
+        let build = || -> Result<fred::clients::Client, Error> {
+            let mut builder = fred::types::Builder::from_config(config.clone());
+            builder.set_policy(fred::types::config::ReconnectPolicy::new_exponential(
+                0, 50, 5_000, 2,
+            ));
+            builder.with_connection_config(|c| {
+                c.connection_timeout = Duration::from_secs(5);
+            });
+            Ok(builder.build()?)
+        };
+        let commands = build()?;
+        let blocking = build()?;
+        commands.init().await?;
+        blocking.init().await?;
+        let scripts = crate::scripts::ALL
+            .iter()
+            .map(|s| (s.name, Script::from_lua(s.lua)))
+            .collect();
+        Ok(FredClient {
+            commands,
+            blocking,
+            scripts: Arc::new(scripts),
+        })
+    }
+
+    /// The command connection (for tools and tests that need raw commands).
+    pub fn raw(&self) -> &fred::clients::Client {
+        &self.commands
+    }
+}
+
+fn keys(keys: Vec<Vec<u8>>) -> Vec<Key> {
+    keys.into_iter()
+        .map(|k| Key::from(Bytes::from(k)))
+        .collect()
+}
+
+#[async_trait]
+impl RedisClient for FredClient {
+    async fn eval(
+        &self,
+        script: &'static LuaScript,
+        k: Vec<Vec<u8>>,
+        args: Vec<Vec<u8>>,
+    ) -> Result<Reply, Error> {
+        let compiled = self
+            .scripts
+            .iter()
+            .find(|(name, _)| *name == script.name)
+            .map(|(_, s)| s)
+            .ok_or_else(|| Error::Protocol(format!("unknown script {}", script.name)))?;
+        let args: Vec<Value> = args
+            .into_iter()
+            .map(|a| Value::Bytes(Bytes::from(a)))
+            .collect();
+        let value: Value = compiled
+            .evalsha_with_reload(&self.commands, keys(k), args)
+            .await?;
+        reply(value)
+    }
+
+    async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        let _: i64 = self
+            .commands
+            .rpush(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value))
+            .await?;
+        Ok(())
+    }
+
+    async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), Error> {
+        let _: Value = self
+            .commands
+            .zadd(
+                Bytes::copy_from_slice(key),
+                None,
+                None,
+                false,
+                false,
+                (score as f64, Bytes::copy_from_slice(member)),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, Error> {
+        Ok(self
+            .commands
+            .zrem(Bytes::copy_from_slice(key), Bytes::copy_from_slice(member))
+            .await?)
+    }
+
+    async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, Error> {
+        let items: Vec<Bytes> = self
+            .commands
+            .lrange(Bytes::copy_from_slice(key), start, stop)
+            .await?;
+        Ok(items.into_iter().map(|b| b.to_vec()).collect())
+    }
+
+    async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), Error> {
+        let _: Value = self
+            .blocking
+            .blpop(Bytes::copy_from_slice(key), timeout.as_secs_f64())
+            .await?;
+        Ok(())
+    }
+
+    async fn quit(&self) -> Result<(), Error> {
+        let _ = self.blocking.quit().await;
+        self.commands.quit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,474 @@
+//! The pure part of the binding: URL options, key names, scores, the header frame, and how a
+//! stored value is classified. No network; unit-tested here and by the conformance runner.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use babelqueue_core::{Headers, Route};
+use babelqueue_envelope::{JsonKind, Object, RawJson, poison_cause};
+
+use crate::error::Error;
+
+/// The default reservation lifetime: a delivery not settled within it is recovered.
+pub const DEFAULT_RETRY_AFTER: u64 = 90;
+
+/// The Laravel key prefix.
+pub const DEFAULT_PREFIX: &str = "queues:";
+
+/// The suffix of the default layout's in-flight list.
+pub const DEFAULT_PROCESSING_SUFFIX: &str = ":processing";
+
+/// The key of the header frame a value carries when it was published with headers (a wire
+/// envelope never has it).
+pub const FRAME_KEY: &str = "__bq_frame";
+
+/// How messages are kept in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// `Q` ready list, `Q:processing` in-flight list, `Q:processing:deadlines` reservations
+    /// (`<token>:<raw>` scored by deadline); settles are gated on the reservation token.
+    #[default]
+    Reliable,
+    /// Laravel's keys (`queues:Q`, `:reserved`, `:delayed`, `:notify`) and scripts, so a Laravel
+    /// worker and a Rust worker share one queue.
+    Laravel,
+}
+
+/// The transport's options (from the URL query and the builder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The key layout.
+    pub layout: Layout,
+    /// The Laravel key prefix (default `queues:`).
+    pub prefix: String,
+    /// Seconds before an unsettled reservation is recovered; `None` disables recovery.
+    pub retry_after: Option<u64>,
+    /// How many due items one migrate or sweep moves (-1 = all).
+    pub migration_batch_size: i64,
+    /// The default layout's in-flight list suffix (default `:processing`).
+    pub processing_suffix: String,
+    /// How long a pop waits for work, overriding the runtime's poll timeout.
+    pub block_for: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            layout: Layout::Reliable,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            retry_after: Some(DEFAULT_RETRY_AFTER),
+            migration_batch_size: -1,
+            processing_suffix: DEFAULT_PROCESSING_SUFFIX.to_owned(),
+            block_for: None,
+        }
+    }
+}
+
+fn truthy(value: &str) -> bool {
+    matches!(
+        value.to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}
+
+fn percent_decode(text: &str) -> String {
+    babelqueue_core::gate::unescape(text)
+}
+
+impl Options {
+    /// Splits a `redis://` / `rediss://` URL into the URL for the client (without BabelQueue's
+    /// query keys) and the options those keys set: `laravel` / `laravel_compat` (boolean: `1`,
+    /// `true`, `yes`, `on`), `prefix`, `retry_after` (whole seconds, or `null`/`none`).
+    pub fn from_url(url: &str) -> Result<(String, Options), Error> {
+        let (scheme, _) = url
+            .split_once("://")
+            .ok_or_else(|| Error::Config(format!("{url:?} is not a redis:// or rediss:// URL")))?;
+        if scheme != "redis" && scheme != "rediss" {
+            return Err(Error::Config(format!(
+                "scheme {scheme:?} is not redis or rediss"
+            )));
+        }
+        let mut options = Options::default();
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value);
+            match key {
+                "laravel" | "laravel_compat" => {
+                    if truthy(&value) {
+                        options.layout = Layout::Laravel;
+                    }
+                }
+                "prefix" => {
+                    if !value.is_empty() {
+                        options.prefix = value;
+                    }
+                }
+                "retry_after" => options.retry_after = parse_retry_after(&value)?,
+                _ => kept.push(pair),
+            }
+        }
+        let client_url = if kept.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        Ok((client_url, options))
+    }
+
+    /// Checks the options.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.migration_batch_size == 0 || self.migration_batch_size < -1 {
+            return Err(Error::Config(format!(
+                "migration_batch_size must be -1 (all) or at least 1, got {}",
+                self.migration_batch_size
+            )));
+        }
+        if self.processing_suffix.is_empty() {
+            return Err(Error::Config("processing_suffix must not be empty".into()));
+        }
+        Ok(())
+    }
+
+    /// The ready list of `queue`.
+    pub fn ready(&self, queue: &str) -> String {
+        match self.layout {
+            Layout::Reliable => queue.to_owned(),
+            Layout::Laravel => format!("{}{queue}", self.prefix),
+        }
+    }
+
+    /// The default layout's in-flight list.
+    pub fn processing(&self, queue: &str) -> String {
+        format!("{queue}{}", self.processing_suffix)
+    }
+
+    /// The default layout's reservation set.
+    pub fn deadlines(&self, queue: &str) -> String {
+        format!("{}:deadlines", self.processing(queue))
+    }
+
+    /// The Laravel delayed set.
+    pub fn delayed(&self, queue: &str) -> String {
+        format!("{}:delayed", self.ready(queue))
+    }
+
+    /// The Laravel reservation set.
+    pub fn reserved(&self, queue: &str) -> String {
+        format!("{}:reserved", self.ready(queue))
+    }
+
+    /// The Laravel wake-up list.
+    pub fn notify(&self, queue: &str) -> String {
+        format!("{}:notify", self.ready(queue))
+    }
+}
+
+fn parse_retry_after(value: &str) -> Result<Option<u64>, Error> {
+    if value.is_empty() {
+        return Ok(Some(DEFAULT_RETRY_AFTER));
+    }
+    if value.eq_ignore_ascii_case("null") || value.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    value.parse::<u64>().map(Some).map_err(|_| {
+        Error::Config(format!(
+            "retry_after must be a whole number of seconds >= 0, or null; got {value:?}"
+        ))
+    })
+}
+
+/// Whole epoch seconds: `floor(now)`, the unit of every score.
+pub fn whole_seconds(now: f64) -> i64 {
+    if now.is_finite() {
+        now.floor() as i64
+    } else {
+        0
+    }
+}
+
+/// The score of a delayed message: `floor(now) + ceil(delay)`, a negative delay counting as 0.
+pub fn available_at(now: f64, delay: f64) -> i64 {
+    let delay = if delay.is_finite() && delay > 0.0 {
+        delay.ceil() as i64
+    } else {
+        0
+    };
+    whole_seconds(now).saturating_add(delay)
+}
+
+/// The score of a reservation: `floor(now) + retry_after`, or `+inf` when recovery is off.
+pub fn deadline_score(now: f64, retry_after: Option<u64>) -> String {
+    match retry_after {
+        None => "+inf".to_owned(),
+        Some(s) => whole_seconds(now)
+            .saturating_add(i64::try_from(s).unwrap_or(i64::MAX))
+            .to_string(),
+    }
+}
+
+/// Headers without blank keys or values.
+pub fn sanitize_headers<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>) -> Headers {
+    headers
+        .into_iter()
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// The value to store for `body` with `headers`: the body itself when no header survives (or
+/// the body is not UTF-8 text, which a frame cannot carry), else the frame
+/// `{"__bq_frame":1,"headers":{…},"body":"<body>"}`.
+pub fn frame<'a>(body: &'a [u8], headers: &Headers) -> Cow<'a, [u8]> {
+    let clean = sanitize_headers(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Cow::Borrowed(body);
+    };
+    if clean.is_empty() {
+        return Cow::Borrowed(body);
+    }
+    let mut out = String::with_capacity(body.len() + 64);
+    out.push_str("{\"");
+    out.push_str(FRAME_KEY);
+    out.push_str("\":1,\"headers\":{");
+    for (i, (k, v)) in clean.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(RawJson::string(k).as_str());
+        out.push(':');
+        out.push_str(RawJson::string(v).as_str());
+    }
+    out.push_str("},\"body\":");
+    out.push_str(RawJson::string(text).as_str());
+    out.push('}');
+    Cow::Owned(out.into_bytes())
+}
+
+fn truthy_json(value: &RawJson) -> bool {
+    match value.kind() {
+        JsonKind::Null => false,
+        JsonKind::Bool => value.as_bool() == Some(true),
+        JsonKind::Number => !is_zero(value.as_str()),
+        JsonKind::String => value.as_str() != "\"\"",
+        JsonKind::Array => value.as_str() != "[]",
+        JsonKind::Object => value.as_str() != "{}",
+    }
+}
+
+fn is_zero(literal: &str) -> bool {
+    literal.parse::<f64>().is_ok_and(|f| f == 0.0)
+}
+
+/// Reads a stored value: `(body, headers)`. A value is a frame only when it is a JSON object with
+/// a truthy `__bq_frame` and a string `body`; anything else is a bare body with no headers.
+pub fn unframe(value: &[u8]) -> (Cow<'_, [u8]>, Headers) {
+    let bare = || (Cow::Borrowed(value), Headers::new());
+    if value.first() != Some(&b'{') || !contains(value, b"\"__bq_frame\"") {
+        return bare();
+    }
+    let Ok(text) = std::str::from_utf8(value) else {
+        return bare();
+    };
+    let Ok(object) = Object::parse(text) else {
+        return bare();
+    };
+    if !object.get(FRAME_KEY).is_some_and(truthy_json) {
+        return bare();
+    }
+    let Some(body) = object.get("body").and_then(RawJson::as_string) else {
+        return bare();
+    };
+    let mut headers = Headers::new();
+    if let Some(raw) = object
+        .get("headers")
+        .filter(|h| h.kind() == JsonKind::Object)
+        && let Ok(map) = Object::parse(raw.as_str())
+    {
+        for (key, value) in map.iter() {
+            let value = match value.as_string() {
+                Some(s) => s.into_owned(),
+                None if value.is_null() => continue,
+                None => value.as_str().to_owned(),
+            };
+            let key = key.name();
+            if !key.is_empty() && !value.is_empty() {
+                headers.insert(key.into_owned(), value);
+            }
+        }
+    }
+    (Cow::Owned(body.into_owned().into_bytes()), headers)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The route of a default-layout delivery: poison (dead-lettered unconditionally) when the
+/// stored value is not UTF-8 or its body is not a readable envelope with an identity.
+pub fn reliable_route(stored: &[u8], body: &[u8]) -> Route {
+    if std::str::from_utf8(stored).is_err() || poison_cause(body, true).is_some() {
+        Route::NonNumericAttempts
+    } else {
+        Route::Body
+    }
+}
+
+/// The route of a Laravel-layout delivery: poison when the reserve script could not count the
+/// attempt (`member == job`), when the job is not UTF-8, or not a readable envelope with an
+/// identity.
+pub fn laravel_route(job: &[u8], member: &[u8]) -> Route {
+    if job == member || poison_cause(job, true).is_some() {
+        Route::NonNumericAttempts
+    } else {
+        Route::Body
+    }
+}
+
+/// A fresh reservation token: 32 lowercase hex digits from 16 random bytes.
+pub fn new_token() -> String {
+    format!("{:032x}", fastrand::u128(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_options_are_read_and_stripped() {
+        let (client, o) = Options::from_url(
+            "redis://u:p@127.0.0.1:6379/2?laravel=Yes&prefix=app_queues%3A&retry_after=null&x=1",
+        )
+        .unwrap();
+        assert_eq!(client, "redis://u:p@127.0.0.1:6379/2?x=1");
+        assert_eq!(
+            (o.layout, o.prefix.as_str(), o.retry_after),
+            (Layout::Laravel, "app_queues:", None)
+        );
+        let (client, o) =
+            Options::from_url("rediss://h?laravel_compat=0&prefix=&retry_after=30").unwrap();
+        assert_eq!(client, "rediss://h");
+        assert_eq!(
+            (o.layout, o.prefix.as_str(), o.retry_after),
+            (Layout::Reliable, "queues:", Some(30))
+        );
+        assert_eq!(
+            Options::from_url("redis://h?retry_after=NONE")
+                .unwrap()
+                .1
+                .retry_after,
+            None
+        );
+        for bad in [
+            "redis://h?retry_after=-1",
+            "redis://h?retry_after=1.5",
+            "amqp://h",
+            "h:6379",
+        ] {
+            assert!(Options::from_url(bad).is_err(), "{bad}");
+        }
+        assert!(
+            Options {
+                migration_batch_size: 0,
+                ..Options::default()
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn key_names() {
+        let laravel = Options {
+            layout: Layout::Laravel,
+            ..Options::default()
+        };
+        assert_eq!(laravel.ready("emails.high"), "queues:emails.high");
+        assert_eq!(laravel.delayed("emails.high"), "queues:emails.high:delayed");
+        assert_eq!(
+            laravel.reserved("emails.high"),
+            "queues:emails.high:reserved"
+        );
+        assert_eq!(laravel.notify("emails.high"), "queues:emails.high:notify");
+        let reliable = Options::default();
+        assert_eq!(reliable.ready("orders"), "orders");
+        assert_eq!(reliable.processing("orders"), "orders:processing");
+        assert_eq!(reliable.deadlines("orders"), "orders:processing:deadlines");
+    }
+
+    #[test]
+    fn scores() {
+        assert_eq!(available_at(1000.7, 1.5), 1002);
+        assert_eq!(available_at(1000.2, 0.1), 1001);
+        assert_eq!(available_at(1000.5, 3.0), 1003);
+        assert_eq!(available_at(1000.5, -4.0), 1000);
+        assert_eq!(deadline_score(1000.9, Some(30)), "1030");
+        assert_eq!(deadline_score(1000.9, None), "+inf");
+    }
+
+    #[test]
+    fn frames_round_trip_and_bare_values_stay_bare() {
+        let body = r#"{"job":"urn:x","data":{"s":"é"}}"#.as_bytes();
+        assert_eq!(frame(body, &Headers::new()), Cow::Borrowed(body));
+        let blank = Headers::from([
+            ("".to_owned(), "x".to_owned()),
+            ("k".to_owned(), String::new()),
+        ]);
+        assert_eq!(frame(body, &blank), Cow::Borrowed(body));
+        let headers = Headers::from([("traceparent".to_owned(), "00-a-b-01".to_owned())]);
+        let framed = frame(body, &headers);
+        assert_eq!(
+            std::str::from_utf8(&framed).unwrap(),
+            r#"{"__bq_frame":1,"headers":{"traceparent":"00-a-b-01"},"body":"{\"job\":\"urn:x\",\"data\":{\"s\":\"é\"}}"}"#
+        );
+        let (unframed, got) = unframe(&framed);
+        assert_eq!((&*unframed, got), (body, headers.clone()));
+        for bare in [
+            &br#"{"job":"urn:x"}"#[..],
+            br#"{"__bq_frame":0,"body":"x"}"#,
+            br#"{"__bq_frame":1,"body":5}"#,
+            b"\"__bq_frame\"",
+            b"{\"__bq_frame\":1",
+        ] {
+            assert_eq!(unframe(bare).0, Cow::Borrowed(bare));
+        }
+        assert_eq!(frame(b"\xff", &headers), Cow::Borrowed(&b"\xff"[..]));
+    }
+
+    #[test]
+    fn routes() {
+        assert_eq!(
+            reliable_route(br#"{"job":"urn:x"}"#, br#"{"job":"urn:x"}"#),
+            Route::Body
+        );
+        assert_eq!(reliable_route(b"\xff", b"\xff"), Route::NonNumericAttempts);
+        assert_eq!(reliable_route(b"{}", b"{}"), Route::NonNumericAttempts);
+        assert_eq!(
+            laravel_route(
+                br#"{"job":"urn:x","attempts":0}"#,
+                br#"{"attempts":1,"job":"urn:x"}"#
+            ),
+            Route::Body
+        );
+        assert_eq!(
+            laravel_route(br#"{"job":"urn:x"}"#, br#"{"job":"urn:x"}"#),
+            Route::NonNumericAttempts
+        );
+        assert_eq!(
+            laravel_route(b"not json", b"not json"),
+            Route::NonNumericAttempts
+        );
+    }
+
+    #[test]
+    fn tokens_are_32_lowercase_hex_and_fresh() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 32);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(a, b);
+    }
+}

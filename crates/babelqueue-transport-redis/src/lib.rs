@@ -1,0 +1,683 @@
+//! BabelQueue over Redis, on [`fred`].
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use babelqueue_core::{App, Context, HandlerError};
+//! use babelqueue_transport_redis::RedisTransport;
+//!
+//! let redis = RedisTransport::connect("redis://127.0.0.1:6379/0?retry_after=90").await?;
+//! let app = App::builder(redis)
+//!     .queue("orders")
+//!     .dead_letter(true)
+//!     .handle("urn:babel:orders:created", |ctx: Context| async move {
+//!         println!("{}", ctx.data());
+//!         Ok::<(), HandlerError>(())
+//!     })
+//!     .build()?;
+//! app.run().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Two layouts
+//!
+//! **Reliable (the default)** — the layout the Python and Go SDKs own. For a queue `Q`:
+//! `Q` is the ready list, `Q:processing` holds deliveries in flight, and
+//! `Q:processing:deadlines` holds one member `<token>:<raw>` per reservation, scored by its
+//! deadline (`floor(now) + retry_after`). A reserve moves the head into `Q:processing` and
+//! records a fresh 32-hex token in one script; a sweep before every reserve returns lapsed
+//! reservations to the end of `Q` unchanged (a crashed worker's message comes back after
+//! `retry_after`, and a recovery is not an attempt). Ack, release and dead-letter run one gated
+//! script: only while the reservation's own member exists, so a late ack can never remove a newer
+//! reservation of identical bytes. Out-of-band headers (a W3C `traceparent`) ride in a frame
+//! `{"__bq_frame":1,"headers":{…},"body":"…"}` and survive a retry.
+//!
+//! **Laravel-compatible** (`?laravel=1`, or [`RedisBuilder::laravel`]) — Laravel's own keys and
+//! effects, so a Laravel worker and a Rust worker share one queue: `queues:Q` (ready list),
+//! `queues:Q:reserved` (scored by deadline), `queues:Q:delayed` (scored by available-at),
+//! `queues:Q:notify` (wake-up tokens). The reserve script counts the attempt into the reserved
+//! member with `cjson` under `pcall` (a body it cannot decode or re-encode is reserved raw and
+//! handed over as poison, never lost); the handler gets the raw job; a release schedules the
+//! runtime-built body (so 15-digit integers and `[]` survive, which cjson would damage); the
+//! dead-letter write is gated on the reservation. Headers cannot ride here (Laravel reads the
+//! stored job), so they are dropped; `trace_id` still correlates. Set `prefix` to the full Laravel
+//! prefix (often `laravel_database_queues:`), and give both workers the same `retry_after`.
+//!
+//! # URL
+//!
+//! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90`, `rediss://`
+//! for TLS (rustls with aws-lc-rs). `retry_after=null` (or `none`) disables recovery. Other query
+//! keys go to the client.
+//!
+//! # Capabilities and poison
+//!
+//! Both layouts classify poison themselves: a value that is not UTF-8, or whose body is not a
+//! readable envelope with an identity, is handed over as [`Route::NonNumericAttempts`](babelqueue_core::Route::NonNumericAttempts) and the
+//! runtime dead-letters the ADR-0035 record through the gated script in every configuration
+//! (neither `on_unknown_urn = delete` nor dead-lettering off drops it). Release is native
+//! ([`Redeliverer`]: the Laravel layout honours the back-off delay through `:delayed`; the
+//! reliable layout has no delayed set and re-queues at once), dead-lettering is one guarded step
+//! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`DelayedPublisher`]), and
+//! `babelqueue dlq list` reads a queue in place ([`Browser`]).
+//!
+//! # Deviations from the reference
+//!
+//! A dead-letter or release write that fails leaves the reservation in place; it comes back after
+//! `retry_after` (the reference behaves the same; the runtime never crashes on it). A
+//! header-carrying publish of a body that is not UTF-8 stores the bare body (a frame is text).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use babelqueue_core::{
+    Browser, DeadLetterWriter, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer,
+    Transport, TransportError,
+};
+
+pub mod client;
+mod error;
+pub mod layout;
+pub mod scripts;
+
+pub use client::{FredClient, RedisClient, Reply};
+pub use error::{Error, ErrorKind};
+pub use fred;
+pub use layout::{Layout, Options};
+
+/// A source of the current time, in fractional epoch seconds (pinned in tests).
+pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+fn system_clock() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The settle handle of a Redis delivery.
+#[derive(Debug, Clone)]
+enum Handle {
+    /// The stored value (possibly a frame) and the reservation token.
+    Reliable { stored: Vec<u8>, token: String },
+    /// The reserved member, byte for byte as the reserve script wrote it.
+    Laravel { member: Vec<u8> },
+}
+
+/// The Redis transport.
+#[derive(Clone)]
+pub struct RedisTransport {
+    client: Arc<dyn RedisClient>,
+    options: Options,
+    clock: Clock,
+}
+
+impl fmt::Debug for RedisTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisTransport")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`RedisTransport`]; the URL's query keys are read first, then these override them.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RedisBuilder {
+    url: String,
+    layout: Option<Layout>,
+    prefix: Option<String>,
+    retry_after: Option<Option<u64>>,
+    migration_batch_size: Option<i64>,
+    processing_suffix: Option<String>,
+    block_for: Option<Duration>,
+}
+
+impl RedisBuilder {
+    /// Selects the Laravel-compatible layout (`true`) or the reliable one (`false`).
+    pub fn laravel(mut self, on: bool) -> Self {
+        self.layout = Some(if on {
+            Layout::Laravel
+        } else {
+            Layout::Reliable
+        });
+        self
+    }
+    /// The Laravel key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+    /// The reservation lifetime (whole seconds); `None` disables recovery.
+    pub fn retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = Some(retry_after.map(|d| d.as_secs()));
+        self
+    }
+    /// How many due items one migrate or sweep moves (-1 = all).
+    pub fn migration_batch_size(mut self, n: i64) -> Self {
+        self.migration_batch_size = Some(n);
+        self
+    }
+    /// The reliable layout's in-flight list suffix.
+    pub fn processing_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.processing_suffix = Some(suffix.into());
+        self
+    }
+    /// How long a pop waits for work, instead of the runtime's poll timeout.
+    pub fn block_for(mut self, block: Duration) -> Self {
+        self.block_for = Some(block);
+        self
+    }
+
+    /// The options this builder ends up with, and the client URL.
+    pub fn options(&self) -> Result<(String, Options), Error> {
+        let (url, mut o) = Options::from_url(&self.url)?;
+        if let Some(layout) = self.layout {
+            o.layout = layout;
+        }
+        if let Some(prefix) = self.prefix.clone().filter(|p| !p.is_empty()) {
+            o.prefix = prefix;
+        }
+        if let Some(retry_after) = self.retry_after {
+            o.retry_after = retry_after;
+        }
+        if let Some(n) = self.migration_batch_size {
+            o.migration_batch_size = n;
+        }
+        if let Some(suffix) = self.processing_suffix.clone() {
+            o.processing_suffix = suffix;
+        }
+        if self.block_for.is_some() {
+            o.block_for = self.block_for;
+        }
+        o.validate()?;
+        Ok((url, o))
+    }
+
+    /// Connects.
+    pub async fn connect(self) -> Result<RedisTransport, Error> {
+        let (url, options) = self.options()?;
+        let client = FredClient::connect(&url).await?;
+        Ok(RedisTransport::with_client(Arc::new(client), options))
+    }
+}
+
+fn bytes(s: impl Into<Vec<u8>>) -> Vec<u8> {
+    s.into()
+}
+
+impl RedisTransport {
+    /// Connects with the options the URL sets.
+    pub async fn connect(url: &str) -> Result<RedisTransport, Error> {
+        RedisTransport::builder(url).connect().await
+    }
+
+    /// Starts configuring a transport for `url`.
+    pub fn builder(url: impl Into<String>) -> RedisBuilder {
+        RedisBuilder {
+            url: url.into(),
+            layout: None,
+            prefix: None,
+            retry_after: None,
+            migration_batch_size: None,
+            processing_suffix: None,
+            block_for: None,
+        }
+    }
+
+    /// A transport over any [`RedisClient`] (a recording fake, a shared connection).
+    pub fn with_client(client: Arc<dyn RedisClient>, options: Options) -> RedisTransport {
+        RedisTransport {
+            client,
+            options,
+            clock: Arc::new(system_clock),
+        }
+    }
+
+    /// Replaces the clock (fractional epoch seconds).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Clock) -> RedisTransport {
+        self.clock = clock;
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Arc<dyn RedisClient> {
+        &self.client
+    }
+
+    fn now(&self) -> f64 {
+        (self.clock)()
+    }
+
+    fn batch(&self) -> Vec<u8> {
+        bytes(self.options.migration_batch_size.to_string())
+    }
+
+    /// Laravel layout: moves due delayed messages, then (unless recovery is off) expired
+    /// reservations, back to the ready list. Runs before every reserve; public for tools.
+    pub async fn migrate(&self, queue: &str) -> Result<i64, Error> {
+        let o = &self.options;
+        let now = bytes(layout::whole_seconds(self.now()).to_string());
+        let ready = o.ready(queue);
+        let notify = o.notify(queue);
+        let mut moved = self
+            .client
+            .eval(
+                &scripts::MIGRATE,
+                vec![
+                    bytes(o.delayed(queue)),
+                    bytes(ready.clone()),
+                    bytes(notify.clone()),
+                ],
+                vec![now.clone(), self.batch()],
+            )
+            .await?
+            .as_int();
+        if o.retry_after.is_some() {
+            moved += self
+                .client
+                .eval(
+                    &scripts::MIGRATE,
+                    vec![bytes(o.reserved(queue)), bytes(ready), bytes(notify)],
+                    vec![now, self.batch()],
+                )
+                .await?
+                .as_int();
+        }
+        Ok(moved)
+    }
+
+    /// Reliable layout: returns lapsed reservations to the end of the ready list. Runs before
+    /// every reserve (also with recovery off: a foreign finite deadline is still swept).
+    pub async fn sweep(&self, queue: &str) -> Result<i64, Error> {
+        let o = &self.options;
+        let now = bytes(layout::whole_seconds(self.now()).to_string());
+        Ok(self
+            .client
+            .eval(
+                &scripts::SWEEP,
+                vec![
+                    bytes(o.ready(queue)),
+                    bytes(o.processing(queue)),
+                    bytes(o.deadlines(queue)),
+                ],
+                vec![now, self.batch()],
+            )
+            .await?
+            .as_int())
+    }
+
+    /// A delivery for an existing reliable-layout reservation `<token>:<stored>` of `queue`
+    /// (tools that settle reservations they did not pop).
+    pub fn reservation(&self, queue: &str, token: &str, stored: &[u8]) -> Delivery {
+        let (body, headers) = layout::unframe(stored);
+        let route = layout::reliable_route(stored, &body);
+        Delivery::new(queue, body.into_owned())
+            .with_headers(headers)
+            .with_route(route)
+            .with_handle(Handle::Reliable {
+                stored: stored.to_vec(),
+                token: token.to_owned(),
+            })
+    }
+
+    /// The reservation a delivery holds: the reserved member (Laravel layout) or the stored value
+    /// (reliable layout), byte for byte.
+    pub fn reservation_of(delivery: &Delivery) -> Option<&[u8]> {
+        match delivery.handle::<Handle>()? {
+            Handle::Reliable { stored, .. } => Some(stored),
+            Handle::Laravel { member } => Some(member),
+        }
+    }
+
+    async fn reserve_reliable(&self, queue: &str) -> Result<Option<Delivery>, Error> {
+        let o = &self.options;
+        let token = layout::new_token();
+        let reply = self
+            .client
+            .eval(
+                &scripts::RESERVE_LEGACY,
+                vec![
+                    bytes(o.ready(queue)),
+                    bytes(o.processing(queue)),
+                    bytes(o.deadlines(queue)),
+                ],
+                vec![
+                    bytes(layout::deadline_score(self.now(), o.retry_after)),
+                    bytes(token.clone()),
+                ],
+            )
+            .await?;
+        Ok(reply
+            .into_bytes()
+            .map(|stored| self.reservation(queue, &token, &stored)))
+    }
+
+    async fn reserve_laravel(&self, queue: &str) -> Result<Option<Delivery>, Error> {
+        let o = &self.options;
+        let reply = self
+            .client
+            .eval(
+                &scripts::RESERVE_ZSET,
+                vec![
+                    bytes(o.ready(queue)),
+                    bytes(o.reserved(queue)),
+                    bytes(o.notify(queue)),
+                ],
+                vec![bytes(layout::deadline_score(self.now(), o.retry_after))],
+            )
+            .await?;
+        let Reply::Array(pair) = reply else {
+            return Ok(None);
+        };
+        let mut pair = pair.into_iter();
+        match (pair.next(), pair.next()) {
+            (Some(Reply::Bytes(job)), Some(Reply::Bytes(member))) => {
+                let route = layout::laravel_route(&job, &member);
+                Ok(Some(
+                    Delivery::new(queue, job)
+                        .with_route(route)
+                        .with_handle(Handle::Laravel { member }),
+                ))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn handle<'a>(&self, delivery: &'a Delivery) -> Result<&'a Handle, Error> {
+        delivery.handle::<Handle>().ok_or_else(|| {
+            Error::Protocol("this delivery was not reserved by a Redis transport".into())
+        })
+    }
+
+    /// The gated reliable-layout settle: `target` gets `body` only if the reservation holds.
+    async fn settle_reliable(
+        &self,
+        delivery: &Delivery,
+        target: Option<(&str, &[u8])>,
+    ) -> Result<bool, Error> {
+        let Handle::Reliable { stored, token } = self.handle(delivery)? else {
+            return Err(Error::Protocol(
+                "a Laravel reservation settled through the reliable layout".into(),
+            ));
+        };
+        let o = &self.options;
+        let mut keys = vec![
+            bytes(o.processing(delivery.queue())),
+            bytes(o.deadlines(delivery.queue())),
+        ];
+        let mut args = vec![bytes(token.clone()), stored.clone()];
+        if let Some((key, body)) = target {
+            keys.push(bytes(key));
+            args.push(body.to_vec());
+        }
+        let settled = self
+            .client
+            .eval(&scripts::SETTLE_LEGACY, keys, args)
+            .await?
+            .as_int()
+            == 1;
+        if !settled {
+            tracing::warn!(target: "babelqueue::redis", queue = delivery.queue(),
+                "The Redis reservation expired before it was settled: it was swept back and may be delivered again; nothing was touched");
+        }
+        Ok(settled)
+    }
+
+    fn laravel_member<'a>(&self, delivery: &'a Delivery) -> Result<&'a [u8], Error> {
+        match self.handle(delivery)? {
+            Handle::Laravel { member } => Ok(member),
+            Handle::Reliable { .. } => Err(Error::Protocol(
+                "a reliable reservation settled through the Laravel layout".into(),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl Transport for RedisTransport {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        let o = &self.options;
+        match o.layout {
+            Layout::Reliable => self.client.rpush(o.ready(queue).as_bytes(), body).await?,
+            Layout::Laravel => {
+                self.client
+                    .eval(
+                        &scripts::PUSH,
+                        vec![bytes(o.ready(queue)), bytes(o.notify(queue))],
+                        vec![body.to_vec()],
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        let budget = self.options.block_for.unwrap_or(timeout);
+        let deadline = tokio::time::Instant::now() + budget;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let delivery = match self.options.layout {
+                Layout::Reliable => {
+                    self.sweep(queue).await?;
+                    self.reserve_reliable(queue).await?
+                }
+                Layout::Laravel => {
+                    self.migrate(queue).await?;
+                    self.reserve_laravel(queue).await?
+                }
+            };
+            if delivery.is_some() {
+                return Ok(delivery);
+            }
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining < Duration::from_millis(1) {
+                return Ok(None);
+            }
+            match self.options.layout {
+                Layout::Reliable => {
+                    tokio::time::sleep(pause.min(remaining)).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Layout::Laravel => {
+                    let notify = self.options.notify(queue);
+                    self.client
+                        .blpop(notify.as_bytes(), remaining.min(Duration::from_secs(1)))
+                        .await?;
+                }
+            }
+        }
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        match self.options.layout {
+            Layout::Reliable => {
+                self.settle_reliable(delivery, None).await?;
+            }
+            Layout::Laravel => {
+                let member = self.laravel_member(delivery)?;
+                self.client
+                    .zrem(self.options.reserved(delivery.queue()).as_bytes(), member)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        self.client.quit().await?;
+        Ok(())
+    }
+
+    fn classifies_poison(&self) -> bool {
+        true
+    }
+
+    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
+        Some(self)
+    }
+    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
+        (self.options.layout == Layout::Laravel).then_some(self as &dyn DelayedPublisher)
+    }
+    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
+        Some(self)
+    }
+    fn dead_letter_writer(&self) -> Option<&dyn DeadLetterWriter> {
+        Some(self)
+    }
+    fn browser(&self) -> Option<&dyn Browser> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl HeaderPublisher for RedisTransport {
+    async fn publish_with_headers(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), TransportError> {
+        match self.options.layout {
+            Layout::Reliable => {
+                let value = layout::frame(body, headers);
+                self.client
+                    .rpush(self.options.ready(queue).as_bytes(), &value)
+                    .await?;
+                Ok(())
+            }
+            // Laravel reads the stored job itself: no frame, the headers are dropped.
+            Layout::Laravel => self.publish(queue, body).await,
+        }
+    }
+}
+
+#[async_trait]
+impl DelayedPublisher for RedisTransport {
+    async fn publish_delayed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        if self.options.layout != Layout::Laravel {
+            return Err(Error::Unsupported(
+                "the reliable Redis layout has no delayed set: use the Laravel layout (?laravel=1) to publish with a delay".into(),
+            )
+            .into());
+        }
+        let score = layout::available_at(self.now(), delay.as_secs_f64());
+        self.client
+            .zadd(self.options.delayed(queue).as_bytes(), score, body)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Redeliverer for RedisTransport {
+    async fn redeliver(
+        &self,
+        delivery: &Delivery,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        let o = &self.options;
+        match o.layout {
+            Layout::Reliable => {
+                // No delayed set: the message goes back to the end of the ready list at once.
+                let value = layout::frame(body, delivery.headers());
+                self.settle_reliable(delivery, Some((&o.ready(delivery.queue()), &value)))
+                    .await?;
+            }
+            Layout::Laravel => {
+                let member = self.laravel_member(delivery)?.to_vec();
+                let score = layout::available_at(self.now(), delay.as_secs_f64());
+                self.client
+                    .eval(
+                        &scripts::RELEASE_ZSET,
+                        vec![
+                            bytes(o.delayed(delivery.queue())),
+                            bytes(o.reserved(delivery.queue())),
+                        ],
+                        vec![member, body.to_vec(), bytes(score.to_string())],
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DeadLetterWriter for RedisTransport {
+    async fn dead_letter(
+        &self,
+        delivery: &Delivery,
+        queue: &str,
+        body: &[u8],
+    ) -> Result<(), TransportError> {
+        let o = &self.options;
+        match o.layout {
+            Layout::Reliable => {
+                let value = layout::frame(body, delivery.headers());
+                self.settle_reliable(delivery, Some((&o.ready(queue), &value)))
+                    .await?;
+            }
+            Layout::Laravel => {
+                let member = self.laravel_member(delivery)?.to_vec();
+                let written = self
+                    .client
+                    .eval(
+                        &scripts::DEAD_LETTER_ZSET,
+                        vec![
+                            bytes(o.reserved(delivery.queue())),
+                            bytes(o.ready(queue)),
+                            bytes(o.notify(queue)),
+                        ],
+                        vec![member, body.to_vec()],
+                    )
+                    .await?
+                    .as_int();
+                if written != 1 {
+                    tracing::warn!(target: "babelqueue::redis", queue = delivery.queue(),
+                        "The Redis reservation expired before it was dead-lettered: it was migrated back and may be delivered again; nothing was written");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Browser for RedisTransport {
+    async fn browse(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, TransportError> {
+        let stop = if max == 0 {
+            -1
+        } else {
+            i64::try_from(max).unwrap_or(i64::MAX) - 1
+        };
+        let values = self
+            .client
+            .lrange(self.options.ready(queue).as_bytes(), 0, stop)
+            .await?;
+        Ok(values
+            .into_iter()
+            .map(|v| layout::unframe(&v).0.into_owned())
+            .collect())
+    }
+}
