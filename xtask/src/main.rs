@@ -155,6 +155,7 @@ fn ci() -> Result<(), String> {
                 "clippy",
                 "--workspace",
                 "--all-targets",
+                "--all-features",
                 "--",
                 "-D",
                 "warnings",
@@ -163,10 +164,14 @@ fn ci() -> Result<(), String> {
         ),
         (
             "tests",
-            vec!["test", "--workspace", "--all-targets"],
+            vec!["test", "--workspace", "--all-targets", "--all-features"],
             vec![],
         ),
-        ("doc tests", vec!["test", "--workspace", "--doc"], vec![]),
+        (
+            "doc tests",
+            vec!["test", "--workspace", "--doc", "--all-features"],
+            vec![],
+        ),
         (
             "no_std build",
             vec![
@@ -179,7 +184,7 @@ fn ci() -> Result<(), String> {
         ),
         (
             "docs",
-            vec!["doc", "--workspace", "--no-deps"],
+            vec!["doc", "--workspace", "--no-deps", "--all-features"],
             vec![("RUSTDOCFLAGS", "-D warnings")],
         ),
     ];

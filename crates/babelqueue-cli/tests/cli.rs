@@ -1,3 +1,5 @@
+#![allow(clippy::print_stdout)]
+
 //! The `babelqueue` binary, run as a user runs it (broker-free commands; the broker commands
 //! are exercised by each transport crate's live tests).
 
@@ -159,4 +161,141 @@ fn consume_exits_after_the_idle_timeout() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 handler call(s)"));
+}
+
+/// The CLI against a real Redis (`BQ_REDIS_URL`), in both layouts.
+#[cfg(feature = "redis")]
+mod redis {
+    use super::{babelqueue, stdout};
+
+    fn url(laravel: bool) -> Option<String> {
+        let base =
+            std::env::var("BQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        let probe = babelqueue(&["dlq", "list", &base, "--queue", "bq-cli-probe"], None);
+        if !probe.status.success() {
+            assert!(
+                std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
+                "Redis is required at {base}"
+            );
+            println!("SKIPPED: Redis not reachable at {base}");
+            return None;
+        }
+        Some(if laravel {
+            format!("{base}?laravel=1")
+        } else {
+            base
+        })
+    }
+
+    #[test]
+    fn publish_consume_retry_and_dead_letter_against_redis() {
+        for laravel in [false, true] {
+            let Some(url) = url(laravel) else { return };
+            let queue = format!("bq-cli-{:08x}", std::process::id() ^ u32::from(laravel));
+            let published = babelqueue(
+                &[
+                    "publish",
+                    &url,
+                    "--queue",
+                    &queue,
+                    "--urn",
+                    "urn:cli:ok",
+                    "--data",
+                    r#"{"n":1}"#,
+                    "--count",
+                    "2",
+                ],
+                None,
+            );
+            assert!(
+                published.status.success(),
+                "{}",
+                String::from_utf8_lossy(&published.stderr)
+            );
+            let fail = babelqueue(
+                &["publish", &url, "--queue", &queue, "--urn", "urn:cli:bad"],
+                None,
+            );
+            assert!(fail.status.success());
+
+            let consumed = babelqueue(
+                &[
+                    "consume",
+                    &url,
+                    "--queue",
+                    &queue,
+                    "--urn",
+                    "urn:cli:ok",
+                    "--fail-urn",
+                    "urn:cli:bad",
+                    "--max-attempts",
+                    "2",
+                    "--dead-letter",
+                    "--idle-timeout",
+                    "1",
+                ],
+                None,
+            );
+            assert!(
+                consumed.status.success(),
+                "{}",
+                String::from_utf8_lossy(&consumed.stderr)
+            );
+            let lines: Vec<serde_json::Value> = stdout(&consumed)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let ok: Vec<_> = lines.iter().filter(|l| l["urn"] == "urn:cli:ok").collect();
+            let bad: Vec<_> = lines
+                .iter()
+                .filter(|l| l["urn"] == "urn:cli:bad")
+                .map(|l| l["attempts"].as_i64().unwrap())
+                .collect();
+            assert_eq!(ok.len(), 2, "laravel={laravel}");
+            assert_eq!(ok[0]["data"], serde_json::json!({"n": 1}));
+            assert_eq!(ok[0]["meta"]["lang"], "rust");
+            assert_eq!(
+                bad,
+                [0, 1],
+                "the failing URN is retried once, then dead-lettered"
+            );
+
+            let listed = babelqueue(&["dlq", "list", &url, "--queue", &queue], None);
+            assert!(listed.status.success());
+            let records: Vec<serde_json::Value> = stdout(&listed)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(records.len(), 1);
+            assert_eq!(
+                (records[0]["urn"].as_str(), records[0]["reason"].as_str()),
+                (Some("urn:cli:bad"), Some("failed"))
+            );
+
+            let redriven = babelqueue(&["dlq", "redrive", &url, "--queue", &queue], None);
+            assert!(
+                redriven.status.success(),
+                "{}",
+                String::from_utf8_lossy(&redriven.stderr)
+            );
+            let again = babelqueue(
+                &[
+                    "consume",
+                    &url,
+                    "--queue",
+                    &queue,
+                    "--urn",
+                    "urn:cli:bad",
+                    "--max",
+                    "1",
+                    "--idle-timeout",
+                    "2",
+                ],
+                None,
+            );
+            let line: serde_json::Value =
+                serde_json::from_str(stdout(&again).lines().next().unwrap()).unwrap();
+            assert_eq!(line["attempts"], 0, "redrive resets attempts");
+        }
+    }
 }

@@ -646,6 +646,15 @@ impl App {
                             inner.rewind_pause
                         })
                         .await;
+                    // Nothing arrives while the broker fails: that time counts towards the
+                    // idle timeout too.
+                    if running.is_empty()
+                        && options
+                            .idle_timeout
+                            .is_some_and(|idle| last_arrival.elapsed() >= idle)
+                    {
+                        break;
+                    }
                 }
             }
         }

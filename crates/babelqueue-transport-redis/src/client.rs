@@ -103,9 +103,21 @@ impl fmt::Debug for FredClient {
 
 impl FredClient {
     /// Connects to the server `url` names (`redis://…` or `rediss://…`, BabelQueue's query keys
-    /// already removed).
+    /// already removed). `rediss://` trusts the system's root certificates.
     pub async fn connect(url: &str) -> Result<FredClient, Error> {
-        let config = fred::types::config::Config::from_url(url)?;
+        FredClient::connect_with(url, None).await
+    }
+
+    /// Like [`FredClient::connect`], trusting the CA certificates of the PEM file `ca_file` (and
+    /// only those) for `rediss://`.
+    pub async fn connect_with(
+        url: &str,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<FredClient, Error> {
+        let mut config = fred::types::config::Config::from_url(url)?;
+        if let Some(path) = ca_file {
+            config.tls = Some(tls_with_ca(path)?);
+        }
         let build = || -> Result<fred::clients::Client, Error> {
             let mut builder = fred::types::Builder::from_config(config.clone());
             builder.set_policy(fred::types::config::ReconnectPolicy::new_exponential(
@@ -135,6 +147,29 @@ impl FredClient {
     pub fn raw(&self) -> &fred::clients::Client {
         &self.commands
     }
+}
+
+/// A rustls configuration (aws-lc-rs) that trusts the certificates of one PEM file.
+fn tls_with_ca(path: &std::path::Path) -> Result<fred::types::config::TlsConfig, Error> {
+    use fred::rustls::pki_types::CertificateDer;
+    use fred::rustls::pki_types::pem::PemObject;
+    let mut roots = fred::rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| Error::Config(format!("cannot read the CA file {}: {e}", path.display())))?;
+    for cert in certs {
+        let cert =
+            cert.map_err(|e| Error::Config(format!("bad certificate in {}: {e}", path.display())))?;
+        roots.add(cert).map_err(|e| {
+            Error::Config(format!("unusable certificate in {}: {e}", path.display()))
+        })?;
+    }
+    let provider = std::sync::Arc::new(fred::rustls::crypto::aws_lc_rs::default_provider());
+    let config = fred::rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(fred::types::config::TlsConnector::from(config).into())
 }
 
 fn keys(keys: Vec<Vec<u8>>) -> Vec<Key> {
@@ -206,11 +241,17 @@ impl RedisClient for FredClient {
     }
 
     async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), Error> {
-        let _: Value = self
+        let popped = self
             .blocking
-            .blpop(Bytes::copy_from_slice(key), timeout.as_secs_f64())
-            .await?;
-        Ok(())
+            .blpop::<Value, _>(Bytes::copy_from_slice(key), timeout.as_secs_f64())
+            .await;
+        match popped {
+            Ok(_) => Ok(()),
+            // fred reports the server's nil reply (nothing arrived within the timeout) as a
+            // Timeout error; for a wake-up wait that is the ordinary outcome.
+            Err(e) if *e.kind() == fred::error::ErrorKind::Timeout => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn quit(&self) -> Result<(), Error> {

@@ -45,8 +45,8 @@
 //! # URL
 //!
 //! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90`, `rediss://`
-//! for TLS (rustls with aws-lc-rs). `retry_after=null` (or `none`) disables recovery. Other query
-//! keys go to the client.
+//! for TLS (rustls with aws-lc-rs; the system roots, or `ca_file=/path/ca.pem` for a private CA).
+//! `retry_after=null` (or `none`) disables recovery. Other query keys go to the client.
 //!
 //! # Capabilities and poison
 //!
@@ -130,9 +130,16 @@ pub struct RedisBuilder {
     migration_batch_size: Option<i64>,
     processing_suffix: Option<String>,
     block_for: Option<Duration>,
+    ca_file: Option<std::path::PathBuf>,
 }
 
 impl RedisBuilder {
+    /// For `rediss://`: trust the CA certificates in this PEM file instead of the system roots
+    /// (a private CA). The URL query key `ca_file` does the same.
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
     /// Selects the Laravel-compatible layout (`true`) or the reliable one (`false`).
     pub fn laravel(mut self, on: bool) -> Self {
         self.layout = Some(if on {
@@ -195,8 +202,25 @@ impl RedisBuilder {
 
     /// Connects.
     pub async fn connect(self) -> Result<RedisTransport, Error> {
-        let (url, options) = self.options()?;
-        let client = FredClient::connect(&url).await?;
+        let (mut url, options) = self.options()?;
+        let mut ca_file = self.ca_file.clone();
+        if let Some((base, query)) = url.clone().split_once('?') {
+            let mut kept = Vec::new();
+            for pair in query.split('&') {
+                match pair.split_once('=') {
+                    Some(("ca_file", path)) => {
+                        ca_file = Some(babelqueue_core::gate::unescape(path).into())
+                    }
+                    _ => kept.push(pair),
+                }
+            }
+            url = if kept.is_empty() {
+                base.to_owned()
+            } else {
+                format!("{base}?{}", kept.join("&"))
+            };
+        }
+        let client = FredClient::connect_with(&url, ca_file.as_deref()).await?;
         Ok(RedisTransport::with_client(Arc::new(client), options))
     }
 }
@@ -221,6 +245,7 @@ impl RedisTransport {
             migration_batch_size: None,
             processing_suffix: None,
             block_for: None,
+            ca_file: None,
         }
     }
 

@@ -41,6 +41,9 @@ use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
+#[cfg(feature = "redis")]
+pub use babelqueue_transport_redis as redis;
+
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheme {
@@ -140,6 +143,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let scheme = scheme_of(url);
     match scheme {
         "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => Ok(Arc::new(
+            babelqueue_transport_redis::RedisTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
