@@ -148,6 +148,8 @@ pub mod fake;
 pub mod projection;
 mod rd;
 mod reinject;
+#[cfg(test)]
+mod tests;
 mod transport;
 
 pub use client::{

@@ -83,7 +83,7 @@ impl RetryReinjector {
         work_topics: &[String],
     ) -> Result<RetryReinjector, KafkaError> {
         RetryReinjector::with_client(
-            Arc::new(RdKafkaClient::new(config.clone())),
+            &RdKafkaClient::new(config.clone()),
             config,
             work_topics,
             DEFAULT_REINJECT_GROUP_ID,
@@ -92,7 +92,7 @@ impl RetryReinjector {
 
     /// A re-injector over any [`KafkaClient`], in consumer group `group_id`.
     pub fn with_client(
-        client: Arc<dyn KafkaClient>,
+        client: &dyn KafkaClient,
         config: &KafkaConfig,
         work_topics: &[String],
         group_id: &str,

@@ -117,8 +117,8 @@ impl KafkaTransport {
 
     /// A transport on librdkafka for `config`.
     pub fn new(config: KafkaConfig) -> KafkaTransport {
-        let client = RdKafkaClient::new(config.clone());
-        KafkaTransport::with_client(Arc::new(client), &config)
+        let client = Arc::new(RdKafkaClient::new(config));
+        KafkaTransport::with_client(client.clone(), client.config())
     }
 
     /// A transport over any [`KafkaClient`] (the `fake` one in tests); the client options of
@@ -449,7 +449,7 @@ impl DelayedPublisher for KafkaTransport {
             }
             .into());
         }
-        if delay.subsec_nanos() % 1_000_000 != 0 {
+        if !delay.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(KafkaError::DelayNotWholeMillis(delay).into());
         }
         let delay_ms = delay.as_millis();
