@@ -41,6 +41,10 @@ use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
+/// The Apache Kafka transport (`kafka://`).
+#[cfg(feature = "kafka")]
+pub use babelqueue_transport_kafka as kafka;
+
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheme {
@@ -140,6 +144,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let scheme = scheme_of(url);
     match scheme {
         "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        #[cfg(feature = "kafka")]
+        "kafka" => match babelqueue_transport_kafka::KafkaTransport::connect(url) {
+            Ok(transport) => Ok(Arc::new(transport)),
+            Err(e) if e.kind() == TransportErrorKind::Config => Err(Error::Config(e.to_string())),
+            Err(e) => Err(Error::Transport(e.into())),
+        },
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
