@@ -195,10 +195,9 @@ pub fn inbound(record: &Record) -> Inbound {
                 route: Route::Body,
             };
         }
+        // The reference SDK's wording, so both write the same dead-letter record.
         Verdict::NoIdentity => {
-            "the body carries no valid 'job' or 'urn' identity (a readable body without one is \
-             poison on Kafka)"
-                .to_owned()
+            "the body carries no valid 'job' or 'urn' identity (ADR-0032 section 6)".to_owned()
         }
         Verdict::Poison(cause) => cause.to_string(),
     };
