@@ -27,18 +27,6 @@ struct Entry {
     state: State,
 }
 
-/// What an acknowledgement allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Settle {
-    /// The record is not (or no longer) in the book: its partition was revoked or rewound past
-    /// it. Nothing to commit.
-    Unknown,
-    /// An earlier record of the partition is still unsettled: the commit waits for it.
-    Deferred,
-    /// Commit this position (the offset of the next record to read).
-    Commit(i64),
-}
-
 /// The records handed out by one consumer, per partition.
 #[derive(Debug, Default)]
 pub(crate) struct Book {
@@ -69,16 +57,25 @@ impl Book {
             .filter(|e| e.id == id)
     }
 
-    /// The record was acknowledged: how far the partition may now be committed.
-    pub(crate) fn settle(&mut self, tp: &TopicPartition, offset: i64, id: u64) -> Settle {
+    /// The record was acknowledged. Returns `false` when it is not (or no longer) in the book:
+    /// its partition was revoked or rewound past it, and nothing is to be committed for it.
+    pub(crate) fn settle(&mut self, tp: &TopicPartition, offset: i64, id: u64) -> bool {
         match self.matching(tp, offset, id) {
-            Some(entry) if entry.state == State::InFlight => entry.state = State::Settled,
-            Some(_) => return Settle::Deferred,
-            None => return Settle::Unknown,
+            Some(entry) => {
+                if entry.state == State::InFlight {
+                    entry.state = State::Settled;
+                }
+                true
+            }
+            None => false,
         }
-        let Some(entries) = self.partitions.get_mut(tp) else {
-            return Settle::Unknown;
-        };
+    }
+
+    /// Takes the settled records at the head of the partition (those with no unsettled record
+    /// before them) out of the book, and returns the position to commit for them (the offset
+    /// after the highest); `None` when the head is unsettled or nothing is left.
+    pub(crate) fn take_committable(&mut self, tp: &TopicPartition) -> Option<i64> {
+        let entries = self.partitions.get_mut(tp)?;
         let mut top = None;
         while let Some(entry) = entries.first_entry() {
             if entry.get().state != State::Settled {
@@ -90,7 +87,7 @@ impl Book {
         if entries.is_empty() {
             self.partitions.remove(tp);
         }
-        top.map_or(Settle::Deferred, |offset| Settle::Commit(offset + 1))
+        top.map(|offset| offset + 1)
     }
 
     /// The record is to be fetched again from its offset: forget it and everything after it on
@@ -169,8 +166,15 @@ mod tests {
         let mut book = Book::default();
         let a = book.track(&tp(0), 0);
         let b = book.track(&tp(0), 1);
-        assert_eq!(book.settle(&tp(0), 0, a), Settle::Commit(1));
-        assert_eq!(book.settle(&tp(0), 1, b), Settle::Commit(2));
+        assert!(book.settle(&tp(0), 0, a));
+        assert_eq!(book.take_committable(&tp(0)), Some(1));
+        assert!(book.settle(&tp(0), 1, b));
+        assert_eq!(book.take_committable(&tp(0)), Some(2));
+        assert_eq!(
+            book.take_committable(&tp(0)),
+            None,
+            "nothing left to commit"
+        );
         assert_eq!(book.len(), 0);
     }
 
@@ -184,18 +188,20 @@ mod tests {
             if offset == 12 {
                 continue;
             }
-            let got = book.settle(&tp(0), offset, ids[i]);
+            assert!(book.settle(&tp(0), offset, ids[i]));
             let want = match offset {
-                10 => Settle::Commit(11),
-                11 => Settle::Commit(12),
-                _ => Settle::Deferred,
+                10 => Some(11),
+                11 => Some(12),
+                _ => None,
             };
-            assert_eq!(got, want, "offset {offset}");
+            assert_eq!(book.take_committable(&tp(0)), want, "offset {offset}");
         }
         // partitions are independent
-        assert_eq!(book.settle(&tp(1), 3, other), Settle::Commit(4));
+        assert!(book.settle(&tp(1), 3, other));
+        assert_eq!(book.take_committable(&tp(1)), Some(4));
         // 12 settles: the deferred acks are committed with it, at once
-        assert_eq!(book.settle(&tp(0), 12, ids[2]), Settle::Commit(18));
+        assert!(book.settle(&tp(0), 12, ids[2]));
+        assert_eq!(book.take_committable(&tp(0)), Some(18));
         assert_eq!(book.len(), 0);
     }
 
@@ -205,14 +211,15 @@ mod tests {
         let a = book.track(&tp(0), 5);
         let b = book.track(&tp(0), 6);
         let c = book.track(&tp(0), 7);
-        assert_eq!(book.settle(&tp(0), 7, c), Settle::Deferred);
+        assert!(book.settle(&tp(0), 7, c));
+        assert_eq!(book.take_committable(&tp(0)), None);
         assert!(book.rewind(&tp(0), 6, b));
         assert_eq!(book.len(), 1);
         // the records from 6 on come back with new tickets; the old ones are dead
-        assert_eq!(book.settle(&tp(0), 7, c), Settle::Unknown);
+        assert!(!book.settle(&tp(0), 7, c));
         let b2 = book.track(&tp(0), 6);
         assert!(!book.rewind(&tp(0), 6, b), "a stale ticket never seeks");
-        assert_eq!(book.settle(&tp(0), 6, b), Settle::Unknown);
+        assert!(!book.settle(&tp(0), 6, b));
         // a later record's rewind after an earlier one's is refused: it would skip
         assert!(book.rewind(&tp(0), 5, a));
         assert!(!book.rewind(&tp(0), 6, b2));
@@ -227,14 +234,29 @@ mod tests {
         let c = book.track(&tp(0), 3);
         book.abandon(&tp(0), 2, b);
         book.abandon(&tp(0), 3, c);
-        assert_eq!(book.settle(&tp(0), 1, a), Settle::Commit(2));
+        assert!(book.settle(&tp(0), 1, a));
+        assert_eq!(book.take_committable(&tp(0)), Some(2));
         assert_eq!(book.take_abandoned(), vec![(tp(0), 2)]);
         assert!(book.take_abandoned().is_empty());
         // an abandon after a settle does nothing
         let d = book.track(&tp(0), 4);
-        assert_eq!(book.settle(&tp(0), 4, d), Settle::Commit(5));
+        assert!(book.settle(&tp(0), 4, d));
         book.abandon(&tp(0), 4, d);
+        assert_eq!(book.take_committable(&tp(0)), Some(5));
         assert!(book.take_abandoned().is_empty());
+    }
+
+    #[test]
+    fn a_commit_covers_every_settled_record_before_the_first_unsettled_one() {
+        // Several acknowledgements settle before one commit runs: one commit covers them all,
+        // and the acknowledgements after it find nothing left to commit.
+        let mut book = Book::default();
+        let ids: Vec<(i64, u64)> = (0..4).map(|o| (o, book.track(&tp(0), o))).collect();
+        for (offset, id) in ids {
+            assert!(book.settle(&tp(0), offset, id));
+        }
+        assert_eq!(book.take_committable(&tp(0)), Some(4));
+        assert_eq!(book.take_committable(&tp(0)), None);
     }
 
     #[test]
@@ -243,8 +265,9 @@ mod tests {
         let a = book.track(&tp(0), 1);
         let b = book.track(&tp(1), 1);
         book.revoke(&[tp(0)]);
-        assert_eq!(book.settle(&tp(0), 1, a), Settle::Unknown);
+        assert!(!book.settle(&tp(0), 1, a));
         assert!(!book.rewind(&tp(0), 1, a));
-        assert_eq!(book.settle(&tp(1), 1, b), Settle::Commit(2));
+        assert!(book.settle(&tp(1), 1, b));
+        assert_eq!(book.take_committable(&tp(1)), Some(2));
     }
 }

@@ -45,6 +45,8 @@ struct State {
     failing: HashSet<String>,
     failing_commits: bool,
     clock_ms: i64,
+    write_delay: Duration,
+    events: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -144,6 +146,17 @@ impl FakeKafka {
         self.state().seeks.clone()
     }
 
+    /// Every confirmed write, commit and seek, in order: `write <topic>`,
+    /// `commit <topic>[<partition>]@<position>`, `seek <topic>[<partition>]@<offset>`.
+    pub fn events(&self) -> Vec<String> {
+        self.state().events.clone()
+    }
+
+    /// Delays every delivery report by `delay` (the write lands, and is confirmed, only then).
+    pub fn set_write_delay(&self, delay: Duration) {
+        self.state().write_delay = delay;
+    }
+
     /// Makes every write to `topic` fail (`true`) or succeed again (`false`).
     pub fn fail_writes_to(&self, topic: &str, fail: bool) {
         let mut state = self.state();
@@ -207,14 +220,19 @@ pub struct FakeProducer {
 #[async_trait]
 impl KafkaProducer for FakeProducer {
     async fn send(&self, record: OutRecord, _timeout: Duration) -> Result<(), KafkaError> {
+        let delay = self.kafka.state().write_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let clock = {
-            let state = self.kafka.state();
+            let mut state = self.kafka.state();
             if state.failing.contains(&record.topic) {
                 return Err(KafkaError::Injected {
                     kind: TransportErrorKind::Connection,
                     message: format!("writing to {:?}", record.topic),
                 });
             }
+            state.events.push(format!("write {}", record.topic));
             state.clock_ms
         };
         let timestamp = record.timestamp.or((clock > 0).then_some(clock));
@@ -338,11 +356,18 @@ impl KafkaConsumer for FakeConsumer {
         state
             .commits
             .push((self.group.clone(), partition.clone(), next_offset));
+        state
+            .events
+            .push(format!("commit {partition}@{next_offset}"));
         Ok(())
     }
 
     async fn seek(&self, partition: &TopicPartition, offset: i64) -> Result<(), KafkaError> {
-        self.kafka.state().seeks.push((partition.clone(), offset));
+        {
+            let mut state = self.kafka.state();
+            state.seeks.push((partition.clone(), offset));
+            state.events.push(format!("seek {partition}@{offset}"));
+        }
         lock(&self.positions).insert(partition.clone(), offset);
         self.kafka.shared.arrived.notify_waiters();
         Ok(())

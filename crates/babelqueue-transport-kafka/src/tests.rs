@@ -536,3 +536,53 @@ async fn poison_route_carries_header_attempts_and_original_topic() {
     assert_eq!(d.body(), b"{}");
     assert!(t.classifies_poison());
 }
+
+/// A settle write's commit waits for the write's delivery report: while the report is
+/// outstanding nothing is committed, and the commit follows the confirmed write.
+#[tokio::test]
+async fn the_commit_waits_for_the_settle_writes_delivery_report() {
+    let kafka = FakeKafka::new();
+    let t = transport(&kafka, &[1000]);
+    t.publish("orders", &envelope(1)).await.unwrap();
+    t.publish("orders", &envelope(2)).await.unwrap();
+    kafka.set_write_delay(Duration::from_millis(300));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let app = builder(&t)
+        .max_attempts(2)
+        .dead_letter(true)
+        .handle(URN, move |ctx: Context| {
+            c.fetch_add(1, Ordering::SeqCst);
+            let n: serde_json::Value = ctx.data_as().unwrap_or_default();
+            async move {
+                // record 1 is retried through the tier, record 2 is dead-lettered
+                if n["n"] == 1 {
+                    Err(HandlerError::new("retry me"))
+                } else {
+                    Err(HandlerError::reject("dead-letter me"))
+                }
+            }
+        })
+        .build()
+        .unwrap();
+    let run = tokio::spawn({
+        let app = app.clone();
+        async move { consume(&app, 2).await }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the handler ran");
+    assert!(
+        kafka.commits().is_empty(),
+        "no commit before the delivery report"
+    );
+    run.await.unwrap();
+    assert_eq!(
+        kafka.events()[2..],
+        [
+            "write orders.retry.1",
+            "commit orders[0]@1",
+            "write orders.dlq",
+            "commit orders[0]@2"
+        ]
+    );
+}

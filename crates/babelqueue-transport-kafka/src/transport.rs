@@ -12,7 +12,7 @@ use babelqueue_core::{
 };
 use babelqueue_envelope::Envelope;
 
-use crate::book::{Book, Settle};
+use crate::book::Book;
 use crate::client::{
     KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, RecordHeader, TopicPartition,
 };
@@ -296,19 +296,23 @@ impl KafkaTransport {
         Ok(record.map(|record| self.deliver(queue, record)))
     }
 
-    /// Commits what settling `held` allows.
+    /// Marks `held` settled and commits what that allows. Commits of a partition run one at a
+    /// time; an acknowledgement that waited for the one before it usually finds its record
+    /// already covered (a commit takes every settled record at the head of the partition), so
+    /// concurrent handlers share commits. It returns once a commit covering the record is done,
+    /// or at once when an earlier record is still unsettled (the commit is deferred to it).
     async fn settle(&self, held: &Held) -> Result<(), KafkaError> {
         let queue = &held.queue;
+        if !lock(&queue.book).settle(&held.partition, held.offset, held.ticket) {
+            tracing::debug!(target: LOG, partition = %held.partition, offset = held.offset,
+                "Not committing a record whose partition was revoked or rewound; it comes again");
+            return Ok(());
+        }
         let _serial = queue.commits.lock().await;
-        let settle = lock(&queue.book).settle(&held.partition, held.offset, held.ticket);
-        match settle {
-            Settle::Commit(next) => queue.consumer.commit(&held.partition, next).await,
-            Settle::Deferred => Ok(()),
-            Settle::Unknown => {
-                tracing::debug!(target: LOG, partition = %held.partition, offset = held.offset,
-                    "Not committing a record whose partition was revoked or rewound; it comes again");
-                Ok(())
-            }
+        let next = lock(&queue.book).take_committable(&held.partition);
+        match next {
+            Some(next) => queue.consumer.commit(&held.partition, next).await,
+            None => Ok(()),
         }
     }
 

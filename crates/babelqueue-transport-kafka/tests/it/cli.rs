@@ -14,6 +14,11 @@ use crate::common::{
 const URN: &str = "urn:babel:orders:created";
 
 async fn run_cli(args: &[&str]) -> Vec<serde_json::Value> {
+    run_cli_stderr(args).await.0
+}
+
+/// The JSON lines and the standard error of a CLI run.
+async fn run_cli_stderr(args: &[&str]) -> (Vec<serde_json::Value>, String) {
     let output = tokio::time::timeout(
         Duration::from_secs(120),
         tokio::process::Command::new(cli()).args(args).output(),
@@ -21,7 +26,10 @@ async fn run_cli(args: &[&str]) -> Vec<serde_json::Value> {
     .await
     .expect("the CLI finishes in time")
     .expect("the CLI runs");
-    json_lines(&output, &format!("babelqueue {}", args.join(" ")))
+    (
+        json_lines(&output, &format!("babelqueue {}", args.join(" "))),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 fn group_url(group: &str) -> String {
@@ -144,4 +152,52 @@ async fn cli_reinject_moves_a_parked_record_back() {
     assert_eq!(header(&back[0], "bq-delay"), None);
     assert_eq!(header(&back[0], "bq-job"), Some(URN));
     transport.close().await.unwrap();
+}
+
+/// A worker that could retry (`max_attempts` > 1) but has no retry tiers warns at start-up;
+/// with tiers, or with `max_attempts` 1, it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_warns_at_start_up_when_retries_have_no_tier() {
+    let Some(config) = broker() else { return };
+    let topic = unique("cli-warn");
+    create_topics(&config, &[&topic], 1).await;
+    run_cli(&[
+        "publish",
+        &url(),
+        "--queue",
+        &topic,
+        "--urn",
+        URN,
+        "--count",
+        "3",
+    ])
+    .await;
+    let warning = "cannot redeliver a message with this configuration (no retry tiers)";
+    for (url, max_attempts, warns) in [
+        (group_url(&unique("group")), "3", true),
+        (group_url(&unique("group")), "1", false),
+        (
+            format!("{}&retry_tiers_ms=1000", group_url(&unique("group"))),
+            "3",
+            false,
+        ),
+    ] {
+        let (lines, stderr) = run_cli_stderr(&[
+            "consume",
+            &url,
+            "--queue",
+            &topic,
+            "--max",
+            "1",
+            "--max-attempts",
+            max_attempts,
+        ])
+        .await;
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            stderr.contains(warning),
+            warns,
+            "{url} max_attempts {max_attempts}:\n{stderr}"
+        );
+    }
 }

@@ -158,7 +158,7 @@ async fn python_retry_tier_rust_reinjector() {
     let mut reinjector = RetryReinjector::with_client(
         &RdKafkaClient::new(tiers.clone()),
         &tiers,
-        &[topic.clone()],
+        std::slice::from_ref(&topic),
         &unique("reinject"),
     )
     .unwrap();

@@ -208,8 +208,13 @@ async fn retry_through_a_tier_and_the_reinjector() {
         .unwrap()
         .with_retry_tiers(RetryTiers::new(vec![1000]).unwrap());
     let client = babelqueue_transport_kafka::RdKafkaClient::new(tiers.clone());
-    let mut reinjector =
-        RetryReinjector::with_client(&client, &tiers, &[topic.clone()], &reinject_group).unwrap();
+    let mut reinjector = RetryReinjector::with_client(
+        &client,
+        &tiers,
+        std::slice::from_ref(&topic),
+        &reinject_group,
+    )
+    .unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let reinjecting = tokio::spawn(async move {
         reinjector.run(async { stop_rx.await.unwrap_or(()) }).await;
