@@ -197,6 +197,20 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "kafka")]
+    #[tokio::test]
+    async fn kafka_urls_connect_lazily_and_bad_options_are_config_errors() {
+        let transport = connect("kafka://127.0.0.1:9092?retry_tiers_ms=default")
+            .await
+            .unwrap();
+        assert_eq!(transport.name(), "kafka");
+        assert!(transport.redeliverer().unwrap().can_redeliver());
+        let err = connect("kafka://127.0.0.1:9092?retry_tiers_ms=5000,1000")
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    }
+
     #[test]
     fn scheme_parsing() {
         assert_eq!(scheme_of("pulsar+ssl://h:6651"), "pulsar+ssl");
