@@ -138,6 +138,9 @@
 //!   reference: throughput is bounded by commit latency.
 //! * A null record value (a tombstone) is poison; the re-injector writes it back as an empty
 //!   value.
+//! * All queues of one transport share its consumer group. Adding a consumer for another queue
+//!   (redriving `orders.dlq` from the worker's own transport) rebalances the group, which waits
+//!   until every member polls again: run DLQ tooling on its own transport or group.
 
 mod book;
 pub mod client;
