@@ -354,12 +354,15 @@ impl Transport for KafkaTransport {
     ) -> Result<Option<Delivery>, TransportError> {
         let q = self.queue(queue)?;
         self.reseek_abandoned(&q).await;
+        let started = tokio::time::Instant::now();
         match self.poll_one(&q, timeout).await {
             Ok(delivery) => Ok(delivery),
             Err(e) => {
-                // librdkafka reports broker and subscription trouble as events on the poll; it
-                // keeps retrying by itself, so the loop just polls again.
+                // librdkafka reports broker and subscription trouble as events on the poll and
+                // keeps retrying by itself: report it, wait out the poll, and let the loop poll
+                // again (a broker that is down does not turn into a busy loop).
                 tracing::warn!(target: LOG, queue, error = %e, "Kafka poll reported an error");
+                tokio::time::sleep_until(started + timeout).await;
                 Ok(None)
             }
         }

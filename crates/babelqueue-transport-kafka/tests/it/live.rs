@@ -679,3 +679,26 @@ async fn redrive_keeps_keys_and_restores_poison_unchanged() {
     assert_eq!(dlq_now[3].key.as_deref(), Some(&b"poison-key"[..]));
     assert_eq!(committed(t.group_id(), &dlq), Some(3));
 }
+
+/// With no broker listening, a publish fails with a transient error once its delivery timeout
+/// passes, and a pop waits out its timeout and returns nothing (no busy loop, no panic).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_broker_gives_transient_errors_and_empty_polls() {
+    let t = KafkaTransport::connect("kafka://127.0.0.1:1?delivery_timeout_ms=1500").unwrap();
+    let started = Instant::now();
+    let err = t.publish("orders", &body(1, "orders")).await.unwrap_err();
+    assert!(err.is_transient(), "{err} ({:?})", err.kind());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "bounded by the delivery timeout"
+    );
+    for _ in 0..3 {
+        let started = Instant::now();
+        let popped = t.pop("orders", Duration::from_millis(300)).await.unwrap();
+        assert!(popped.is_none());
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "the pop waited"
+        );
+    }
+}
