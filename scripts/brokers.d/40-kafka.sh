@@ -47,8 +47,12 @@ install_kafka() {
 </project>
 EOF
     rm -rf "$KAFKA_DIR/libs"
-    (cd "$KAFKA_DIR" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
-        -DoutputDirectory="$KAFKA_DIR/libs" -Dmaven.repo.local="$BQ_CACHE/m2" >/dev/null)
+    if ! (cd "$KAFKA_DIR" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$KAFKA_DIR/libs" \
+        -Dmaven.repo.local="$BQ_CACHE/m2" >"$KAFKA_DIR/maven.log" 2>&1); then
+        cat "$KAFKA_DIR/maven.log" >&2
+        return 1
+    fi
     touch "$KAFKA_DIR/libs/.complete-$KAFKA_VERSION"
 }
 
