@@ -31,11 +31,11 @@ const SEEK_TIMEOUT: Duration = Duration::from_secs(10);
 /// The client context: librdkafka's log lines and errors go to `tracing`; a consumer's
 /// revoked partitions go to the transport's hook.
 #[derive(Clone)]
-pub(crate) struct Context {
+pub(crate) struct RdContext {
     on_revoke: Option<RevokeHook>,
 }
 
-impl ClientContext for Context {
+impl ClientContext for RdContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         match level {
             RDKafkaLogLevel::Emerg
@@ -55,7 +55,7 @@ impl ClientContext for Context {
     }
 }
 
-impl ConsumerContext for Context {
+impl ConsumerContext for RdContext {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let (Rebalance::Revoke(list), Some(hook)) = (rebalance, &self.on_revoke) {
             let revoked: Vec<TopicPartition> = list
@@ -123,9 +123,9 @@ impl RdKafkaClient {
             .delivery_timeout
             .as_millis()
             .clamp(1, i32::MAX as u128);
-        let producer: FutureProducer<Context> = self
+        let producer: FutureProducer<RdContext> = self
             .base(&[("message.timeout.ms", timeout_ms.to_string())])
-            .create_with_context(Context { on_revoke: None })
+            .create_with_context(RdContext { on_revoke: None })
             .map_err(KafkaError::client("create the producer"))?;
         Ok(Arc::new(RdProducer { producer }))
     }
@@ -136,9 +136,9 @@ impl RdKafkaClient {
     pub async fn create_topics(&self, topics: &[&str], partitions: i32) -> Result<(), KafkaError> {
         use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
         use rdkafka::types::RDKafkaErrorCode;
-        let admin: AdminClient<Context> = self
+        let admin: AdminClient<RdContext> = self
             .base(&[])
-            .create_with_context(Context { on_revoke: None })
+            .create_with_context(RdContext { on_revoke: None })
             .map_err(KafkaError::client("create the admin client"))?;
         let new: Vec<NewTopic<'_>> = topics
             .iter()
@@ -184,14 +184,14 @@ impl KafkaClient for RdKafkaClient {
         topics: &[String],
         on_revoke: RevokeHook,
     ) -> Result<Arc<dyn KafkaConsumer>, KafkaError> {
-        let consumer: StreamConsumer<Context> = self
+        let consumer: StreamConsumer<RdContext> = self
             .base(&[
                 ("group.id", group_id.to_owned()),
                 ("enable.auto.commit", "false".to_owned()),
                 ("auto.offset.reset", "earliest".to_owned()),
                 ("allow.auto.create.topics", "true".to_owned()),
             ])
-            .create_with_context(Context {
+            .create_with_context(RdContext {
                 on_revoke: Some(on_revoke),
             })
             .map_err(KafkaError::client("create the consumer"))?;
@@ -208,7 +208,7 @@ impl KafkaClient for RdKafkaClient {
 
 /// The librdkafka producer.
 pub(crate) struct RdProducer {
-    producer: FutureProducer<Context>,
+    producer: FutureProducer<RdContext>,
 }
 
 impl fmt::Debug for RdProducer {
@@ -261,7 +261,7 @@ impl KafkaProducer for RdProducer {
 
 /// A librdkafka group consumer.
 pub(crate) struct RdConsumer {
-    consumer: Mutex<Option<Arc<StreamConsumer<Context>>>>,
+    consumer: Mutex<Option<Arc<StreamConsumer<RdContext>>>>,
     topics: Vec<String>,
 }
 
@@ -274,7 +274,7 @@ impl fmt::Debug for RdConsumer {
 }
 
 impl RdConsumer {
-    fn get(&self) -> Result<Arc<StreamConsumer<Context>>, KafkaError> {
+    fn get(&self) -> Result<Arc<StreamConsumer<RdContext>>, KafkaError> {
         self.consumer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
