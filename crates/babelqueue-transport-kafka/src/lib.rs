@@ -48,7 +48,8 @@
 //! committed (`offset + 1`, synchronously) only after its handler finished and its settle
 //! write, if any, was confirmed. With `concurrency` above 1 the commit of each partition only
 //! advances to just below the lowest record still in flight: an acknowledgement that arrives
-//! ahead of an unfinished record is deferred until that record settles. Before each poll,
+//! ahead of an unfinished record is deferred until that record settles, and one commit then
+//! covers them all. Before each poll,
 //! records whose delivery was dropped unsettled are sought back. A rebalance hands the
 //! in-flight records of a revoked partition to the next owner (they are not committed here).
 //!
@@ -134,8 +135,9 @@
 //!   make that unlikely.
 //! * A seek that fails (the partition moved in a rebalance at that moment) is logged with the
 //!   record's position; the next owner starts from the committed offset.
-//! * A commit is one broker round trip per settled record (per watermark advance), as in the
-//!   reference: throughput is bounded by commit latency.
+//! * Each acknowledgement waits for a synchronous commit (a broker round trip) that covers its
+//!   record, as in the reference, so throughput is bounded by commit latency; with concurrent
+//!   handlers one commit covers every settled record at the head of the partition.
 //! * A null record value (a tombstone) is poison; the re-injector writes it back as an empty
 //!   value.
 //! * All queues of one transport share its consumer group. Adding a consumer for another queue
