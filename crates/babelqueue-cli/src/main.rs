@@ -9,6 +9,7 @@
 //! babelqueue dlq list URL --queue Q [--dlq NAME] [--max N]
 //! babelqueue dlq redrive URL --queue Q [--dlq NAME] [--max N] [--dry-run] [--select URN] [--to QUEUE]
 //! babelqueue inspect [FILE|-]
+//! babelqueue kafka reinject URL --topic T [--topic T2]... [--tiers MS,...] [--max N] [--idle-timeout SECS]   (feature kafka)
 //! ```
 //!
 //! Output lines are compact JSON, one per event, so scripts and tests can read them.
@@ -26,6 +27,8 @@ use babelqueue::{App, Consume, Context, Envelope, HandlerError, Headers, Unknown
 use clap::{Args, Parser, Subcommand};
 
 mod demo;
+#[cfg(feature = "kafka")]
+mod kafka;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -56,6 +59,12 @@ enum Command {
         /// A file holding the body, or `-` (the default) for standard input.
         #[arg(default_value = "-")]
         file: String,
+    },
+    /// Apache Kafka tools (the retry re-injector).
+    #[cfg(feature = "kafka")]
+    Kafka {
+        #[command(subcommand)]
+        command: kafka::KafkaCommand,
     },
 }
 
@@ -452,6 +461,8 @@ fn main() -> ExitCode {
             Command::Consume(args) => consume(args).await,
             Command::Dlq { command } => dlq(command).await,
             Command::Inspect { file } => inspect(&file),
+            #[cfg(feature = "kafka")]
+            Command::Kafka { command } => kafka::run(command).await,
         }
     });
     match result {

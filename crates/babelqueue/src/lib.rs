@@ -41,8 +41,12 @@ use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
+/// The Redis transport (`redis://`, `rediss://`).
 #[cfg(feature = "redis")]
 pub use babelqueue_transport_redis as redis;
+/// The Apache Kafka transport (`kafka://`).
+#[cfg(feature = "kafka")]
+pub use babelqueue_transport_kafka as kafka;
 
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +153,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
                 .await
                 .map_err(TransportError::from)?,
         )),
+        #[cfg(feature = "kafka")]
+        "kafka" => match babelqueue_transport_kafka::KafkaTransport::connect(url) {
+            Ok(transport) => Ok(Arc::new(transport)),
+            Err(e) if e.kind() == TransportErrorKind::Config => Err(Error::Config(e.to_string())),
+            Err(e) => Err(Error::Transport(e.into())),
+        },
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
@@ -194,6 +204,20 @@ mod tests {
             err.contains("\"Redis\""),
             "schemes are case-sensitive: {err}"
         );
+    }
+
+    #[cfg(feature = "kafka")]
+    #[tokio::test]
+    async fn kafka_urls_connect_lazily_and_bad_options_are_config_errors() {
+        let transport = connect("kafka://127.0.0.1:9092?retry_tiers_ms=default")
+            .await
+            .unwrap();
+        assert_eq!(transport.name(), "kafka");
+        assert!(transport.redeliverer().unwrap().can_redeliver());
+        let err = connect("kafka://127.0.0.1:9092?retry_tiers_ms=5000,1000")
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{err}");
     }
 
     #[test]

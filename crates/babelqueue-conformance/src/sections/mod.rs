@@ -6,6 +6,7 @@ use crate::{Case, Manifest};
 
 mod codec;
 mod core;
+mod kafka;
 mod own;
 mod poison;
 mod redis;
@@ -74,6 +75,22 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("codec_reemit", own::codec_reemit),
         core("verdict", own::verdict),
         core("make_shape", own::make_shape),
+        // Apache Kafka (babelqueue-transport-kafka).
+        Runner {
+            section: "kafka",
+            scope: "kafka",
+            run: kafka::kafka,
+        },
+        Runner {
+            section: "backoff",
+            scope: "kafka",
+            run: kafka::backoff,
+        },
+        Runner {
+            section: "kafka_poison",
+            scope: "kafka",
+            run: kafka::kafka_poison,
+        },
     ]
 }
 

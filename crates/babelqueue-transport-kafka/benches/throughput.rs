@@ -1,0 +1,318 @@
+//! Kafka consume throughput: the Rust worker (`App` + `KafkaTransport`, no-op handler), the
+//! reference Python SDK 1.24.0 (`babelqueue[kafka]`, no-op handler) and a bare rdkafka
+//! consumer with the same commit discipline (poll one record, synchronous commit of
+//! `offset + 1`, next), all reading the same records from the same local broker.
+//!
+//! `cargo bench -p babelqueue-transport-kafka --bench throughput` prints criterion's figures
+//! for the per-record classification (gate, poison verdict, reconciliation) and header
+//! projection, then one messages/s line per consumer and the ratios. `BQ_BENCH_MESSAGES`
+//! (default 10000) sets the record count, `BQ_KAFKA_URL` the broker, `BQ_PYTHON` the
+//! interpreter with the reference SDK. Each rate is measured from the first record handled to
+//! the last, so joining the group is not counted.
+//!
+//! Without `--bench` (`cargo test --all-targets`) it runs the criterion functions once and a
+//! 200-record smoke run of the two Rust consumers.
+
+#![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
+
+use std::hint::black_box;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use babelqueue_core::{App, Consume, Context, HandlerError};
+use babelqueue_envelope::Envelope;
+use babelqueue_transport_kafka::projection::{self, project};
+use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport, RdKafkaClient, Record};
+use criterion::{Criterion, Throughput};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+const URN: &str = "urn:babel:orders:created";
+
+fn url() -> String {
+    std::env::var("BQ_KAFKA_URL").unwrap_or_else(|_| "kafka://127.0.0.1:9092".to_owned())
+}
+
+fn brokers() -> String {
+    KafkaConfig::from_url(&url())
+        .expect("a valid BQ_KAFKA_URL")
+        .brokers
+}
+
+fn reachable() -> bool {
+    brokers().split(',').any(|b| {
+        b.to_socket_addrs()
+            .ok()
+            .into_iter()
+            .flatten()
+            .any(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok())
+    })
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("bq-bench-{prefix}-{}-{nanos}", std::process::id())
+}
+
+fn body(n: u64) -> Vec<u8> {
+    Envelope::builder(URN)
+        .queue("orders")
+        .data(&serde_json::json!({"order_id": n, "total": 99.9, "currency": "EUR"}))
+        .build()
+        .unwrap()
+        .encode()
+        .unwrap()
+        .into_bytes()
+}
+
+/// Writes `n` envelopes with their `bq-*` headers, as a BabelQueue producer would.
+async fn fill(topic: &str, n: u64) {
+    let config = KafkaConfig::from_url(&url()).unwrap();
+    RdKafkaClient::new(config)
+        .create_topics(&[topic], 1)
+        .await
+        .expect("the bench topic");
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("linger.ms", "20")
+        .create()
+        .unwrap();
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let value = body(i);
+        let mut headers = OwnedHeaders::new();
+        for h in project(&value) {
+            headers = headers.insert(Header {
+                key: &h.key,
+                value: h.value.as_deref(),
+            });
+        }
+        let record = FutureRecord::<[u8], [u8]>::to(topic)
+            .payload(&value)
+            .headers(headers);
+        match producer.send_result(record) {
+            Ok(delivery) => pending.push(delivery),
+            Err((e, _)) => panic!("enqueueing the bench records failed: {e}"),
+        }
+        if pending.len() >= 5_000 {
+            for d in pending.drain(..) {
+                d.await.unwrap().unwrap();
+            }
+        }
+    }
+    for d in pending {
+        d.await.unwrap().unwrap();
+    }
+}
+
+/// Messages per second between the first and the last of `n` handled records.
+fn rate(n: u64, first: Instant, last: Instant) -> f64 {
+    (n.saturating_sub(1)) as f64 / (last - first).as_secs_f64().max(1e-9)
+}
+
+/// The Rust worker: `App` + `KafkaTransport`, a no-op handler.
+async fn rust_worker(topic: &str, n: u64, concurrency: usize) -> f64 {
+    let url = format!("{}?group_id={}", url(), unique("rust"));
+    let stamps: Arc<Mutex<(Option<Instant>, Option<Instant>)>> = Arc::default();
+    let count = Arc::new(AtomicU64::new(0));
+    let (s, c) = (stamps.clone(), count.clone());
+    let app = App::builder(KafkaTransport::connect(&url).unwrap())
+        .queue(topic)
+        .max_attempts(1)
+        .concurrency(concurrency)
+        .handle(URN, move |_ctx: Context| {
+            let now = Instant::now();
+            let mut stamps = s.lock().unwrap();
+            stamps.0.get_or_insert(now);
+            stamps.1 = Some(now);
+            c.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<(), HandlerError>(()) }
+        })
+        .build()
+        .unwrap();
+    let mut settled = 0;
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while settled < n && Instant::now() < deadline {
+        settled += app
+            .consume(
+                Consume::new()
+                    .max_messages(n - settled)
+                    .handle_signals(false),
+            )
+            .await
+            .unwrap()
+            .processed;
+    }
+    app.transport().close().await.unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), n, "every record handled once");
+    let (first, last) = *stamps.lock().unwrap();
+    rate(n, first.unwrap(), last.unwrap())
+}
+
+/// A bare rdkafka consumer with the same discipline: poll one record, read it, commit
+/// `offset + 1` synchronously.
+fn bare(topic: &str, n: u64) -> f64 {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", unique("bare"))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let mut handled = 0;
+    let mut bytes = 0;
+    let (mut first, mut last) = (None, Instant::now());
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while handled < n && Instant::now() < deadline {
+        let Some(message) = consumer.poll(Duration::from_secs(1)) else {
+            continue;
+        };
+        let message = message.expect("a record");
+        bytes += black_box(message.payload().map_or(0, <[u8]>::len));
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(
+            message.topic(),
+            message.partition(),
+            Offset::Offset(message.offset() + 1),
+        )
+        .unwrap();
+        consumer.commit(&list, CommitMode::Sync).unwrap();
+        handled += 1;
+        last = Instant::now();
+        first.get_or_insert(last);
+    }
+    assert_eq!(handled, n, "every record read once ({bytes} bytes)");
+    rate(n, first.unwrap(), last)
+}
+
+/// The reference Python SDK (`tests/python/driver.py bench`).
+fn python(topic: &str, n: u64) -> Option<f64> {
+    let python = std::env::var_os("BQ_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python")
+        });
+    if !python.exists() {
+        eprintln!(
+            "SKIPPED: the Python SDK comparison (no interpreter at {})",
+            python.display()
+        );
+        return None;
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .args([
+            "bench",
+            &brokers(),
+            topic,
+            &n.to_string(),
+            &unique("python"),
+        ])
+        .output()
+        .expect("the Python driver runs");
+    assert!(
+        output.status.success(),
+        "the Python bench failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = String::from_utf8_lossy(&output.stdout);
+    let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
+    let messages = doc["messages"].as_f64().unwrap();
+    let seconds = doc["seconds"].as_f64().unwrap();
+    Some((messages - 1.0).max(0.0) / seconds.max(1e-9))
+}
+
+fn sample_record() -> Record {
+    let value = body(1042);
+    Record {
+        topic: "orders".into(),
+        partition: 0,
+        offset: 7,
+        key: Some(b"customer-0042".to_vec()),
+        headers: project(&value),
+        value: Some(value),
+        timestamp: Some(1_749_132_727_000),
+    }
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut group = criterion.benchmark_group("kafka_record");
+    group.throughput(Throughput::Elements(1));
+    let record = sample_record();
+    group.bench_function("inbound_gate_classify_reconcile", |b| {
+        b.iter(|| projection::inbound(black_box(&record)));
+    });
+    let value = record.value.clone().unwrap();
+    group.bench_function("project_headers", |b| {
+        b.iter(|| project(black_box(&value)));
+    });
+    group.finish();
+    criterion.final_summary();
+
+    if !reachable() {
+        println!(
+            "SKIPPED: kafka not reachable at {} (scripts/brokers.sh up kafka); live throughput not measured",
+            brokers()
+        );
+        return;
+    }
+    let full = std::env::args().any(|a| a == "--bench");
+    let n: u64 = if full {
+        std::env::var("BQ_BENCH_MESSAGES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10_000)
+    } else {
+        200
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let topic = unique("topic");
+    runtime.block_on(fill(&topic, n));
+    // Two rounds in turn, each consumer in its own group over the same records; the better
+    // round of each counts (the first reader of a fresh topic also warms the broker's cache).
+    let (mut bare_best, mut rust1, mut rust8, mut python_best) = (0.0f64, 0.0f64, 0.0f64, None);
+    for _ in 0..2 {
+        bare_best = bare_best.max(bare(&topic, n));
+        rust1 = rust1.max(runtime.block_on(rust_worker(&topic, n, 1)));
+        rust8 = rust8.max(runtime.block_on(rust_worker(&topic, n, 8)));
+        if full && let Some(rate) = python(&topic, n) {
+            python_best = Some(python_best.unwrap_or(0.0f64).max(rate));
+        }
+    }
+    let (bare, python) = (bare_best, python_best);
+    println!(
+        "kafka consume, {n} records on one partition, no-op handler, process-then-commit (best of 2 rounds):"
+    );
+    println!("  bare rdkafka consumer (poll, sync commit each)    {bare:>9.0} messages/s");
+    println!("  Rust worker (App + KafkaTransport), concurrency 1 {rust1:>9.0} messages/s");
+    println!("  Rust worker (App + KafkaTransport), concurrency 8 {rust8:>9.0} messages/s");
+    if let Some(python) = python {
+        println!("  Python SDK 1.24.0 (babelqueue[kafka])             {python:>9.0} messages/s");
+        println!(
+            "  ratios: Rust c1 / Python = {:.2}x, Rust c8 / Python = {:.2}x",
+            rust1 / python,
+            rust8 / python
+        );
+    }
+    println!(
+        "  ratios: Rust c1 / bare = {:.2}, Rust c8 / bare = {:.2}",
+        rust1 / bare,
+        rust8 / bare
+    );
+}

@@ -1,0 +1,148 @@
+//! The client seam: the few Kafka operations the transport and the re-injector need, as
+//! traits, so they run against librdkafka ([`RdKafkaClient`](crate::RdKafkaClient)) or an
+//! in-memory fake (the `fake` feature) alike.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::KafkaError;
+
+/// A topic partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// `topic[partition]`.
+    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]", self.topic, self.partition)
+    }
+}
+
+/// One record header. Kafka allows repeated keys and a null value, which is not an empty one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// The key.
+    pub key: String,
+    /// The value (`None`: a null value).
+    pub value: Option<Vec<u8>>,
+}
+
+impl RecordHeader {
+    /// A header with a UTF-8 text value.
+    pub fn text(key: impl Into<String>, value: impl Into<String>) -> RecordHeader {
+        RecordHeader {
+            key: key.into(),
+            value: Some(value.into().into_bytes()),
+        }
+    }
+}
+
+/// A consumed record, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its topic.
+    pub topic: String,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its key (`None`: a null key; an empty key is `Some(vec![])`).
+    pub key: Option<Vec<u8>>,
+    /// Its value (`None`: a null value, a tombstone).
+    pub value: Option<Vec<u8>>,
+    /// Its headers, in order.
+    pub headers: Vec<RecordHeader>,
+    /// Its timestamp in epoch milliseconds (create or log-append time), when it has one.
+    pub timestamp: Option<i64>,
+}
+
+impl Record {
+    /// Its topic partition.
+    pub fn topic_partition(&self) -> TopicPartition {
+        TopicPartition::new(self.topic.clone(), self.partition)
+    }
+}
+
+/// A record to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutRecord {
+    /// The topic.
+    pub topic: String,
+    /// The key (`None`: a null key).
+    pub key: Option<Vec<u8>>,
+    /// The value.
+    pub value: Vec<u8>,
+    /// The headers, in order.
+    pub headers: Vec<RecordHeader>,
+    /// The create timestamp in epoch milliseconds (`None`: the broker or client sets it).
+    pub timestamp: Option<i64>,
+}
+
+/// Writes records and waits for each one's delivery report.
+#[async_trait]
+pub trait KafkaProducer: Send + Sync + fmt::Debug {
+    /// Writes `record` and returns once the broker confirmed it; a delivery error, or no
+    /// report within `timeout`, is an error (nothing may be committed then).
+    async fn send(&self, record: OutRecord, timeout: Duration) -> Result<(), KafkaError>;
+
+    /// Waits for every queued write to be delivered, up to `timeout`.
+    async fn flush(&self, timeout: Duration) -> Result<(), KafkaError>;
+}
+
+/// A group consumer of a fixed set of topics, with manual commits.
+#[async_trait]
+pub trait KafkaConsumer: Send + Sync + fmt::Debug {
+    /// The next record, waiting up to `timeout`; `None` when none came.
+    async fn poll(&self, timeout: Duration) -> Result<Option<Record>, KafkaError>;
+
+    /// Commits `next_offset` (the offset of the next record to read) for `partition`,
+    /// synchronously.
+    async fn commit(&self, partition: &TopicPartition, next_offset: i64) -> Result<(), KafkaError>;
+
+    /// Moves the fetch position of `partition` to `offset` (the record comes again).
+    async fn seek(&self, partition: &TopicPartition, offset: i64) -> Result<(), KafkaError>;
+
+    /// Stops fetching `partition` (records already fetched may still arrive).
+    fn pause(&self, partition: &TopicPartition) -> Result<(), KafkaError>;
+
+    /// Resumes fetching `partition`.
+    fn resume(&self, partition: &TopicPartition) -> Result<(), KafkaError>;
+
+    /// Leaves the group and releases the consumer.
+    async fn close(&self);
+}
+
+/// Called with the partitions a rebalance takes away from a consumer (or that it lost).
+pub type RevokeHook = Arc<dyn Fn(&[TopicPartition]) + Send + Sync>;
+
+/// Creates the producer and the consumers.
+pub trait KafkaClient: Send + Sync + fmt::Debug {
+    /// The (shared) producer.
+    fn producer(&self) -> Result<Arc<dyn KafkaProducer>, KafkaError>;
+
+    /// A consumer in `group_id`, subscribed to `topics`, with auto-commit off and
+    /// `auto.offset.reset=earliest`; `on_revoke` hears about every partition it loses.
+    fn consumer(
+        &self,
+        group_id: &str,
+        topics: &[String],
+        on_revoke: RevokeHook,
+    ) -> Result<Arc<dyn KafkaConsumer>, KafkaError>;
+}

@@ -1,0 +1,370 @@
+//! Transport configuration: the `kafka://` URL, the consumer group, the delivery timeout, the
+//! retry tiers, and the librdkafka options passed through to the client.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::KafkaError;
+
+/// The recommended retry tiers, in milliseconds: 5 s, 30 s, 5 min, 30 min. Tiers are opt-in: a
+/// transport without them cannot retry or delay (see [`RetryTiers`]).
+pub const DEFAULT_RETRY_TIERS_MS: [u64; 4] = [5_000, 30_000, 300_000, 1_800_000];
+
+/// The consumer group of the work-topic consumers.
+pub const DEFAULT_GROUP_ID: &str = "babelqueue";
+
+/// The consumer group of the re-injector.
+pub const DEFAULT_REINJECT_GROUP_ID: &str = "babelqueue-retry-reinject";
+
+/// How long a confirmed write waits for its delivery report.
+pub const DEFAULT_DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The bootstrap servers used when the URL names none.
+pub const DEFAULT_BROKERS: &str = "localhost:9092";
+
+/// The retry topic of tier `n` (1-based) of `work_topic`: `<work_topic>.retry.<n>`. `n` is the
+/// tier's index, never its delay.
+///
+/// ```
+/// assert_eq!(babelqueue_transport_kafka::retry_topic("orders.v2", 2), "orders.v2.retry.2");
+/// ```
+pub fn retry_topic(work_topic: &str, n: usize) -> String {
+    format!("{work_topic}.retry.{n}")
+}
+
+/// The work topic and tier index of a retry topic name (`^(.+)\.retry\.([0-9]+)$`).
+///
+/// ```
+/// use babelqueue_transport_kafka::parse_retry_topic;
+/// assert_eq!(parse_retry_topic("orders.v2.retry.3"), Some(("orders.v2", 3)));
+/// assert_eq!(parse_retry_topic("orders"), None);
+/// ```
+pub fn parse_retry_topic(topic: &str) -> Option<(&str, usize)> {
+    let (work, n) = topic.rsplit_once(".retry.")?;
+    if work.is_empty() || n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((work, n.parse().ok()?))
+}
+
+/// A validated list of retry tiers: positive milliseconds, strictly ascending. Empty = no
+/// tiers (retries and delayed publishes are refused).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetryTiers(Vec<u64>);
+
+impl RetryTiers {
+    /// Checks `tiers_ms`: every tier positive, strictly ascending.
+    pub fn new(tiers_ms: impl Into<Vec<u64>>) -> Result<RetryTiers, KafkaError> {
+        let tiers = tiers_ms.into();
+        if tiers.contains(&0) {
+            return Err(KafkaError::Config(format!(
+                "retry tiers must be positive milliseconds, got {tiers:?}"
+            )));
+        }
+        if tiers.windows(2).any(|w| w[1] <= w[0]) {
+            return Err(KafkaError::Config(format!(
+                "retry tiers must be strictly ascending, got {tiers:?}"
+            )));
+        }
+        Ok(RetryTiers(tiers))
+    }
+
+    /// No tiers.
+    pub fn none() -> RetryTiers {
+        RetryTiers(Vec::new())
+    }
+
+    /// [`DEFAULT_RETRY_TIERS_MS`].
+    pub fn recommended() -> RetryTiers {
+        RetryTiers(DEFAULT_RETRY_TIERS_MS.to_vec())
+    }
+
+    /// The tiers, in milliseconds.
+    pub fn as_millis(&self) -> &[u64] {
+        &self.0
+    }
+
+    /// Whether no tier is configured.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The number of tiers.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The delay of tier `n` (1-based).
+    pub fn tier_ms(&self, n: usize) -> Option<u64> {
+        n.checked_sub(1).and_then(|i| self.0.get(i)).copied()
+    }
+
+    /// The REQUESTED-DELAY rule: the smallest tier whose delay is at least `delay_ms`, as
+    /// `(n, tier_ms)`; `None` when there are no tiers or the delay exceeds the largest one.
+    pub fn for_delay(&self, delay_ms: u128) -> Option<(usize, u64)> {
+        self.0
+            .iter()
+            .position(|&tier| u128::from(tier) >= delay_ms)
+            .map(|i| (i + 1, self.0[i]))
+    }
+
+    /// The RETRY rule: tier `n = min(attempts_before, N-1) + 1` (the last tier once they run
+    /// out), as `(n, tier_ms)`; `None` when there are no tiers. A negative count is read as 0.
+    pub fn for_retry(&self, attempts_before: i64) -> Option<(usize, u64)> {
+        let last = self.0.len().checked_sub(1)?;
+        let before = usize::try_from(attempts_before.max(0)).unwrap_or(usize::MAX);
+        let n = before.min(last) + 1;
+        Some((n, self.0[n - 1]))
+    }
+
+    /// Parses `default`, `none`, or a comma-separated list of milliseconds.
+    pub fn parse(text: &str) -> Result<RetryTiers, KafkaError> {
+        match text.trim() {
+            "default" | "recommended" => return Ok(RetryTiers::recommended()),
+            "" | "none" => return Ok(RetryTiers::none()),
+            _ => {}
+        }
+        let tiers = text
+            .split(',')
+            .map(|t| {
+                t.trim().parse::<u64>().map_err(|_| {
+                    KafkaError::Config(format!(
+                        "retry tiers must be a comma-separated list of milliseconds, got {text:?}"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        RetryTiers::new(tiers)
+    }
+}
+
+impl fmt::Display for RetryTiers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// Everything a Kafka transport needs to know.
+///
+/// Built from a `kafka://` URL ([`KafkaConfig::from_url`]) or by hand. The BabelQueue settings
+/// (group, delivery timeout, retry tiers) never reach librdkafka; [`KafkaConfig::client`]
+/// holds the librdkafka options that do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`.
+    pub brokers: String,
+    /// The work-topic consumers' group.
+    pub group_id: String,
+    /// How long a confirmed write waits for its delivery report (also the producer's
+    /// `message.timeout.ms`, so a write that timed out here cannot still land later unnoticed).
+    pub delivery_timeout: Duration,
+    /// The retry tiers.
+    pub retry_tiers: RetryTiers,
+    /// librdkafka options for both the producer and the consumers (`linger.ms`,
+    /// `session.timeout.ms`, `security.protocol` …).
+    pub client: BTreeMap<String, String>,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            brokers: DEFAULT_BROKERS.to_owned(),
+            group_id: DEFAULT_GROUP_ID.to_owned(),
+            delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
+            retry_tiers: RetryTiers::none(),
+            client: BTreeMap::new(),
+        }
+    }
+}
+
+impl KafkaConfig {
+    /// The defaults, with these bootstrap servers.
+    pub fn new(brokers: impl Into<String>) -> KafkaConfig {
+        KafkaConfig {
+            brokers: brokers.into(),
+            ..KafkaConfig::default()
+        }
+    }
+
+    /// Parses `kafka://host:9092[,host2:9092][/][?key=value&…]`.
+    ///
+    /// The bootstrap servers are everything between `kafka://` and the first `/` or `?`
+    /// (default `localhost:9092`). Query keys: `group_id`, `delivery_timeout_ms`,
+    /// `retry_tiers_ms` (`default`, `none` or `5000,30000,…`); any other key is a librdkafka
+    /// option passed to the client as is (`linger.ms=1`, `session.timeout.ms=6000`). Values are
+    /// percent-decoded.
+    ///
+    /// ```
+    /// use babelqueue_transport_kafka::KafkaConfig;
+    ///
+    /// let config = KafkaConfig::from_url("kafka://k1:9092,k2:9092?retry_tiers_ms=default&linger.ms=1")?;
+    /// assert_eq!(config.brokers, "k1:9092,k2:9092");
+    /// assert_eq!(config.retry_tiers.as_millis(), &[5_000, 30_000, 300_000, 1_800_000]);
+    /// assert_eq!(config.client["linger.ms"], "1");
+    /// # Ok::<(), babelqueue_transport_kafka::KafkaError>(())
+    /// ```
+    pub fn from_url(url: &str) -> Result<KafkaConfig, KafkaError> {
+        let rest = match url.split_once("://") {
+            Some(("kafka", rest)) => rest,
+            Some((scheme, _)) => {
+                return Err(KafkaError::Config(format!(
+                    "a Kafka URL starts with kafka://, got the scheme {scheme:?}"
+                )));
+            }
+            None => url,
+        };
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let brokers = location.split('/').next().unwrap_or_default();
+        let mut config = KafkaConfig::new(if brokers.is_empty() {
+            DEFAULT_BROKERS
+        } else {
+            brokers
+        });
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let key = babelqueue_core::gate::unescape(key);
+            let value = babelqueue_core::gate::unescape(value);
+            match key.as_str() {
+                "group_id" => {
+                    if value.is_empty() {
+                        return Err(KafkaError::Config("group_id must not be empty".into()));
+                    }
+                    config.group_id = value;
+                }
+                "delivery_timeout_ms" => {
+                    let ms = value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|ms| *ms > 0)
+                        .ok_or_else(|| {
+                            KafkaError::Config(format!(
+                                "delivery_timeout_ms must be a positive integer, got {value:?}"
+                            ))
+                        })?;
+                    config.delivery_timeout = Duration::from_millis(ms);
+                }
+                "retry_tiers_ms" => config.retry_tiers = RetryTiers::parse(&value)?,
+                _ if key.is_empty() => {
+                    return Err(KafkaError::Config(format!(
+                        "empty option name in the URL query {query:?}"
+                    )));
+                }
+                _ => {
+                    config.client.insert(key, value);
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// Sets the retry tiers.
+    #[must_use]
+    pub fn with_retry_tiers(mut self, tiers: RetryTiers) -> KafkaConfig {
+        self.retry_tiers = tiers;
+        self
+    }
+
+    /// Sets the work-topic consumers' group.
+    #[must_use]
+    pub fn with_group_id(mut self, group_id: impl Into<String>) -> KafkaConfig {
+        self.group_id = group_id.into();
+        self
+    }
+
+    /// Sets the delivery timeout of confirmed writes.
+    #[must_use]
+    pub fn with_delivery_timeout(mut self, timeout: Duration) -> KafkaConfig {
+        self.delivery_timeout = timeout;
+        self
+    }
+
+    /// Adds a librdkafka option.
+    #[must_use]
+    pub fn with_client_option(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> KafkaConfig {
+        self.client.insert(key.into(), value.into());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let c = KafkaConfig::from_url("kafka://127.0.0.1:9092").unwrap();
+        assert_eq!(c.brokers, "127.0.0.1:9092");
+        assert_eq!(c.group_id, "babelqueue");
+        assert!(c.retry_tiers.is_empty());
+        assert!(c.client.is_empty());
+        assert_eq!(
+            KafkaConfig::from_url("kafka://").unwrap().brokers,
+            "localhost:9092"
+        );
+        assert_eq!(
+            KafkaConfig::from_url("kafka:///x").unwrap().brokers,
+            "localhost:9092"
+        );
+        let c = KafkaConfig::from_url(
+            "kafka://a:1,b:2/ignored?group_id=g&retry_tiers_ms=1000,60000&delivery_timeout_ms=500&session.timeout.ms=6000&sasl.password=p%26w",
+        )
+        .unwrap();
+        assert_eq!(c.brokers, "a:1,b:2");
+        assert_eq!(c.group_id, "g");
+        assert_eq!(c.retry_tiers.as_millis(), &[1000, 60000]);
+        assert_eq!(c.delivery_timeout, Duration::from_millis(500));
+        assert_eq!(c.client["session.timeout.ms"], "6000");
+        assert_eq!(c.client["sasl.password"], "p&w");
+        assert!(!c.client.contains_key("retry_tiers_ms"));
+        for bad in [
+            "redis://x",
+            "kafka://x?retry_tiers_ms=5,5",
+            "kafka://x?retry_tiers_ms=0",
+            "kafka://x?retry_tiers_ms=a",
+            "kafka://x?delivery_timeout_ms=0",
+            "kafka://x?group_id=",
+            "kafka://x?=1",
+        ] {
+            assert!(KafkaConfig::from_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tiers() {
+        let t = RetryTiers::recommended();
+        assert_eq!(t.for_delay(1000), Some((1, 5000)));
+        assert_eq!(t.for_delay(5000), Some((1, 5000)));
+        assert_eq!(t.for_delay(5001), Some((2, 30000)));
+        assert_eq!(t.for_delay(1_800_000), Some((4, 1_800_000)));
+        assert_eq!(t.for_delay(1_800_001), None);
+        assert_eq!(t.for_retry(0), Some((1, 5000)));
+        assert_eq!(t.for_retry(3), Some((4, 1_800_000)));
+        assert_eq!(t.for_retry(10), Some((4, 1_800_000)));
+        assert_eq!(t.for_retry(-2), Some((1, 5000)));
+        assert_eq!(RetryTiers::none().for_retry(0), None);
+        assert_eq!(RetryTiers::none().for_delay(0), None);
+        assert!(RetryTiers::new(vec![3, 2]).is_err());
+        assert_eq!(RetryTiers::parse("none").unwrap(), RetryTiers::none());
+        assert_eq!(t.to_string(), "5000,30000,300000,1800000");
+        assert_eq!(t.tier_ms(0), None);
+        assert_eq!(t.tier_ms(2), Some(30000));
+    }
+
+    #[test]
+    fn retry_topic_names() {
+        assert_eq!(retry_topic("orders", 1), "orders.retry.1");
+        assert_eq!(
+            parse_retry_topic("a.retry.b.retry.2"),
+            Some(("a.retry.b", 2))
+        );
+        assert_eq!(parse_retry_topic(".retry.2"), None);
+        assert_eq!(parse_retry_topic("orders.retry."), None);
+        assert_eq!(parse_retry_topic("orders.retry.x"), None);
+    }
+}

@@ -1,0 +1,227 @@
+//! The crate's error type and its mapping onto the runtime's [`TransportError`].
+
+use std::time::Duration;
+
+use babelqueue_core::{TransportError, TransportErrorKind};
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
+
+/// Everything the Kafka transport and the re-injector can fail with.
+///
+/// `Display` is for people and logs; code branches on [`KafkaError::kind`] or
+/// [`KafkaError::is_transient`], never on the text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KafkaError {
+    /// The configuration cannot work (a bad URL, a bad tier list, a client option librdkafka
+    /// refuses).
+    #[error("invalid Kafka configuration: {0}")]
+    Config(String),
+    /// librdkafka reported an error while `operation` ran.
+    #[error("Kafka {operation} failed: {source}")]
+    Client {
+        /// What was being done (`poll`, `commit`, `create the consumer` …).
+        operation: &'static str,
+        /// The librdkafka error.
+        #[source]
+        source: RdError,
+    },
+    /// The broker refused a confirmed write, or the producer gave up on it.
+    #[error("Kafka delivery to {topic:?} failed: {source}")]
+    Delivery {
+        /// The topic written to.
+        topic: String,
+        /// The delivery report's error.
+        #[source]
+        source: RdError,
+    },
+    /// No delivery report arrived within the delivery timeout: the write is unconfirmed (it may
+    /// still land later, a duplicate that at-least-once processing absorbs).
+    #[error("Kafka delivery to {topic:?} was not confirmed within {timeout:?}")]
+    DeliveryTimeout {
+        /// The topic written to.
+        topic: String,
+        /// The delivery timeout.
+        timeout: Duration,
+    },
+    /// Seeking a partition back to an unsettled record failed; a later commit on that partition
+    /// may skip the record.
+    #[error("Kafka seek back to {topic}[{partition}]@{offset} failed: {reason}")]
+    Seek {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The record's offset.
+        offset: i64,
+        /// Why.
+        reason: String,
+    },
+    /// A retry or a delayed publish needs retry tiers and none are configured.
+    #[error(
+        "Kafka {operation} needs retry tiers: configure them (e.g. DEFAULT_RETRY_TIERS_MS, or \
+         `?retry_tiers_ms=default` in the URL)"
+    )]
+    NoRetryTiers {
+        /// `retry` or `delayed publish`.
+        operation: &'static str,
+    },
+    /// A delayed publish asked for more than the largest tier (nothing is clamped).
+    #[error("requested delay {requested_ms} ms exceeds the largest retry tier ({largest_ms} ms)")]
+    DelayTooLong {
+        /// The requested delay.
+        requested_ms: u128,
+        /// The largest tier.
+        largest_ms: u64,
+    },
+    /// A delayed publish asked for a delay that is not a whole number of milliseconds.
+    #[error("a Kafka delay must be a whole number of milliseconds, got {0:?}")]
+    DelayNotWholeMillis(Duration),
+    /// A simulated broker failure (the `fake` client).
+    #[error("injected Kafka failure: {message}")]
+    Injected {
+        /// How the failure should be classified.
+        kind: TransportErrorKind,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl KafkaError {
+    /// The runtime's class of this error.
+    pub fn kind(&self) -> TransportErrorKind {
+        match self {
+            KafkaError::Config(_) => TransportErrorKind::Config,
+            KafkaError::Client { source, .. } | KafkaError::Delivery { source, .. } => {
+                classify(source)
+            }
+            KafkaError::DeliveryTimeout { .. } => TransportErrorKind::Timeout,
+            KafkaError::Seek { .. } => TransportErrorKind::Other,
+            KafkaError::NoRetryTiers { .. } => TransportErrorKind::Config,
+            KafkaError::DelayTooLong { .. } | KafkaError::DelayNotWholeMillis(_) => {
+                TransportErrorKind::Unsupported
+            }
+            KafkaError::Injected { kind, .. } => *kind,
+        }
+    }
+
+    /// Whether the same call may succeed later (a broker that is down, slow or rebalancing).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind(),
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
+        )
+    }
+
+    pub(crate) fn client(operation: &'static str) -> impl FnOnce(RdError) -> KafkaError {
+        move |source| KafkaError::Client { operation, source }
+    }
+}
+
+/// The runtime class of a librdkafka error, from its error code (never its text).
+fn classify(error: &RdError) -> TransportErrorKind {
+    use RDKafkaErrorCode as C;
+    match error {
+        RdError::ClientConfig(..) => return TransportErrorKind::Config,
+        RdError::ClientCreation(_) | RdError::Subscription(_) => {
+            return TransportErrorKind::Config;
+        }
+        RdError::Canceled => return TransportErrorKind::Connection,
+        _ => {}
+    }
+    match error.rdkafka_error_code() {
+        Some(C::MessageTimedOut | C::RequestTimedOut | C::OperationTimedOut | C::TimedOutQueue) => {
+            TransportErrorKind::Timeout
+        }
+        Some(
+            C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::Resolve
+            | C::WaitingForCoordinator
+            | C::NetworkException
+            | C::BrokerNotAvailable
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::CoordinatorNotAvailable
+            | C::NotCoordinator
+            | C::CoordinatorLoadInProgress
+            | C::RebalanceInProgress
+            | C::QueueFull
+            | C::NotEnoughReplicas
+            | C::NotEnoughReplicasAfterAppend
+            | C::KafkaStorageError
+            | C::PreferredLeaderNotAvailable,
+        ) => TransportErrorKind::Connection,
+        Some(
+            C::UnknownTopicOrPartition
+            | C::UnknownTopic
+            | C::UnknownPartition
+            | C::InvalidTopic
+            | C::TopicAuthorizationFailed
+            | C::GroupAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            | C::MessageSizeTooLarge
+            | C::InvalidRecord
+            | C::IllegalGeneration
+            | C::UnknownMemberId
+            | C::AssignmentLost
+            | C::InvalidArgument,
+        ) => TransportErrorKind::Rejected,
+        _ => TransportErrorKind::Other,
+    }
+}
+
+impl From<KafkaError> for TransportError {
+    fn from(error: KafkaError) -> TransportError {
+        TransportError::new(error.kind(), "kafka").with_source(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_come_from_codes_not_text() {
+        let timeout = KafkaError::Delivery {
+            topic: "orders".into(),
+            source: RdError::MessageProduction(RDKafkaErrorCode::MessageTimedOut),
+        };
+        assert_eq!(timeout.kind(), TransportErrorKind::Timeout);
+        assert!(timeout.is_transient());
+        let down = KafkaError::Client {
+            operation: "poll",
+            source: RdError::MessageConsumption(RDKafkaErrorCode::AllBrokersDown),
+        };
+        assert_eq!(down.kind(), TransportErrorKind::Connection);
+        let refused = KafkaError::Delivery {
+            topic: "bad topic".into(),
+            source: RdError::MessageProduction(RDKafkaErrorCode::InvalidTopic),
+        };
+        assert_eq!(refused.kind(), TransportErrorKind::Rejected);
+        assert!(!refused.is_transient());
+        assert_eq!(
+            KafkaError::NoRetryTiers { operation: "retry" }.kind(),
+            TransportErrorKind::Config
+        );
+        assert_eq!(
+            KafkaError::DelayTooLong {
+                requested_ms: 2,
+                largest_ms: 1
+            }
+            .kind(),
+            TransportErrorKind::Unsupported
+        );
+    }
+
+    #[test]
+    fn maps_into_the_runtime_error_keeping_the_text() {
+        let error: TransportError = KafkaError::DeliveryTimeout {
+            topic: "orders.dlq".into(),
+            timeout: Duration::from_secs(30),
+        }
+        .into();
+        assert_eq!(error.kind(), TransportErrorKind::Timeout);
+        assert!(error.is_transient());
+        assert!(error.to_string().contains("orders.dlq"), "{error}");
+    }
+}

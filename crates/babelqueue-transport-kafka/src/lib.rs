@@ -1,0 +1,171 @@
+//! Apache Kafka transport for BabelQueue, on [`rdkafka`] (librdkafka, built statically).
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use babelqueue_core::{App, Consume, Context, HandlerError};
+//! use babelqueue_transport_kafka::{KafkaTransport, RetryReinjector};
+//!
+//! // Retry tiers are opt-in: 5 s, 30 s, 5 min, 30 min here.
+//! let url = "kafka://127.0.0.1:9092?retry_tiers_ms=default";
+//! let app = App::builder(KafkaTransport::connect(url)?)
+//!     .queue("orders")
+//!     .max_attempts(3)
+//!     .dead_letter(true)
+//!     .concurrency(8)
+//!     .handle("urn:babel:orders:created", |ctx: Context| async move {
+//!         println!("order {}", ctx.data());
+//!         Ok::<(), HandlerError>(())
+//!     })
+//!     .build()?;
+//! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+//!
+//! // The re-injector moves parked retries back to `orders` once their tier has passed.
+//! let config = babelqueue_transport_kafka::KafkaConfig::from_url(url)?;
+//! let mut reinjector = RetryReinjector::new(&config, &["orders".to_owned()])?;
+//! tokio::spawn(async move { reinjector.run(std::future::pending()).await });
+//!
+//! app.run().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # The wire
+//!
+//! * The record value is the envelope, byte for byte. The record headers project it as UTF-8
+//!   strings, in this order: `bq-job`, `bq-trace-id`, `bq-message-id`, `bq-schema-version`,
+//!   `bq-source-lang`, `bq-attempts` (see [`projection::project`]). The record timestamp is
+//!   `meta.created_at`.
+//! * Settle writes (retry tier, dead letter, poison and gate dead letter, redrive restore)
+//!   carry the consumed record's key byte for byte: a null key stays null, an empty key stays
+//!   empty, no key is made up. A body that is not UTF-8 is written back as its exact bytes,
+//!   without headers.
+//! * On consume, `bq-attempts` is authoritative: it overrides the body's `attempts`, even when
+//!   lower (Kafka counts no deliveries itself); without it the body stands. Headers that are
+//!   not `bq-*` contract headers (`traceparent`, `bq-replay-bypass` …) reach the handler.
+//!
+//! # Consuming: process, then commit
+//!
+//! One consumer per work topic, group `babelqueue`, auto-commit off, `earliest`. A record is
+//! committed (`offset + 1`, synchronously) only after its handler finished and its settle
+//! write, if any, was confirmed. With `concurrency` above 1 the commit of each partition only
+//! advances to just below the lowest record still in flight: an acknowledgement that arrives
+//! ahead of an unfinished record is deferred until that record settles, and one commit then
+//! covers them all. Before each poll,
+//! records whose delivery was dropped unsettled are sought back. A rebalance hands the
+//! in-flight records of a revoked partition to the next owner (they are not committed here).
+//!
+//! Each record is classified before anything else:
+//!
+//! 1. the `bq-schema-version` gate (first header; null = absent; blank or exactly `1` passes):
+//!    a rejected record is handed over raw, never decoded, under the reserved gate route;
+//! 2. poison ([`babelqueue_envelope::classify`]): a value that is not UTF-8, not one JSON
+//!    object, a wrongly typed member, or a readable body with no `job`/`urn` identity is
+//!    handed over raw as [`Route::TransportPoison`](babelqueue_core::Route) with
+//!    `original_queue` (the `bq-original-topic` header, else the topic) and `attempts` (the
+//!    `bq-attempts` header, else 0). It never reaches a handler;
+//! 3. otherwise the body, with `attempts` reconciled to `bq-attempts`.
+//!
+//! The runtime decides what happens next (the `babelqueue_core::decide` tables) and this
+//! transport carries it out: dead letters, including the ADR-0035 poison record the runtime
+//! builds, go to `<queue>.dlq` with a confirmed write and then a commit; a failed write
+//! commits nothing and seeks the partition back to the record, which comes again after the
+//! runtime's pause (head-of-line blocking while the DLQ stays unwritable). Poison with
+//! dead-lettering off and no tiers is committed and dropped (degrade-to-delete).
+//!
+//! # Retry tiers and delays
+//!
+//! Tiers are opt-in ([`DEFAULT_RETRY_TIERS_MS`] = 5 s, 30 s, 5 min, 30 min; positive,
+//! strictly ascending). Tier `n` of a work topic is the topic `<topic>.retry.<n>`
+//! ([`retry_topic`]); create the tier topics up front (the broker may auto-create them).
+//!
+//! * A retry (a failed handler, an unknown-URN release, the bounded retry of poison) parks the
+//!   record on tier `n = min(attempts_before, N-1) + 1` with `attempts` and `bq-attempts` =
+//!   attempts_before + 1, `bq-delay` = the tier's delay and `bq-original-topic` = the work
+//!   topic, confirmed, then commits the original. The runtime's back-off delay is not used: the
+//!   tier is the delay. Without tiers the retry fails, the runtime rewinds and the record
+//!   fails in place; [`App::consume`](babelqueue_core::App::consume) warns at start-up when
+//!   `max_attempts` > 1 and there are no tiers.
+//! * `publish_delayed` parks the record on the smallest tier covering the requested delay
+//!   (`bq-delay` = the requested delay), and refuses a delay above the largest tier, one that
+//!   is not whole milliseconds, or any delay without tiers: nothing is clamped.
+//! * [`RetryReinjector`] (also `babelqueue kafka reinject` in the CLI) moves parked records
+//!   back once due, copying value and key byte for byte, committing only after the confirmed
+//!   write, in per-partition order.
+//!
+//! # URL
+//!
+//! `kafka://host:9092[,host2:9092][?option=value&…]` ([`KafkaConfig::from_url`]):
+//!
+//! | option | meaning | default |
+//! |---|---|---|
+//! | `retry_tiers_ms` | `default`, `none`, or `5000,30000,…` | none |
+//! | `group_id` | the work-topic consumers' group | `babelqueue` |
+//! | `delivery_timeout_ms` | how long a confirmed write waits (also `message.timeout.ms`) | 30000 |
+//! | anything else | a librdkafka option (`linger.ms`, `security.protocol`, `session.timeout.ms` …) | |
+//!
+//! # Capabilities
+//!
+//! [`KafkaTransport`] classifies poison itself and offers `SettlePublisher` (confirmed writes
+//! with the key), `Redeliverer` (retry tiers; `can_redeliver()` is false without them),
+//! `Rewinder` (seek), `DelayedPublisher` (tiers), `BatchPopper` (redrive) and
+//! `HeaderPublisher`.
+//!
+//! # Differences from the reference SDK (Python 1.24.0)
+//!
+//! * `publish` waits for the broker's confirmation (Python's is fire-and-forget), so a
+//!   returned `publish` means the record is stored.
+//! * Tier records carry no timestamp (the broker stamps them), so the tier delay holds under
+//!   `CreateTime` topics; Python stamps them with `meta.created_at`, which makes an old message
+//!   re-inject at once.
+//! * The bounded retry of a poison record starts from its `bq-attempts` header (Python always
+//!   starts the first hop at 0): the header on the tier record then matches the runtime's
+//!   count.
+//! * Concurrent handlers (`concurrency` > 1) with the watermark commit described above.
+//! * The URL takes query options; Python takes them as constructor arguments.
+//! * Non-`bq-*` headers reach the handler as out-of-band headers, and
+//!   [`HeaderPublisher`](babelqueue_core::HeaderPublisher) writes them.
+//! * A failed dead-letter write of a failed or unknown-URN envelope leaves it unsettled and
+//!   the worker keeps running (Python lets the error escape `consume`).
+//! * The consumers set `allow.auto.create.topics=true`, so consuming a topic that does not
+//!   exist yet creates it where the broker allows.
+//!
+//! # Limits
+//!
+//! * A confirmed write that timed out may still land later (a duplicate, absorbed by
+//!   at-least-once processing); `message.timeout.ms` is bounded by the delivery timeout to
+//!   make that unlikely.
+//! * A seek that fails (the partition moved in a rebalance at that moment) is logged with the
+//!   record's position; the next owner starts from the committed offset.
+//! * Each acknowledgement waits for a synchronous commit (a broker round trip) that covers its
+//!   record, as in the reference, so throughput is bounded by commit latency; with concurrent
+//!   handlers one commit covers every settled record at the head of the partition.
+//! * A null record value (a tombstone) is poison; the re-injector writes it back as an empty
+//!   value.
+//! * All queues of one transport share its consumer group. Adding a consumer for another queue
+//!   (redriving `orders.dlq` from the worker's own transport) rebalances the group, which waits
+//!   until every member polls again: run DLQ tooling on its own transport or group.
+
+mod book;
+pub mod client;
+pub mod config;
+mod error;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+pub mod projection;
+mod rd;
+mod reinject;
+#[cfg(test)]
+mod tests;
+mod transport;
+
+pub use client::{
+    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, RecordHeader, RevokeHook,
+    TopicPartition,
+};
+pub use config::{
+    DEFAULT_BROKERS, DEFAULT_DELIVERY_TIMEOUT, DEFAULT_GROUP_ID, DEFAULT_REINJECT_GROUP_ID,
+    DEFAULT_RETRY_TIERS_MS, KafkaConfig, RetryTiers, parse_retry_topic, retry_topic,
+};
+pub use error::KafkaError;
+pub use rd::RdKafkaClient;
+pub use reinject::{Clock, RetryReinjector};
+pub use transport::KafkaTransport;

@@ -1,0 +1,419 @@
+//! The pure part of the binding: the `bq-*` header projection, the record timestamp, the
+//! schema-version gate, poison classification, the `bq-attempts` reconciliation, and the
+//! re-injector's header and due-time rules. No I/O; every function here is unit-tested and
+//! driven by the conformance runner.
+
+use std::borrow::Cow;
+
+use babelqueue_core::gate::{self, GateValue};
+use babelqueue_core::{Route, TransportPoison};
+use babelqueue_envelope::{Envelope, JsonKind, RawJson, Verdict};
+
+use crate::client::{Record, RecordHeader};
+
+/// The URN.
+pub const HEADER_JOB: &str = "bq-job";
+/// `trace_id`.
+pub const HEADER_TRACE_ID: &str = "bq-trace-id";
+/// `meta.id`.
+pub const HEADER_MESSAGE_ID: &str = "bq-message-id";
+/// `meta.schema_version`; the consumer's schema-version gate reads it before any decode.
+pub const HEADER_SCHEMA_VERSION: &str = "bq-schema-version";
+/// `meta.lang`.
+pub const HEADER_SOURCE_LANG: &str = "bq-source-lang";
+/// `attempts`: authoritative on consume (Kafka has no delivery count of its own).
+pub const HEADER_ATTEMPTS: &str = "bq-attempts";
+/// On a retry-tier record: the delay in milliseconds (requested, or the tier's own on a retry).
+pub const HEADER_DELAY: &str = "bq-delay";
+/// On a retry-tier record: the work topic it goes back to.
+pub const HEADER_ORIGINAL_TOPIC: &str = "bq-original-topic";
+
+/// The header text of a scalar member: a string as is, a number as its literal; nothing for
+/// other types.
+fn scalar_text(raw: &RawJson) -> Option<String> {
+    match raw.kind() {
+        JsonKind::String => raw.as_string().map(Cow::into_owned),
+        JsonKind::Number => Some(raw.as_str().to_owned()),
+        _ => None,
+    }
+}
+
+/// The `bq-*` record headers of a body, in the contract order: `bq-job`, `bq-trace-id`,
+/// `bq-message-id`, `bq-schema-version`, `bq-source-lang`, `bq-attempts`.
+///
+/// Read from the body as written (no key dropped, no alias folded). A body that is not a
+/// non-empty JSON object gets none; a non-object `meta` gives no meta headers; empty and null
+/// values are left out (`bq-schema-version` only when null); `bq-attempts` is `0` when
+/// `attempts` is absent or null and is left out when it is not an integer.
+///
+/// ```
+/// use babelqueue_transport_kafka::projection::project;
+///
+/// let body = br#"{"job":"urn:x","trace_id":"t","meta":{"id":"i","schema_version":1,"lang":"php"},"attempts":2}"#;
+/// let headers: Vec<(String, String)> = project(body)
+///     .into_iter()
+///     .map(|h| (h.key, String::from_utf8(h.value.unwrap()).unwrap()))
+///     .collect();
+/// assert_eq!(headers, [
+///     ("bq-job".into(), "urn:x".into()),
+///     ("bq-trace-id".into(), "t".into()),
+///     ("bq-message-id".into(), "i".into()),
+///     ("bq-schema-version".into(), "1".into()),
+///     ("bq-source-lang".into(), "php".into()),
+///     ("bq-attempts".into(), "2".into()),
+/// ]);
+/// ```
+pub fn project(body: &[u8]) -> Vec<RecordHeader> {
+    let Ok(envelope) = Envelope::parse_object(body) else {
+        return Vec::new();
+    };
+    if envelope.keys().next().is_none() {
+        return Vec::new();
+    }
+    let mut headers = Vec::with_capacity(6);
+    fn add(headers: &mut Vec<RecordHeader>, key: &str, value: Option<String>, keep_empty: bool) {
+        if let Some(value) = value.filter(|v| keep_empty || !v.is_empty()) {
+            headers.push(RecordHeader::text(key, value));
+        }
+    }
+    let top = |name: &str| envelope.get(name).and_then(|raw| scalar_text(&raw));
+    let meta = envelope.meta();
+    let meta_text = |key: &str| meta.and_then(|m| m.get(key)).and_then(scalar_text);
+    add(&mut headers, HEADER_JOB, top("job"), false);
+    add(&mut headers, HEADER_TRACE_ID, top("trace_id"), false);
+    add(&mut headers, HEADER_MESSAGE_ID, meta_text("id"), false);
+    // Written when not null, even when empty (an empty one is blank: it gates nothing).
+    add(
+        &mut headers,
+        HEADER_SCHEMA_VERSION,
+        meta_text("schema_version"),
+        true,
+    );
+    add(&mut headers, HEADER_SOURCE_LANG, meta_text("lang"), false);
+    let attempts = match envelope.get("attempts") {
+        None => Some(0),
+        Some(raw) if raw.is_null() => Some(0),
+        Some(raw) => raw.as_i64(),
+    };
+    if let Some(attempts) = attempts {
+        headers.push(RecordHeader::text(HEADER_ATTEMPTS, attempts.to_string()));
+    }
+    headers
+}
+
+/// The record timestamp of a body: `meta.created_at` when it is a positive integer
+/// (epoch milliseconds).
+pub fn record_timestamp(body: &[u8]) -> Option<i64> {
+    Envelope::parse_object(body)
+        .ok()?
+        .created_at()
+        .filter(|ms| *ms > 0)
+}
+
+/// The first header named `name`: `None` when absent, `Some(None)` when its value is null.
+pub fn header<'a>(headers: &'a [RecordHeader], name: &str) -> Option<Option<&'a [u8]>> {
+    headers
+        .iter()
+        .find(|h| h.key == name)
+        .map(|h| h.value.as_deref())
+}
+
+/// The first header named `name` as text (UTF-8 with replacement); `None` when absent or null.
+pub fn header_text(headers: &[RecordHeader], name: &str) -> Option<String> {
+    header(headers, name)
+        .flatten()
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// The first `bq-attempts` header as an integer (ASCII whitespace around it allowed, negative
+/// values read as 0); `None` when absent, null or not an integer.
+pub fn header_attempts(headers: &[RecordHeader]) -> Option<i64> {
+    let text = header_text(headers, HEADER_ATTEMPTS)?;
+    let trimmed = babelqueue_envelope::ascii::trim(&text);
+    let digits = trimmed.strip_prefix('+').unwrap_or(trimmed);
+    if digits.is_empty() || digits.starts_with('+') {
+        return None;
+    }
+    digits.parse::<i64>().ok().map(|n| n.max(0))
+}
+
+/// The schema-version gate: the declared version when the first `bq-schema-version` header
+/// rejects the record, `None` when it passes (absent, null, ASCII-blank, or exactly `1`).
+/// Never decodes the body; a null value is absent, never the text `"null"`.
+pub fn schema_gate(headers: &[RecordHeader]) -> Option<String> {
+    let value = match header(headers, HEADER_SCHEMA_VERSION) {
+        None => return gate::gated(GateValue::Absent),
+        Some(None) => return gate::gated(GateValue::Null),
+        Some(Some(bytes)) => String::from_utf8_lossy(bytes),
+    };
+    gate::gated(GateValue::Text(&value))
+}
+
+/// `attempts` reconciled with the `bq-attempts` header: the header is authoritative (it
+/// overrides the body even when lower); without a readable header the body stands. The body is
+/// rewritten only when the value changes (through the runtime's [`attempts::exactly`]).
+///
+/// [`attempts::exactly`]: babelqueue_core::attempts::exactly
+pub fn reconcile<'a>(body: &'a [u8], headers: &[RecordHeader]) -> Cow<'a, [u8]> {
+    match header_attempts(headers) {
+        Some(value) => babelqueue_core::attempts::exactly(body, value),
+        None => Cow::Borrowed(body),
+    }
+}
+
+/// How the transport hands a consumed record to the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbound {
+    /// The body: the reconciled envelope, or the raw value for gated and poison records.
+    pub body: Vec<u8>,
+    /// [`Route::Body`], [`Route::Gated`] or [`Route::TransportPoison`].
+    pub route: Route,
+}
+
+/// Classifies a consumed record: the schema-version gate first (before any decode), then the
+/// poison verdict ([`babelqueue_envelope::classify`]: a readable body without identity shares
+/// the poison fate on Kafka), then the `bq-attempts` reconciliation.
+///
+/// A poison record keeps its raw value and carries `original_queue` = the
+/// `bq-original-topic` header (else the record's topic) and `attempts` = the `bq-attempts`
+/// header (0 when absent or unreadable).
+pub fn inbound(record: &Record) -> Inbound {
+    let value = record.value.as_deref().unwrap_or_default();
+    if let Some(declared) = schema_gate(&record.headers) {
+        return Inbound {
+            body: value.to_vec(),
+            route: Route::Gated {
+                declared,
+                urn: None,
+            },
+        };
+    }
+    let cause = match babelqueue_envelope::classify(value) {
+        Verdict::Ok => {
+            return Inbound {
+                body: reconcile(value, &record.headers).into_owned(),
+                route: Route::Body,
+            };
+        }
+        // The reference SDK's wording, so both write the same dead-letter record.
+        Verdict::NoIdentity => {
+            "the body carries no valid 'job' or 'urn' identity (ADR-0032 section 6)".to_owned()
+        }
+        Verdict::Poison(cause) => cause.to_string(),
+    };
+    let original_queue = header_text(&record.headers, HEADER_ORIGINAL_TOPIC)
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| record.topic.clone());
+    Inbound {
+        body: value.to_vec(),
+        route: Route::TransportPoison(TransportPoison {
+            attempts: header_attempts(&record.headers).unwrap_or(0),
+            cause,
+            original_queue,
+        }),
+    }
+}
+
+/// A retry-tier record's headers as the re-injector writes them back: everything but
+/// `bq-delay` and `bq-original-topic`, in order, values untouched.
+pub fn reinject_headers(headers: &[RecordHeader]) -> Vec<RecordHeader> {
+    headers
+        .iter()
+        .filter(|h| h.key != HEADER_DELAY && h.key != HEADER_ORIGINAL_TOPIC)
+        .cloned()
+        .collect()
+}
+
+/// When a parked record is due (epoch ms): its timestamp plus the tier's delay, clamped to
+/// `[now, now + tier]` so neither a fast nor a slow producer clock can shorten or stretch the
+/// wait past one tier; `now + tier` when the record has no timestamp.
+pub fn due_at(record_ms: Option<i64>, tier_ms: u64, now_ms: i64) -> i64 {
+    let tier = i64::try_from(tier_ms).unwrap_or(i64::MAX);
+    let latest = now_ms.saturating_add(tier);
+    match record_ms {
+        None => latest,
+        Some(ts) => ts.saturating_add(tier).clamp(now_ms, latest),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(value: &[u8], headers: Vec<RecordHeader>) -> Record {
+        Record {
+            topic: "orders".into(),
+            partition: 0,
+            offset: 7,
+            key: None,
+            value: Some(value.to_vec()),
+            headers,
+            timestamp: None,
+        }
+    }
+
+    fn texts(headers: &[RecordHeader]) -> Vec<(String, String)> {
+        headers
+            .iter()
+            .map(|h| {
+                (
+                    h.key.clone(),
+                    String::from_utf8(h.value.clone().unwrap()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn projection_edges() {
+        assert!(project(b"not json").is_empty());
+        assert!(project(b"[1]").is_empty());
+        assert!(project(b"{}").is_empty());
+        assert_eq!(
+            texts(&project(br#"{"job":"urn:x"}"#)),
+            [
+                ("bq-job".into(), "urn:x".into()),
+                ("bq-attempts".into(), "0".into())
+            ]
+        );
+        // empty values left out, null schema_version left out, a zero one written
+        assert_eq!(
+            texts(&project(
+                br#"{"job":"","trace_id":null,"meta":{"id":"","schema_version":0,"lang":null},"attempts":null}"#
+            )),
+            [
+                ("bq-schema-version".into(), "0".into()),
+                ("bq-attempts".into(), "0".into())
+            ]
+        );
+        // a non-object meta, a non-integer attempts
+        assert_eq!(
+            texts(&project(br#"{"job":"urn:x","meta":"m","attempts":"3"}"#)),
+            [("bq-job".into(), "urn:x".into())]
+        );
+        assert_eq!(
+            record_timestamp(br#"{"meta":{"created_at":1749132727000}}"#),
+            Some(1749132727000)
+        );
+        assert_eq!(record_timestamp(br#"{"meta":{"created_at":0}}"#), None);
+        assert_eq!(record_timestamp(br#"{"meta":{"created_at":"1"}}"#), None);
+    }
+
+    #[test]
+    fn attempts_header() {
+        let h = |v: &str| vec![RecordHeader::text(HEADER_ATTEMPTS, v)];
+        assert_eq!(header_attempts(&h("3")), Some(3));
+        assert_eq!(header_attempts(&h(" 3 ")), Some(3));
+        assert_eq!(header_attempts(&h("+3")), Some(3));
+        assert_eq!(header_attempts(&h("-2")), Some(0));
+        assert_eq!(header_attempts(&h("x")), None);
+        assert_eq!(header_attempts(&h("++3")), None);
+        assert_eq!(header_attempts(&h("")), None);
+        let null = vec![RecordHeader {
+            key: HEADER_ATTEMPTS.into(),
+            value: None,
+        }];
+        assert_eq!(header_attempts(&null), None);
+        // only the first header counts
+        let two = vec![
+            RecordHeader::text(HEADER_ATTEMPTS, "1"),
+            RecordHeader::text(HEADER_ATTEMPTS, "9"),
+        ];
+        assert_eq!(header_attempts(&two), Some(1));
+    }
+
+    #[test]
+    fn reconciliation_is_authoritative() {
+        let body = br#"{"job":"urn:x","attempts":5}"#;
+        assert_eq!(
+            &*reconcile(body, &[RecordHeader::text(HEADER_ATTEMPTS, "1")]),
+            br#"{"job":"urn:x","attempts":1}"#
+        );
+        assert!(matches!(reconcile(body, &[]), Cow::Borrowed(_)));
+        assert!(matches!(
+            reconcile(body, &[RecordHeader::text(HEADER_ATTEMPTS, "5")]),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn gate_null_is_absent() {
+        let null = vec![RecordHeader {
+            key: HEADER_SCHEMA_VERSION.into(),
+            value: None,
+        }];
+        assert_eq!(schema_gate(&null), None);
+        assert_eq!(
+            schema_gate(&[RecordHeader::text(HEADER_SCHEMA_VERSION, "2")]),
+            Some("2".into())
+        );
+        // the first header wins
+        assert_eq!(
+            schema_gate(&[
+                RecordHeader::text(HEADER_SCHEMA_VERSION, "1"),
+                RecordHeader::text(HEADER_SCHEMA_VERSION, "2")
+            ]),
+            None
+        );
+    }
+
+    #[test]
+    fn inbound_routes() {
+        let ok = inbound(&record(
+            br#"{"job":"urn:x","attempts":0}"#,
+            vec![RecordHeader::text(HEADER_ATTEMPTS, "2")],
+        ));
+        assert_eq!(ok.route, Route::Body);
+        assert_eq!(ok.body, br#"{"job":"urn:x","attempts":2}"#);
+
+        let gated = inbound(&record(
+            b"not even json",
+            vec![RecordHeader::text(HEADER_SCHEMA_VERSION, " 1")],
+        ));
+        assert_eq!(gated.body, b"not even json");
+        assert!(matches!(gated.route, Route::Gated { ref declared, .. } if declared == " 1"));
+
+        let poison = inbound(&record(
+            b"{}",
+            vec![
+                RecordHeader::text(HEADER_ATTEMPTS, "4"),
+                RecordHeader::text(HEADER_ORIGINAL_TOPIC, "payments"),
+            ],
+        ));
+        assert_eq!(poison.body, b"{}");
+        let Route::TransportPoison(p) = poison.route else {
+            panic!("poison")
+        };
+        assert_eq!((p.attempts, p.original_queue.as_str()), (4, "payments"));
+
+        let mut tombstone = record(b"", vec![]);
+        tombstone.value = None;
+        let Route::TransportPoison(p) = inbound(&tombstone).route else {
+            panic!("a null value is poison")
+        };
+        assert_eq!((p.attempts, p.original_queue.as_str()), (0, "orders"));
+    }
+
+    #[test]
+    fn reinjection_rules() {
+        let headers = vec![
+            RecordHeader::text("bq-job", "urn:x"),
+            RecordHeader::text(HEADER_DELAY, "5000"),
+            RecordHeader {
+                key: "traceparent".into(),
+                value: None,
+            },
+            RecordHeader::text(HEADER_ORIGINAL_TOPIC, "orders"),
+            RecordHeader::text("bq-attempts", "1"),
+        ];
+        let kept: Vec<String> = reinject_headers(&headers)
+            .into_iter()
+            .map(|h| h.key)
+            .collect();
+        assert_eq!(kept, ["bq-job", "traceparent", "bq-attempts"]);
+        assert_eq!(due_at(None, 5000, 1_000), 6_000);
+        assert_eq!(due_at(Some(900), 5000, 1_000), 5_900);
+        assert_eq!(due_at(Some(0), 5000, 1_000_000), 1_000_000);
+        assert_eq!(due_at(Some(9_999_999), 5000, 1_000), 6_000);
+    }
+}

@@ -1,0 +1,567 @@
+//! [`KafkaTransport`]: the runtime's [`Transport`] over Kafka, with its capabilities.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use babelqueue_core::{
+    BatchPopper, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer, Rewinder,
+    Route, SettlePublisher, Transport, TransportError,
+};
+use babelqueue_envelope::Envelope;
+
+use crate::book::Book;
+use crate::client::{
+    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, RecordHeader, TopicPartition,
+};
+use crate::config::{KafkaConfig, RetryTiers, retry_topic};
+use crate::error::KafkaError;
+use crate::projection::{self, HEADER_ATTEMPTS, HEADER_DELAY, HEADER_ORIGINAL_TOPIC};
+use crate::rd::RdKafkaClient;
+
+const LOG: &str = "babelqueue::kafka";
+
+/// The headers the transport owns; they never travel as out-of-band headers.
+const RESERVED_HEADERS: [&str; 8] = [
+    projection::HEADER_JOB,
+    projection::HEADER_TRACE_ID,
+    projection::HEADER_MESSAGE_ID,
+    projection::HEADER_SCHEMA_VERSION,
+    projection::HEADER_SOURCE_LANG,
+    HEADER_ATTEMPTS,
+    HEADER_DELAY,
+    HEADER_ORIGINAL_TOPIC,
+];
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every mutation under these locks is a single step; a poisoned lock is still consistent.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One work topic's consumer and its in-flight book.
+struct Queue {
+    name: String,
+    consumer: Arc<dyn KafkaConsumer>,
+    book: Arc<Mutex<Book>>,
+    /// Serialises commits so a later position is never overtaken by an earlier one.
+    commits: tokio::sync::Mutex<()>,
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &self.name)
+            .field("held", &lock(&self.book).len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The settle handle of a delivery: where the record sits and its ticket in the book. Dropped
+/// unsettled (its task died), it marks the record abandoned, to be sought back before the next
+/// fetch.
+struct Held {
+    queue: Arc<Queue>,
+    partition: TopicPartition,
+    offset: i64,
+    ticket: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        lock(&self.queue.book).abandon(&self.partition, self.offset, self.ticket);
+    }
+}
+
+struct Inner {
+    client: Arc<dyn KafkaClient>,
+    group_id: String,
+    delivery_timeout: Duration,
+    tiers: RetryTiers,
+    queues: Mutex<HashMap<String, Arc<Queue>>>,
+}
+
+/// The Kafka transport.
+///
+/// * `publish` writes the envelope as the record value with the `bq-*` headers and
+///   `meta.created_at` as the record timestamp, and waits for the broker's confirmation;
+/// * `pop` classifies the record (schema-version gate, poison, identity), reconciles
+///   `attempts` with the authoritative `bq-attempts` header, and holds it in flight;
+/// * `ack` commits, per partition, only up to the lowest record still in flight;
+/// * settle writes (retry tier, dead letter, redrive restore) keep the record key and are
+///   confirmed before the commit; the runtime rewinds (seeks back) when one fails.
+///
+/// See the [crate documentation](crate) for the full contract.
+#[derive(Clone)]
+pub struct KafkaTransport {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for KafkaTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaTransport")
+            .field("client", &self.inner.client)
+            .field("group_id", &self.inner.group_id)
+            .field("retry_tiers", &self.inner.tiers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaTransport {
+    /// A transport for a `kafka://` URL (see [`KafkaConfig::from_url`]). Nothing connects
+    /// until the first publish or pop.
+    pub fn connect(url: &str) -> Result<KafkaTransport, KafkaError> {
+        Ok(KafkaTransport::new(KafkaConfig::from_url(url)?))
+    }
+
+    /// A transport on librdkafka for `config`.
+    pub fn new(config: KafkaConfig) -> KafkaTransport {
+        let client = Arc::new(RdKafkaClient::new(config));
+        KafkaTransport::with_client(client.clone(), client.config())
+    }
+
+    /// A transport over any [`KafkaClient`] (the `fake` one in tests); the client options of
+    /// `config` are the client's business, the rest is the transport's.
+    pub fn with_client(client: Arc<dyn KafkaClient>, config: &KafkaConfig) -> KafkaTransport {
+        KafkaTransport {
+            inner: Arc::new(Inner {
+                client,
+                group_id: config.group_id.clone(),
+                delivery_timeout: config.delivery_timeout,
+                tiers: config.retry_tiers.clone(),
+                queues: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The retry tiers (empty: retries and delayed publishes are refused).
+    pub fn retry_tiers(&self) -> &RetryTiers {
+        &self.inner.tiers
+    }
+
+    /// The work-topic consumers' group.
+    pub fn group_id(&self) -> &str {
+        &self.inner.group_id
+    }
+
+    /// Records of `queue` handed out and not yet committed (in flight, or acknowledged and
+    /// waiting for an earlier record of their partition).
+    pub fn held(&self, queue: &str) -> usize {
+        lock(&self.inner.queues)
+            .get(queue)
+            .map_or(0, |q| lock(&q.book).len())
+    }
+
+    fn producer(&self) -> Result<Arc<dyn KafkaProducer>, KafkaError> {
+        self.inner.client.producer()
+    }
+
+    fn queue(&self, name: &str) -> Result<Arc<Queue>, KafkaError> {
+        let mut queues = lock(&self.inner.queues);
+        if let Some(q) = queues.get(name) {
+            return Ok(q.clone());
+        }
+        let book = Arc::new(Mutex::new(Book::default()));
+        let revoked = book.clone();
+        let consumer = self.inner.client.consumer(
+            &self.inner.group_id,
+            &[name.to_owned()],
+            Arc::new(move |partitions: &[TopicPartition]| lock(&revoked).revoke(partitions)),
+        )?;
+        let queue = Arc::new(Queue {
+            name: name.to_owned(),
+            consumer,
+            book,
+            commits: tokio::sync::Mutex::new(()),
+        });
+        queues.insert(name.to_owned(), queue.clone());
+        Ok(queue)
+    }
+
+    /// Writes `record` and waits for its delivery report.
+    async fn send(&self, record: OutRecord) -> Result<(), KafkaError> {
+        self.producer()?
+            .send(record, self.inner.delivery_timeout)
+            .await
+    }
+
+    /// The record carrying `body`: the projected headers (none when the body is not an
+    /// envelope, e.g. not UTF-8) and `meta.created_at` as the timestamp.
+    fn record(topic: &str, body: &[u8], key: Option<&[u8]>) -> OutRecord {
+        OutRecord {
+            topic: topic.to_owned(),
+            key: key.map(<[u8]>::to_vec),
+            value: body.to_vec(),
+            headers: projection::project(body),
+            timestamp: projection::record_timestamp(body),
+        }
+    }
+
+    /// A record parked on tier `n` of `work_topic`: the projection (with `bq-attempts`
+    /// replaced when given), `bq-delay` and `bq-original-topic`. No timestamp: the broker's
+    /// append time is when the tier's wait starts.
+    fn tier_record(
+        work_topic: &str,
+        n: usize,
+        body: &[u8],
+        delay_ms: u128,
+        attempts: Option<i64>,
+        key: Option<&[u8]>,
+    ) -> OutRecord {
+        let mut headers = projection::project(body);
+        headers.retain(|h| {
+            h.key != HEADER_DELAY
+                && h.key != HEADER_ORIGINAL_TOPIC
+                && (attempts.is_none() || h.key != HEADER_ATTEMPTS)
+        });
+        if let Some(attempts) = attempts {
+            headers.push(RecordHeader::text(HEADER_ATTEMPTS, attempts.to_string()));
+        }
+        headers.push(RecordHeader::text(HEADER_DELAY, delay_ms.to_string()));
+        headers.push(RecordHeader::text(HEADER_ORIGINAL_TOPIC, work_topic));
+        OutRecord {
+            topic: retry_topic(work_topic, n),
+            key: key.map(<[u8]>::to_vec),
+            value: body.to_vec(),
+            headers,
+            timestamp: None,
+        }
+    }
+
+    /// Seeks back every partition holding an abandoned record (a delivery dropped unsettled),
+    /// to the lowest such record. A failed seek (the partition moved in a rebalance) is logged:
+    /// the next owner starts from the committed offset, which is at or before the record.
+    async fn reseek_abandoned(&self, queue: &Queue) {
+        let targets = lock(&queue.book).take_abandoned();
+        for (partition, offset) in targets {
+            tracing::warn!(target: LOG, %partition, offset,
+                "A Kafka record was dropped without being settled; seeking back to it so it is delivered again");
+            if let Err(e) = queue.consumer.seek(&partition, offset).await {
+                tracing::warn!(target: LOG, %partition, offset, error = %e, "Seeking back to an abandoned record failed");
+            }
+        }
+    }
+
+    fn deliver(&self, queue: &Arc<Queue>, record: crate::client::Record) -> Delivery {
+        let inbound = projection::inbound(&record);
+        let partition = record.topic_partition();
+        match &inbound.route {
+            Route::Gated { declared, .. } => {
+                tracing::warn!(target: LOG, queue = %queue.name, %partition, offset = record.offset,
+                    declared = %babelqueue_core::gate::escape(declared, true),
+                    "Kafka record on {:?} carries an unsupported bq-schema-version (supported: {}); not decoding it",
+                    queue.name, babelqueue_envelope::SCHEMA_VERSION);
+            }
+            Route::TransportPoison(poison) => {
+                tracing::warn!(target: LOG, queue = %queue.name, %partition, offset = record.offset,
+                    cause = %poison.cause,
+                    "Kafka record on {:?} is poison; it never reaches a handler and is settled per the dead-letter / on_unknown_urn configuration",
+                    queue.name);
+            }
+            _ => {}
+        }
+        let mut headers = Headers::new();
+        for h in &record.headers {
+            if RESERVED_HEADERS.contains(&h.key.as_str()) || h.key.is_empty() {
+                continue;
+            }
+            if let Some(Ok(text)) = h.value.as_deref().map(std::str::from_utf8)
+                && !text.is_empty()
+            {
+                headers
+                    .entry(h.key.clone())
+                    .or_insert_with(|| text.to_owned());
+            }
+        }
+        let ticket = lock(&queue.book).track(&partition, record.offset);
+        Delivery::new(queue.name.clone(), inbound.body)
+            .with_route(inbound.route)
+            .with_key(record.key)
+            .with_headers(headers)
+            .with_handle(Held {
+                queue: queue.clone(),
+                partition,
+                offset: record.offset,
+                ticket,
+            })
+    }
+
+    async fn poll_one(
+        &self,
+        queue: &Arc<Queue>,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, KafkaError> {
+        let record = queue.consumer.poll(timeout).await?;
+        Ok(record.map(|record| self.deliver(queue, record)))
+    }
+
+    /// Marks `held` settled and commits what that allows. Commits of a partition run one at a
+    /// time; an acknowledgement that waited for the one before it usually finds its record
+    /// already covered (a commit takes every settled record at the head of the partition), so
+    /// concurrent handlers share commits. It returns once a commit covering the record is done,
+    /// or at once when an earlier record is still unsettled (the commit is deferred to it).
+    async fn settle(&self, held: &Held) -> Result<(), KafkaError> {
+        let queue = &held.queue;
+        if !lock(&queue.book).settle(&held.partition, held.offset, held.ticket) {
+            tracing::debug!(target: LOG, partition = %held.partition, offset = held.offset,
+                "Not committing a record whose partition was revoked or rewound; it comes again");
+            return Ok(());
+        }
+        let _serial = queue.commits.lock().await;
+        let next = lock(&queue.book).take_committable(&held.partition);
+        match next {
+            Some(next) => queue.consumer.commit(&held.partition, next).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The attempts a consumed delivery had before this retry: the poison record's header
+    /// count, else the (reconciled) body's `attempts`, never below 0.
+    fn attempts_before(delivery: &Delivery) -> i64 {
+        match delivery.route() {
+            Route::TransportPoison(poison) => poison.attempts.max(0),
+            _ => Envelope::parse_object(delivery.body())
+                .map_or(0, |e| e.attempts())
+                .max(0),
+        }
+    }
+
+    /// Closes every consumer and flushes the producer.
+    pub async fn shutdown(&self) -> Result<(), KafkaError> {
+        let queues: Vec<Arc<Queue>> = lock(&self.inner.queues).drain().map(|(_, q)| q).collect();
+        for queue in queues {
+            queue.consumer.close().await;
+        }
+        self.producer()?.flush(self.inner.delivery_timeout).await
+    }
+}
+
+#[async_trait]
+impl Transport for KafkaTransport {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        Ok(self.send(KafkaTransport::record(queue, body, None)).await?)
+    }
+
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        let q = self.queue(queue)?;
+        self.reseek_abandoned(&q).await;
+        let started = tokio::time::Instant::now();
+        match self.poll_one(&q, timeout).await {
+            Ok(delivery) => Ok(delivery),
+            Err(e) => {
+                // librdkafka reports broker and subscription trouble as events on the poll and
+                // keeps retrying by itself: report it, wait out the poll, and let the loop poll
+                // again (a broker that is down does not turn into a busy loop).
+                tracing::warn!(target: LOG, queue, error = %e, "Kafka poll reported an error");
+                tokio::time::sleep_until(started + timeout).await;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        match delivery.handle::<Held>() {
+            Some(held) => Ok(self.settle(held).await?),
+            None => Ok(()),
+        }
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        Ok(self.shutdown().await?)
+    }
+
+    fn classifies_poison(&self) -> bool {
+        true
+    }
+
+    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
+        Some(self)
+    }
+    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
+        Some(self)
+    }
+    fn settle_publisher(&self) -> Option<&dyn SettlePublisher> {
+        Some(self)
+    }
+    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
+        Some(self)
+    }
+    fn rewinder(&self) -> Option<&dyn Rewinder> {
+        Some(self)
+    }
+    fn batch_popper(&self) -> Option<&dyn BatchPopper> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl HeaderPublisher for KafkaTransport {
+    /// Publishes with out-of-band headers beside the `bq-*` projection (which wins: a header
+    /// named like a contract header is left out).
+    async fn publish_with_headers(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), TransportError> {
+        let mut record = KafkaTransport::record(queue, body, None);
+        for (key, value) in headers {
+            if !key.is_empty() && !value.is_empty() && !RESERVED_HEADERS.contains(&key.as_str()) {
+                record.headers.push(RecordHeader::text(key, value));
+            }
+        }
+        Ok(self.send(record).await?)
+    }
+}
+
+#[async_trait]
+impl SettlePublisher for KafkaTransport {
+    /// A confirmed write of `body` (byte for byte, its projection as headers, none when it is
+    /// not an envelope) carrying `key` as it was consumed: null stays null, empty stays empty.
+    async fn publish_settle(
+        &self,
+        queue: &str,
+        body: &[u8],
+        _route: &Route,
+        key: Option<&[u8]>,
+    ) -> Result<(), TransportError> {
+        Ok(self.send(KafkaTransport::record(queue, body, key)).await?)
+    }
+}
+
+#[async_trait]
+impl DelayedPublisher for KafkaTransport {
+    /// Parks `body` on the smallest tier whose delay covers `delay` (`bq-delay` = the requested
+    /// delay), with a confirmed write. Refused, with nothing written, without tiers, above the
+    /// largest tier, or for a delay that is not whole milliseconds.
+    async fn publish_delayed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        let tiers = &self.inner.tiers;
+        if tiers.is_empty() {
+            return Err(KafkaError::NoRetryTiers {
+                operation: "delayed publish",
+            }
+            .into());
+        }
+        if !delay.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(KafkaError::DelayNotWholeMillis(delay).into());
+        }
+        let delay_ms = delay.as_millis();
+        let Some((n, _)) = tiers.for_delay(delay_ms) else {
+            return Err(KafkaError::DelayTooLong {
+                requested_ms: delay_ms,
+                largest_ms: tiers.as_millis().last().copied().unwrap_or_default(),
+            }
+            .into());
+        };
+        let record = KafkaTransport::tier_record(queue, n, body, delay_ms, None, None);
+        Ok(self.send(record).await?)
+    }
+}
+
+#[async_trait]
+impl Redeliverer for KafkaTransport {
+    /// The retry rule: park the record on tier `n = min(attempts_before, N-1) + 1` with
+    /// `attempts` = `bq-attempts` = attempts_before + 1, `bq-delay` = the tier's delay and the
+    /// key kept; once the write is confirmed, commit the original. The runtime's delay is not
+    /// used (the tier is the delay). Without tiers it fails and nothing is written: the runtime
+    /// then rewinds and the record fails in place.
+    async fn redeliver(
+        &self,
+        delivery: &Delivery,
+        body: &[u8],
+        _delay: Duration,
+    ) -> Result<(), TransportError> {
+        let before = KafkaTransport::attempts_before(delivery);
+        let Some((n, tier_ms)) = self.inner.tiers.for_retry(before) else {
+            return Err(KafkaError::NoRetryTiers { operation: "retry" }.into());
+        };
+        let next = before.saturating_add(1);
+        let body = babelqueue_core::attempts::exactly(body, next);
+        let record = KafkaTransport::tier_record(
+            delivery.queue(),
+            n,
+            &body,
+            u128::from(tier_ms),
+            Some(next),
+            delivery.key(),
+        );
+        self.send(record).await?;
+        if let Err(e) = self.ack(delivery).await {
+            // The copy is on the tier; the original comes again (at-least-once).
+            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
+                "Committing a record after parking its retry copy failed; the record will be redelivered");
+        }
+        Ok(())
+    }
+
+    fn can_redeliver(&self) -> bool {
+        !self.inner.tiers.is_empty()
+    }
+}
+
+#[async_trait]
+impl Rewinder for KafkaTransport {
+    /// Seeks the record's partition back to it, forgetting it and every later record of the
+    /// partition still held (they all come again). A record already taken back by an earlier
+    /// rewind or a rebalance is left alone.
+    async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let Some(held) = delivery.handle::<Held>() else {
+            return Ok(());
+        };
+        let seek = lock(&held.queue.book).rewind(&held.partition, held.offset, held.ticket);
+        if !seek {
+            return Ok(());
+        }
+        if let Err(e) = held.queue.consumer.seek(&held.partition, held.offset).await {
+            tracing::error!(target: LOG, partition = %held.partition, offset = held.offset, error = %e,
+                "Kafka seek back to {}@{} failed; the unsettled record may be skipped by a later commit on this partition",
+                held.partition, held.offset);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BatchPopper for KafkaTransport {
+    /// Up to `max` records (0: all available), all held unsettled; abandoned records are
+    /// sought back once, first. A poll error ends the batch (it is an error only when nothing
+    /// was taken).
+    async fn pop_batch(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let q = self.queue(queue)?;
+        self.reseek_abandoned(&q).await;
+        let mut batch = Vec::new();
+        while max == 0 || batch.len() < max {
+            match self.poll_one(&q, timeout).await {
+                Ok(Some(delivery)) => batch.push(delivery),
+                Ok(None) => break,
+                Err(e) if batch.is_empty() => return Err(e.into()),
+                Err(e) => {
+                    tracing::warn!(target: LOG, queue, error = %e, taken = batch.len(),
+                        "Kafka poll failed mid-batch; ending the batch");
+                    break;
+                }
+            }
+        }
+        Ok(batch)
+    }
+}
