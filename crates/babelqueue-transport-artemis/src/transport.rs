@@ -28,6 +28,7 @@ const LOG: &str = "babelqueue::artemis";
 #[derive(Debug, Clone)]
 pub struct ArtemisTransport {
     client: Arc<dyn Client>,
+    amqp: Option<Arc<AmqpClient>>,
     receive_timeout: Duration,
 }
 
@@ -41,10 +42,11 @@ impl ArtemisTransport {
     /// Connects with an explicit configuration.
     pub async fn connect_with(config: ArtemisConfig) -> Result<ArtemisTransport, ArtemisError> {
         let receive_timeout = config.receive_timeout;
-        let client = AmqpClient::new(config)?;
+        let client = Arc::new(AmqpClient::new(config)?);
         client.connect().await?;
         Ok(ArtemisTransport {
-            client: Arc::new(client),
+            client: client.clone(),
+            amqp: Some(client),
             receive_timeout,
         })
     }
@@ -54,6 +56,7 @@ impl ArtemisTransport {
     pub fn with_client(client: Arc<dyn Client>, receive_timeout: Duration) -> ArtemisTransport {
         ArtemisTransport {
             client,
+            amqp: None,
             receive_timeout,
         }
     }
@@ -61,6 +64,12 @@ impl ArtemisTransport {
     /// The client underneath.
     pub fn client(&self) -> &Arc<dyn Client> {
         &self.client
+    }
+
+    /// The AMQP client, for a transport made by [`connect`](ArtemisTransport::connect) (its
+    /// connection count and credit windows are there).
+    pub fn amqp(&self) -> Option<&AmqpClient> {
+        self.amqp.as_deref()
     }
 
     fn token(delivery: &Delivery) -> Result<&DeliveryToken, TransportError> {

@@ -41,6 +41,10 @@ use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
+/// The Artemis transport crate (feature `artemis`).
+#[cfg(feature = "artemis")]
+pub use babelqueue_transport_artemis as artemis;
+
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheme {
@@ -140,6 +144,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let scheme = scheme_of(url);
     match scheme {
         "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        #[cfg(feature = "artemis")]
+        "artemis" | "artemis+ssl" => Ok(Arc::new(
+            babelqueue_transport_artemis::ArtemisTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
@@ -185,6 +195,18 @@ mod tests {
             err.contains("\"Redis\""),
             "schemes are case-sensitive: {err}"
         );
+    }
+
+    #[cfg(feature = "artemis")]
+    #[tokio::test]
+    async fn artemis_urls_reach_the_artemis_transport() {
+        for url in ["artemis://h?credit=0", "artemis+ssl://h?nope=1"] {
+            let err = connect(url).await.unwrap_err();
+            assert!(
+                matches!(&err, Error::Transport(e) if e.kind() == TransportErrorKind::Config),
+                "{url}: {err}"
+            );
+        }
     }
 
     #[test]
