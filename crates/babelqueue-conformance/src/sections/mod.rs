@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::{Case, Manifest};
 
+mod artemis;
 mod codec;
 mod core;
 mod own;
@@ -58,6 +59,17 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("codec_reemit", own::codec_reemit),
         core("verdict", own::verdict),
         core("make_shape", own::make_shape),
+        // Scope artemis (babelqueue-transport-artemis).
+        Runner {
+            section: "artemis",
+            scope: "artemis",
+            run: artemis::artemis,
+        },
+        Runner {
+            section: "version_gate_artemis",
+            scope: "artemis",
+            run: artemis::version_gate,
+        },
     ]
 }
 
