@@ -7,10 +7,14 @@
 //! demand seen (never below the configured floor, 1 by default): it starts at 1 and reaches the
 //! runtime's `concurrency` as soon as the runtime runs that many handlers at once.
 //!
-//! Credit is granted in whole windows and only when everything granted before has arrived, so
-//! the broker never has more than `window` deliveries out to this consumer (in flight, buffered,
-//! or on the way): a second worker on the same queue gets everything else. A `pop` that finds
-//! nothing leaves its credit open; a delivery that arrives later waits for the next `pop`.
+//! Link credit is topped up to the room left in the window (`window - in_flight`), so the broker
+//! never has more than `window` deliveries out to this consumer (in flight, buffered, or on the
+//! way): a second worker on the same queue gets everything else. AMQP credit counts from the
+//! receiver's position, and the client counts a delivery when it is taken, so setting the
+//! credit to the room never over-grants, however many deliveries are buffered. A `pop` that
+//! finds nothing leaves its credit open (revoking it could strand a delivery already on its
+//! way); a delivery that arrives later waits for the next `pop`, or goes back to the queue when
+//! the connection closes.
 
 /// The credit bookkeeping of one receiver link (pure; the AMQP client applies its grants).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,21 +38,19 @@ impl CreditWindow {
     }
 
     /// Called before waiting for a delivery. Widens the window to the demand this call shows
-    /// and returns the link credit to grant, when all earlier credit has been used.
+    /// and returns the link credit to set (the number of further deliveries the broker may send
+    /// from now on), when the window has room the open credit does not cover yet.
     pub fn before_receive(&mut self) -> Option<u32> {
         self.window = self
             .window
             .max(self.in_flight.saturating_add(1))
             .max(self.floor);
-        if self.outstanding > 0 {
+        let room = self.window - self.in_flight.min(self.window);
+        if room <= self.outstanding {
             return None;
         }
-        let grant = self.window - self.in_flight.min(self.window);
-        if grant == 0 {
-            return None;
-        }
-        self.outstanding = grant;
-        Some(grant)
+        self.outstanding = room;
+        Some(room)
     }
 
     /// A delivery arrived (it used one credit and is now held unsettled).
@@ -129,14 +131,20 @@ mod tests {
             w.on_received();
             w.on_settled();
         }
-        assert_eq!(w.before_receive(), None, "7 credits are still open");
+        assert_eq!(w.before_receive(), Some(10), "topped up: nothing is held");
         for _ in 0..7 {
             w.on_received();
         }
         assert_eq!(
             w.before_receive(),
-            Some(3),
-            "7 in flight + 3 = the window of 10"
+            None,
+            "7 in flight + 3 open = the window"
+        );
+        w.on_settled();
+        assert_eq!(
+            w.before_receive(),
+            Some(4),
+            "6 in flight + 4 open = the window"
         );
         assert_eq!(w.window(), 10);
         assert_eq!(CreditWindow::new(0).window(), 1);

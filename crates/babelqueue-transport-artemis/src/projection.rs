@@ -48,6 +48,10 @@ pub const ATTEMPTS_PROPERTY: &str = "bq_attempts";
 pub const APP_ID_PROPERTY: &str = "bq_app_id";
 /// The value of [`APP_ID_PROPERTY`].
 pub const APP_ID: &str = "babelqueue";
+/// The message annotation asking Artemis to deliver a message this many milliseconds after it
+/// was accepted (Artemis scheduled delivery; other AMQP brokers ignore `x-opt-` annotations they
+/// do not know).
+pub const DELIVERY_DELAY_ANNOTATION: &str = "x-opt-delivery-delay";
 
 /// The AMQP message type this binding sends and receives.
 pub type AmqpMessage = Message<Body<Value>>;
@@ -155,6 +159,24 @@ pub fn message(body: &[u8]) -> AmqpMessage {
         body: section,
         footer: None,
     }
+}
+
+/// `message` with its delivery postponed by `delay` (the [`DELIVERY_DELAY_ANNOTATION`], whole
+/// milliseconds rounded up so it is never early). A zero delay leaves the message as it is.
+/// `None` when the delay does not fit the annotation (more than `i64::MAX` ms).
+pub fn delayed(mut message: AmqpMessage, delay: std::time::Duration) -> Option<AmqpMessage> {
+    if delay.is_zero() {
+        return Some(message);
+    }
+    let millis = i64::try_from(delay.as_nanos().div_ceil(1_000_000)).ok()?;
+    message
+        .message_annotations
+        .get_or_insert_with(MessageAnnotations::default)
+        .insert(
+            OwnedKey::Symbol(Symbol::from(DELIVERY_DELAY_ANNOTATION)),
+            Value::Long(millis),
+        );
+    Some(message)
 }
 
 /// A received message as the runtime needs it.
@@ -332,6 +354,22 @@ mod tests {
         let binary = message(b"\xff\xfe raw");
         assert!(binary.message_annotations.is_none() && binary.application_properties.is_none());
         assert_eq!(body_bytes(&binary.body), b"\xff\xfe raw");
+    }
+
+    #[test]
+    fn delays_are_an_annotation_in_whole_milliseconds() {
+        use std::time::Duration;
+        let key = OwnedKey::Symbol(Symbol::from(DELIVERY_DELAY_ANNOTATION));
+        let m = delayed(message(ORDER.as_bytes()), Duration::from_micros(1500)).unwrap();
+        let annotations = m.message_annotations.unwrap();
+        assert_eq!(annotations.get(&key), Some(&Value::Long(2)), "rounded up");
+        assert!(
+            annotations.contains_key(&OwnedKey::Symbol(Symbol::from(JMS_TYPE_ANNOTATION))),
+            "the projection stays"
+        );
+        let plain = delayed(message(b"x"), Duration::ZERO).unwrap();
+        assert!(plain.message_annotations.is_none());
+        assert!(delayed(message(b"x"), Duration::MAX).is_none());
     }
 
     #[test]

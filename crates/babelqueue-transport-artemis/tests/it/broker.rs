@@ -613,3 +613,78 @@ async fn wrong_credentials_are_a_configuration_error() {
     assert!(unreachable.is_transient(), "{unreachable}");
     let _ = common::required();
 }
+
+/// Delays use Artemis scheduled delivery: a delayed publish is not deliverable before its time,
+/// and the runtime's retry back-off is honoured between deliveries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delays_use_scheduled_delivery() {
+    let Some(_broker) = broker().await else {
+        return;
+    };
+    let q = queue("delay");
+    let t = transport().await;
+    let delayed = t.delayed_publisher().expect("DelayedPublisher");
+    let started = std::time::Instant::now();
+    delayed
+        .publish_delayed(&q, &envelope(&q, 1), Duration::from_millis(1500))
+        .await
+        .unwrap();
+    assert!(
+        t.pop(&q, Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none(),
+        "not deliverable yet"
+    );
+    let d = t
+        .pop(&q, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered later");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1400),
+        "{:?}",
+        started.elapsed()
+    );
+    t.ack(&d).await.unwrap();
+
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let c = calls.clone();
+    let stop = Arc::new(std::sync::OnceLock::<babelqueue_core::StopHandle>::new());
+    let s = stop.clone();
+    let app = App::builder(t.clone())
+        .queue(&q)
+        .retry_backoff(Duration::from_secs(1))
+        .handle(URN, move |_ctx: Context| {
+            let (c, s) = (c.clone(), s.clone());
+            async move {
+                let mut calls = c.lock().unwrap();
+                calls.push(std::time::Instant::now());
+                if calls.len() == 1 {
+                    return Err(HandlerError::new("try again later"));
+                }
+                if let Some(stop) = s.get() {
+                    stop.stop();
+                }
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let _ = stop.set(app.stop_handle());
+    t.publish(&q, &envelope(&q, 2)).await.unwrap();
+    app.consume(
+        Consume::new()
+            .idle_timeout(Duration::from_secs(5))
+            .handle_signals(false),
+    )
+    .await
+    .unwrap();
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    let gap = calls[1] - calls[0];
+    assert!(
+        gap >= Duration::from_millis(950),
+        "the 1 s back-off was honoured ({gap:?})"
+    );
+}
