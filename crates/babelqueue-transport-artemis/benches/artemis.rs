@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Criterion measures the Rust worker (concurrency 1); then one line per worker is printed:
-//! `artemis <who>: N messages in T = R messages/s`. `BQ_ARTEMIS_URL` names the broker,
+//! `artemis <who>: N messages in T = R messages/s` (the median of 3 runs, and their range). `BQ_ARTEMIS_URL` names the broker,
 //! `BQ_PYTHON` the reference SDK's interpreter, `BQ_BENCH_MESSAGES` the batch (default 2000).
 //! Without a broker the bench prints `SKIPPED` (or fails when `BQ_REQUIRE_BROKERS` is set).
 
@@ -114,11 +114,24 @@ fn python_driver(python: &PathBuf, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap()
 }
 
-fn line(who: &str, n: u64, took: Duration) {
+const ROUNDS: usize = 3;
+
+/// One line: the median run as messages/s, and the range over the runs.
+fn report(who: &str, n: u64, mut runs: Vec<Duration>) {
+    runs.sort();
+    let rate = |d: &Duration| n as f64 / d.as_secs_f64();
+    let median = runs[runs.len() / 2];
     println!(
-        "artemis {who}: {n} messages in {took:.2?} = {:.0} messages/s",
-        n as f64 / took.as_secs_f64()
+        "artemis {who}: {n} messages in {median:.2?} = {:.0} messages/s (runs: {:.0}..{:.0} messages/s)",
+        rate(&median),
+        rate(runs.last().unwrap()),
+        rate(&runs[0]),
     );
+}
+
+fn with_option(url: &str, option: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
 }
 
 fn reachable(url: &str) -> bool {
@@ -183,42 +196,66 @@ fn main() {
         return;
     }
     let n = messages();
-    println!("\nRust worker vs Python SDK 1.24.0 worker, {n} messages each, same broker ({url}):");
+    println!(
+        "\nRust worker vs Python SDK 1.24.0 worker, {n} messages per run, {ROUNDS} runs each (median, min..max), same broker ({url}):"
+    );
+    let credit2 = runtime
+        .block_on(ArtemisTransport::connect(&with_option(&url, "credit=2")))
+        .unwrap();
     runtime.block_on(async {
-        // Warm up the connection and the JIT of the broker.
+        // Warm up the connection and the broker's JIT.
         let warm = queue("warm");
-        fill(&transport, &warm, 200).await;
-        consume(&transport, &warm, 200, 1).await;
+        fill(&transport, &warm, 500).await;
+        consume(&transport, &warm, 500, 1).await;
 
-        let q = queue("rust-c1");
-        let published = fill(&transport, &q, n).await;
-        line("publish, Rust (sequential, each accepted)", n, published);
-        line(
-            "worker, Rust, concurrency 1",
+        let mut publish = Vec::new();
+        let mut c1 = Vec::new();
+        let mut c1_credit2 = Vec::new();
+        let mut c8 = Vec::new();
+        for _ in 0..ROUNDS {
+            let q = queue("rust-c1");
+            publish.push(fill(&transport, &q, n).await);
+            c1.push(consume(&transport, &q, n, 1).await);
+            let q = queue("rust-c1-credit2");
+            fill(&transport, &q, n).await;
+            c1_credit2.push(consume(&credit2, &q, n, 1).await);
+            let q = queue("rust-c8");
+            fill(&transport, &q, n).await;
+            c8.push(consume(&transport, &q, n, 8).await);
+        }
+        report("publish, Rust (one at a time, each accepted)", n, publish);
+        report("worker, Rust, concurrency 1 (credit 1)", n, c1);
+        report(
+            "worker, Rust, concurrency 1, credit=2 (one prefetched)",
             n,
-            consume(&transport, &q, n, 1).await,
+            c1_credit2,
         );
-        let q = queue("rust-c8");
-        fill(&transport, &q, n).await;
-        line(
-            "worker, Rust, concurrency 8",
-            n,
-            consume(&transport, &q, n, 8).await,
-        );
+        report("worker, Rust, concurrency 8 (credit follows: 8)", n, c8);
     });
     match python() {
         None => println!("SKIPPED: the Python SDK (BQ_PYTHON) is missing; no Python figures"),
         Some(py) => {
-            let q = queue("python");
             let data = r#"{"order_id":1,"total":99.9,"currency":"EUR"}"#;
-            let out = python_driver(&py, &["publish", &url, &q, URN, &n.to_string(), data]);
-            let seconds = out["seconds"].as_f64().unwrap_or(f64::NAN);
-            line("publish, Python SDK", n, Duration::from_secs_f64(seconds));
-            let out = python_driver(&py, &["bench-consume", &url, &q, &n.to_string(), URN]);
-            let handled = out["messages"].as_u64().unwrap_or(0);
-            assert_eq!(handled, n, "the Python worker handled every message: {out}");
-            let seconds = out["seconds"].as_f64().unwrap_or(f64::NAN);
-            line("worker, Python SDK", n, Duration::from_secs_f64(seconds));
+            let mut publish = Vec::new();
+            let mut work = Vec::new();
+            for _ in 0..ROUNDS {
+                let q = queue("python");
+                let out = python_driver(&py, &["publish", &url, &q, URN, &n.to_string(), data]);
+                publish.push(Duration::from_secs_f64(
+                    out["seconds"].as_f64().unwrap_or(f64::NAN),
+                ));
+                let out = python_driver(&py, &["bench-consume", &url, &q, &n.to_string(), URN]);
+                assert_eq!(
+                    out["messages"].as_u64(),
+                    Some(n),
+                    "the Python worker handled every message: {out}"
+                );
+                work.push(Duration::from_secs_f64(
+                    out["seconds"].as_f64().unwrap_or(f64::NAN),
+                ));
+            }
+            report("publish, Python SDK (one at a time)", n, publish);
+            report("worker, Python SDK (credit 1)", n, work);
         }
     }
 }
