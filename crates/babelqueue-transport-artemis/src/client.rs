@@ -24,7 +24,8 @@ pub enum Disposition {
     Released,
     /// The `modified` outcome with `delivery-failed`: the broker takes the message back and
     /// counts a failed delivery (its `delivery-count` rises), as a JMS consumer's rollback does.
-    /// The transport itself never uses it; it is there for tools and tests.
+    /// The transport itself never uses it; it is there for tools and tests. (The AMQP client
+    /// needs the receiver link for it, so it waits for a receive in progress on that address.)
     Failed,
 }
 
