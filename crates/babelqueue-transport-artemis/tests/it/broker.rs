@@ -699,7 +699,7 @@ async fn large_messages_round_trip() {
     let q = queue("large");
     let t = transport().await;
     let blob: String = (0..2_000_000)
-        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .map(|i: u32| char::from(b'a' + u8::try_from(i % 26).unwrap()))
         .collect();
     let body = Envelope::builder(URN)
         .queue(&q)
