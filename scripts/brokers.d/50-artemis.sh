@@ -83,9 +83,21 @@ ready_artemis() {
 }
 stop_artemis() {
     [ -x "$BQA_INSTANCE/bin/artemis-service" ] || return 0
+    local pid=""
+    [ -f "$BQA_INSTANCE/data/artemis.pid" ] && pid=$(cat "$BQA_INSTANCE/data/artemis.pid")
     "$BQA_INSTANCE/bin/artemis-service" stop >/dev/null 2>&1 || true
+    # A graceful stop flushes the journal; wait for the JVM to exit (it holds the journal lock),
+    # and only then force it.
     local waited=0
-    while ready_artemis && [ $waited -lt 150 ]; do sleep 0.2; waited=$((waited + 1)); done
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $waited -lt 300 ]; do
+        sleep 0.2
+        waited=$((waited + 1))
+    done
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        log "artemis (pid $pid) did not stop within 60s; killing it"
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$BQA_INSTANCE/data/artemis.pid"
 }
 env_artemis() {
     echo "export BQ_ARTEMIS_URL=artemis://$BQA_USER:$BQA_PASSWORD@127.0.0.1:$BQA_PORT"
