@@ -57,7 +57,10 @@ pub struct AmqpClient {
     connecting: AsyncMutex<()>,
     /// The connection in use, for lock-free reads.
     current: RwLock<Option<Arc<Live>>>,
+    /// Connection attempts (each attempt gets the next number).
     connections: AtomicU64,
+    /// Connections actually opened.
+    opened: AtomicU64,
     links: AtomicU64,
     closed: AtomicBool,
 }
@@ -67,7 +70,7 @@ impl std::fmt::Debug for AmqpClient {
         f.debug_struct("AmqpClient")
             .field("config", &self.config)
             .field("container_id", &self.container_id)
-            .field("connections", &self.connections.load(Ordering::Relaxed))
+            .field("connections_opened", &self.opened.load(Ordering::Relaxed))
             .field("closed", &self.closed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -132,6 +135,7 @@ impl AmqpClient {
             connecting: AsyncMutex::new(()),
             current: RwLock::new(None),
             connections: AtomicU64::new(0),
+            opened: AtomicU64::new(0),
             links: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         })
@@ -149,7 +153,7 @@ impl AmqpClient {
 
     /// How many connections this client has opened so far (1 until the first reconnect).
     pub fn connections_opened(&self) -> u64 {
-        self.connections.load(Ordering::SeqCst)
+        self.opened.load(Ordering::SeqCst)
     }
 
     /// The credit window of the receiver link on `address`, when one is attached:
@@ -248,6 +252,7 @@ impl AmqpClient {
         let (connection, session) = tokio::time::timeout(OPEN_TIMEOUT, opening)
             .await
             .map_err(|_| ArtemisError::Timeout(OPEN_TIMEOUT))??;
+        self.opened.fetch_add(1, Ordering::SeqCst);
         tracing::info!(target: LOG, connection = number, endpoint = %config.endpoint(),
             "Connected to Artemis at {} (connection #{number})", config.endpoint());
         Ok(Live {
