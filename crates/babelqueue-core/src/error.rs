@@ -61,6 +61,9 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Envelope(_) => ErrorKind::InvalidMessage,
+            // A transport that refuses its own URL or options is a configuration problem,
+            // whichever layer reports it.
+            Error::Transport(e) if e.kind() == TransportErrorKind::Config => ErrorKind::Config,
             Error::Transport(_) => ErrorKind::Transport,
             Error::Config(_) | Error::UnsupportedScheme { .. } | Error::Schema(_) => {
                 ErrorKind::Config
@@ -192,3 +195,18 @@ impl std::error::Error for TransportError {
 
 /// A `Result` with the runtime's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transport_refusing_its_configuration_is_a_config_error() {
+        let err = Error::from(TransportError::config("unknown option `nope`"));
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(!err.is_transient());
+        let err = Error::from(TransportError::connection("refused"));
+        assert_eq!(err.kind(), ErrorKind::Transport);
+        assert!(err.is_transient());
+    }
+}

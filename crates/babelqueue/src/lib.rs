@@ -47,6 +47,9 @@ pub use babelqueue_transport_redis as redis;
 /// The Apache Kafka transport (`kafka://`).
 #[cfg(feature = "kafka")]
 pub use babelqueue_transport_kafka as kafka;
+/// The Artemis transport crate (feature `artemis`).
+#[cfg(feature = "artemis")]
+pub use babelqueue_transport_artemis as artemis;
 
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +162,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
             Err(e) if e.kind() == TransportErrorKind::Config => Err(Error::Config(e.to_string())),
             Err(e) => Err(Error::Transport(e.into())),
         },
+        #[cfg(feature = "artemis")]
+        "artemis" | "artemis+ssl" => Ok(Arc::new(
+            babelqueue_transport_artemis::ArtemisTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
@@ -218,6 +227,19 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    }
+
+    #[cfg(feature = "artemis")]
+    #[tokio::test]
+    async fn artemis_urls_reach_the_artemis_transport() {
+        for url in ["artemis://h?credit=0", "artemis+ssl://h?nope=1"] {
+            let err = connect(url).await.unwrap_err();
+            assert!(
+                matches!(&err, Error::Transport(e) if e.kind() == TransportErrorKind::Config),
+                "{url}: {err}"
+            );
+            assert_eq!(err.kind(), ErrorKind::Config, "{url}: {err}");
+        }
     }
 
     #[test]

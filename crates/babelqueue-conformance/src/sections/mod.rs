@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::{Case, Manifest};
 
+mod artemis;
 mod codec;
 mod core;
 mod kafka;
@@ -90,6 +91,17 @@ pub(crate) fn registry() -> Vec<Runner> {
             section: "kafka_poison",
             scope: "kafka",
             run: kafka::kafka_poison,
+        },
+        // Scope artemis (babelqueue-transport-artemis).
+        Runner {
+            section: "artemis",
+            scope: "artemis",
+            run: artemis::artemis,
+        },
+        Runner {
+            section: "version_gate_artemis",
+            scope: "artemis",
+            run: artemis::version_gate,
         },
     ]
 }

@@ -1,0 +1,261 @@
+//! Messages per second on a real Artemis broker: the Rust worker (the runtime over
+//! `ArtemisTransport`, a no-op handler, every message received, gated, reconciled, decoded,
+//! routed, handled and accepted) against the Python SDK 1.24.0 worker on the same broker and
+//! the same messages.
+//!
+//! ```text
+//! scripts/brokers.sh up artemis python
+//! cargo bench -p babelqueue-transport-artemis --bench artemis
+//! ```
+//!
+//! Criterion measures the Rust worker (concurrency 1); then one line per worker is printed:
+//! `artemis <who>: N messages in T = R messages/s` (the median of 3 runs, and their range). `BQ_ARTEMIS_URL` names the broker,
+//! `BQ_PYTHON` the reference SDK's interpreter, `BQ_BENCH_MESSAGES` the batch (default 2000).
+//! Without a broker the bench prints `SKIPPED` (or fails when `BQ_REQUIRE_BROKERS` is set).
+
+#![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
+use babelqueue_envelope::Envelope;
+use babelqueue_transport_artemis::{ArtemisConfig, ArtemisTransport};
+use criterion::{Criterion, Throughput};
+
+const URN: &str = "urn:babel:orders:created";
+
+fn url() -> String {
+    std::env::var("BQ_ARTEMIS_URL").unwrap_or_else(|_| "artemis://bq:bq@127.0.0.1:5673".into())
+}
+
+fn messages() -> u64 {
+    std::env::var("BQ_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+fn queue(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("bq-bench.{name}.{}.{nanos:x}", std::process::id())
+}
+
+fn body(queue: &str, n: u64) -> Vec<u8> {
+    Envelope::builder(URN)
+        .queue(queue)
+        .data(&serde_json::json!({"order_id": n, "total": 99.9, "currency": "EUR"}))
+        .build()
+        .unwrap()
+        .encode()
+        .unwrap()
+        .into_bytes()
+}
+
+/// Publishes `n` envelopes to `queue`; returns how long it took.
+async fn fill(t: &ArtemisTransport, queue: &str, n: u64) -> Duration {
+    let started = Instant::now();
+    for i in 0..n {
+        t.publish(queue, &body(queue, i)).await.unwrap();
+    }
+    started.elapsed()
+}
+
+/// Consumes `n` messages with a no-op handler; the clock runs from the first handler call to the
+/// end of the loop (as the Python driver measures).
+async fn consume(t: &ArtemisTransport, queue: &str, n: u64, concurrency: usize) -> Duration {
+    let first: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let f = first.clone();
+    let app = App::builder(t.clone())
+        .queue(queue)
+        .concurrency(concurrency)
+        .handle(URN, move |_ctx: Context| {
+            let f = f.clone();
+            async move {
+                f.lock().unwrap().get_or_insert_with(Instant::now);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let summary = app
+        .consume(Consume::new().max_messages(n).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, n, "every message handled");
+    let started = first.lock().unwrap().expect("a handler ran");
+    started.elapsed()
+}
+
+fn python() -> Option<PathBuf> {
+    let path = std::env::var_os("BQ_PYTHON").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python"),
+        PathBuf::from,
+    );
+    path.exists().then_some(path)
+}
+
+fn python_driver(python: &PathBuf, args: &[&str]) -> serde_json::Value {
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/artemis_driver.py");
+    let output = std::process::Command::new(python)
+        .arg(driver)
+        .args(args)
+        .output()
+        .expect("run the Python driver");
+    assert!(
+        output.status.success(),
+        "python {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap()
+}
+
+const ROUNDS: usize = 3;
+
+/// One line: the median run as messages/s, and the range over the runs.
+fn report(who: &str, n: u64, mut runs: Vec<Duration>) {
+    runs.sort();
+    let rate = |d: &Duration| n as f64 / d.as_secs_f64();
+    let median = runs[runs.len() / 2];
+    println!(
+        "artemis {who}: {n} messages in {median:.2?} = {:.0} messages/s (runs: {:.0}..{:.0} messages/s)",
+        rate(&median),
+        rate(runs.last().unwrap()),
+        rate(&runs[0]),
+    );
+}
+
+fn with_option(url: &str, option: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
+}
+
+fn reachable(url: &str) -> bool {
+    let Ok(config) = ArtemisConfig::parse(url) else {
+        return false;
+    };
+    std::net::TcpStream::connect_timeout(
+        &match std::net::ToSocketAddrs::to_socket_addrs(&(config.host.as_str(), config.port))
+            .ok()
+            .and_then(|mut a| a.next())
+        {
+            Some(addr) => addr,
+            None => return false,
+        },
+        Duration::from_secs(2),
+    )
+    .is_ok()
+}
+
+fn main() {
+    let url = url();
+    if !reachable(&url) {
+        if std::env::var_os("BQ_REQUIRE_BROKERS").is_some() {
+            panic!("artemis is not reachable at {url} and BQ_REQUIRE_BROKERS is set");
+        }
+        println!("SKIPPED: artemis not reachable at {url}");
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let transport = runtime.block_on(ArtemisTransport::connect(&url)).unwrap();
+
+    let mut criterion = Criterion::default()
+        .configure_from_args()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    let mut group = criterion.benchmark_group("artemis");
+    const BATCH: u64 = 200;
+    group.throughput(Throughput::Elements(BATCH));
+    group.bench_function("rust_worker_concurrency_1", |b| {
+        b.to_async(&runtime).iter_custom(|iters| {
+            let t = transport.clone();
+            async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let q = queue("criterion");
+                    fill(&t, &q, BATCH).await;
+                    total += consume(&t, &q, BATCH, 1).await;
+                }
+                total
+            }
+        });
+    });
+    group.finish();
+    criterion.final_summary();
+
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let n = messages();
+    println!(
+        "\nRust worker vs Python SDK 1.24.0 worker, {n} messages per run, {ROUNDS} runs each (median, min..max), same broker ({url}):"
+    );
+    let credit2 = runtime
+        .block_on(ArtemisTransport::connect(&with_option(&url, "credit=2")))
+        .unwrap();
+    runtime.block_on(async {
+        // Warm up the connection and the broker's JIT.
+        let warm = queue("warm");
+        fill(&transport, &warm, 500).await;
+        consume(&transport, &warm, 500, 1).await;
+
+        let mut publish = Vec::new();
+        let mut c1 = Vec::new();
+        let mut c1_credit2 = Vec::new();
+        let mut c8 = Vec::new();
+        for _ in 0..ROUNDS {
+            let q = queue("rust-c1");
+            publish.push(fill(&transport, &q, n).await);
+            c1.push(consume(&transport, &q, n, 1).await);
+            let q = queue("rust-c1-credit2");
+            fill(&transport, &q, n).await;
+            c1_credit2.push(consume(&credit2, &q, n, 1).await);
+            let q = queue("rust-c8");
+            fill(&transport, &q, n).await;
+            c8.push(consume(&transport, &q, n, 8).await);
+        }
+        report("publish, Rust (one at a time, each accepted)", n, publish);
+        report("worker, Rust, concurrency 1 (credit 1)", n, c1);
+        report(
+            "worker, Rust, concurrency 1, credit=2 (one prefetched)",
+            n,
+            c1_credit2,
+        );
+        report("worker, Rust, concurrency 8 (credit follows: 8)", n, c8);
+    });
+    match python() {
+        None => println!("SKIPPED: the Python SDK (BQ_PYTHON) is missing; no Python figures"),
+        Some(py) => {
+            let data = r#"{"order_id":1,"total":99.9,"currency":"EUR"}"#;
+            let mut publish = Vec::new();
+            let mut work = Vec::new();
+            for _ in 0..ROUNDS {
+                let q = queue("python");
+                let out = python_driver(&py, &["publish", &url, &q, URN, &n.to_string(), data]);
+                publish.push(Duration::from_secs_f64(
+                    out["seconds"].as_f64().unwrap_or(f64::NAN),
+                ));
+                let out = python_driver(&py, &["bench-consume", &url, &q, &n.to_string(), URN]);
+                assert_eq!(
+                    out["messages"].as_u64(),
+                    Some(n),
+                    "the Python worker handled every message: {out}"
+                );
+                work.push(Duration::from_secs_f64(
+                    out["seconds"].as_f64().unwrap_or(f64::NAN),
+                ));
+            }
+            report("publish, Python SDK (one at a time)", n, publish);
+            report("worker, Python SDK (credit 1)", n, work);
+        }
+    }
+}

@@ -1,0 +1,614 @@
+//! [`AmqpClient`]: the real [`Client`], on `fe2o3-amqp`, with reconnect supervision.
+//!
+//! One connection with one session; one sender and one receiver link per address, attached on
+//! first use with the AMQP `queue` capability (Artemis: an ANYCAST address and queue).
+//!
+//! **Supervision.** Any failure of the connection, the session or a link marks the connection
+//! broken; the next operation opens a new one (the old one is closed, so every delivery it held
+//! unsettled goes back to its queue and is delivered again). A `receive` on a broken connection
+//! returns a transient error, and the runtime's consume loop pauses and polls again, so a worker
+//! rides out a broker restart. A `send` retries on its own, with back-off, for up to
+//! `reconnect_timeout`; a retried send may store the message twice (at least once, never lost).
+//!
+//! **Credit.** Receiver links use manual credit, granted by [`CreditWindow`]: the window starts
+//! at the configured floor (1) and follows the runtime's `concurrency`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fe2o3_amqp::connection::ConnectionHandle;
+use fe2o3_amqp::link::delivery::DeliveryInfo;
+use fe2o3_amqp::link::receiver::{CreditMode, ReceiverDisposer};
+use fe2o3_amqp::sasl_profile::SaslProfile;
+use fe2o3_amqp::session::SessionHandle;
+use fe2o3_amqp::types::definitions::ReceiverSettleMode;
+use fe2o3_amqp::types::messaging::{Body, Modified, Outcome, Source, Target};
+use fe2o3_amqp::types::primitives::{Symbol, Value};
+use fe2o3_amqp::{Connection, Receiver, Sendable, Sender, Session};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex as AsyncMutex;
+use tokio::time::Instant;
+
+use crate::client::{Client, DeliveryToken, Disposition, Received};
+use crate::config::ArtemisConfig;
+use crate::credit::CreditWindow;
+use crate::error::ArtemisError;
+use crate::projection::AmqpMessage;
+
+const LOG: &str = "babelqueue::artemis";
+/// TCP connect + AMQP open + session begin.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Attaching a link, and waiting for the broker's outcome of one send.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+/// The idle timeout offered to the broker (it then expects heartbeats at least this often).
+const IDLE_TIMEOUT_MS: u32 = 30_000;
+const BACKOFF_START: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// The real AMQP 1.0 client (see the module documentation).
+pub struct AmqpClient {
+    config: ArtemisConfig,
+    tls: Option<tokio_rustls::TlsConnector>,
+    container_id: String,
+    /// Serialises (re)connecting.
+    connecting: AsyncMutex<()>,
+    /// The connection in use, for lock-free reads.
+    current: RwLock<Option<Arc<Live>>>,
+    /// Connection attempts (each attempt gets the next number).
+    connections: AtomicU64,
+    /// Connections actually opened.
+    opened: AtomicU64,
+    links: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for AmqpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpClient")
+            .field("config", &self.config)
+            .field("container_id", &self.container_id)
+            .field("connections_opened", &self.opened.load(Ordering::Relaxed))
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// One open connection and its links.
+struct Live {
+    number: u64,
+    connection: AsyncMutex<ConnectionHandle<()>>,
+    session: AsyncMutex<SessionHandle<()>>,
+    senders: Mutex<HashMap<String, Arc<AsyncMutex<Sender>>>>,
+    receivers: Mutex<HashMap<String, Arc<ReceiverSlot>>>,
+    broken: AtomicBool,
+}
+
+impl Live {
+    fn mark_broken(&self, why: &str) {
+        if !self.broken.swap(true, Ordering::SeqCst) {
+            tracing::warn!(target: LOG, connection = self.number,
+                "The Artemis connection #{} is broken ({why}); the next operation reconnects, and \
+                 deliveries it held unsettled go back to their queues", self.number);
+        }
+    }
+}
+
+/// A receiver link and its bookkeeping.
+struct ReceiverSlot {
+    receiver: AsyncMutex<Receiver>,
+    disposer: ReceiverDisposer,
+    book: Mutex<Book>,
+}
+
+struct Book {
+    window: CreditWindow,
+    pending: HashMap<u64, DeliveryInfo>,
+    next_id: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a few map operations; a panic cannot leave them half done.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl AmqpClient {
+    /// A client for `config`; nothing is opened until [`connect`](AmqpClient::connect) or the
+    /// first operation. Fails only on a TLS configuration that cannot be built.
+    pub fn new(config: ArtemisConfig) -> Result<AmqpClient, ArtemisError> {
+        let tls = if config.tls {
+            Some(tls_connector(&config)?)
+        } else {
+            None
+        };
+        let container_id = format!(
+            "babelqueue-rust-{}-{:x}",
+            std::process::id(),
+            babelqueue_envelope::now_millis()
+        );
+        Ok(AmqpClient {
+            config,
+            tls,
+            container_id,
+            connecting: AsyncMutex::new(()),
+            current: RwLock::new(None),
+            connections: AtomicU64::new(0),
+            opened: AtomicU64::new(0),
+            links: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ArtemisConfig {
+        &self.config
+    }
+
+    /// Opens the connection now (it is otherwise opened by the first operation).
+    pub async fn connect(&self) -> Result<(), ArtemisError> {
+        self.live().await.map(|_| ())
+    }
+
+    /// How many connections this client has opened so far (1 until the first reconnect).
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::SeqCst)
+    }
+
+    /// The credit window of the receiver link on `address`, when one is attached:
+    /// `(window, in_flight, outstanding)` (see [`CreditWindow`]).
+    pub fn credit(&self, address: &str) -> Option<(u32, u32, u32)> {
+        let live = self.current()?;
+        let slot = lock(&live.receivers).get(address).cloned()?;
+        let book = lock(&slot.book);
+        Some((
+            book.window.window(),
+            book.window.in_flight(),
+            book.window.outstanding(),
+        ))
+    }
+
+    fn current(&self) -> Option<Arc<Live>> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn connection_error(&self, reason: impl std::fmt::Display) -> ArtemisError {
+        ArtemisError::Connection {
+            endpoint: self.config.endpoint(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The connection in use, opening a new one when there is none or it broke.
+    async fn live(&self) -> Result<Arc<Live>, ArtemisError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ArtemisError::Closed);
+        }
+        if let Some(live) = self.current().filter(|l| !l.broken.load(Ordering::SeqCst)) {
+            return Ok(live);
+        }
+        let _guard = self.connecting.lock().await;
+        if let Some(live) = self.current().filter(|l| !l.broken.load(Ordering::SeqCst)) {
+            return Ok(live);
+        }
+        // Drop the broken connection first: closing it hands its unsettled deliveries back.
+        let old = self
+            .current
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(old);
+        let live = Arc::new(self.open().await?);
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ArtemisError::Closed);
+        }
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(live.clone());
+        Ok(live)
+    }
+
+    async fn open(&self) -> Result<Live, ArtemisError> {
+        let number = self.connections.fetch_add(1, Ordering::SeqCst) + 1;
+        let config = &self.config;
+        let opening = async {
+            let stream = TcpStream::connect((config.host.as_str(), config.port))
+                .await
+                .map_err(|e| self.connection_error(e))?;
+            let _ = stream.set_nodelay(true);
+            let profile = match &config.username {
+                Some(user) => SaslProfile::Plain {
+                    username: user.clone(),
+                    password: config.password.clone().unwrap_or_default(),
+                },
+                None => SaslProfile::Anonymous,
+            };
+            let container_id = format!("{}-{number}", self.container_id);
+            let builder = Connection::builder()
+                .container_id(container_id)
+                .hostname(config.host.as_str())
+                .sasl_profile(profile)
+                .idle_time_out(IDLE_TIMEOUT_MS);
+            let opened = match &self.tls {
+                Some(connector) => {
+                    builder
+                        .scheme("amqps")
+                        .domain(config.host.as_str())
+                        .alt_tls_establishment(true)
+                        .tls_connector(connector.clone())
+                        .open_with_stream(stream)
+                        .await
+                }
+                None => builder.scheme("amqp").open_with_stream(stream).await,
+            };
+            let mut connection = opened.map_err(|e| self.open_error(e))?;
+            let session = Session::begin(&mut connection)
+                .await
+                .map_err(|e| self.connection_error(format!("beginning a session: {e}")))?;
+            Ok::<_, ArtemisError>((connection, session))
+        };
+        let (connection, session) = tokio::time::timeout(OPEN_TIMEOUT, opening)
+            .await
+            .map_err(|_| ArtemisError::Timeout(OPEN_TIMEOUT))??;
+        self.opened.fetch_add(1, Ordering::SeqCst);
+        tracing::info!(target: LOG, connection = number, endpoint = %config.endpoint(),
+            "Connected to Artemis at {} (connection #{number})", config.endpoint());
+        Ok(Live {
+            number,
+            connection: AsyncMutex::new(connection),
+            session: AsyncMutex::new(session),
+            senders: Mutex::new(HashMap::new()),
+            receivers: Mutex::new(HashMap::new()),
+            broken: AtomicBool::new(false),
+        })
+    }
+
+    fn open_error(&self, error: fe2o3_amqp::connection::OpenError) -> ArtemisError {
+        use fe2o3_amqp::connection::OpenError;
+        match error {
+            OpenError::SaslError { code, .. } => ArtemisError::Authentication {
+                endpoint: self.config.endpoint(),
+                reason: format!("SASL outcome {code:?}"),
+            },
+            OpenError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                ArtemisError::Tls(format!(
+                    "the TLS handshake with {} failed: {e}",
+                    self.config.endpoint()
+                ))
+            }
+            OpenError::InvalidDomain => ArtemisError::Tls(format!(
+                "{:?} cannot be used as a TLS server name",
+                self.config.host
+            )),
+            other => self.connection_error(other),
+        }
+    }
+
+    fn capabilities(&self) -> Vec<Symbol> {
+        if self.config.queue_capability {
+            vec![Symbol::from("queue")]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn link_name(&self, role: &str, address: &str) -> String {
+        let n = self.links.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{role}-{address}-{n}", self.container_id)
+    }
+
+    async fn sender(
+        &self,
+        live: &Live,
+        address: &str,
+    ) -> Result<Arc<AsyncMutex<Sender>>, ArtemisError> {
+        if let Some(sender) = lock(&live.senders).get(address) {
+            return Ok(sender.clone());
+        }
+        let mut session = live.session.lock().await;
+        if let Some(sender) = lock(&live.senders).get(address) {
+            return Ok(sender.clone());
+        }
+        let mut target = Target::builder().address(address);
+        let capabilities = self.capabilities();
+        if !capabilities.is_empty() {
+            target = target.capabilities(capabilities);
+        }
+        let attaching = Sender::builder()
+            .name(self.link_name("send", address))
+            .target(target.build())
+            .attach(&mut session);
+        let sender = match tokio::time::timeout(OPERATION_TIMEOUT, attaching).await {
+            Err(_) => {
+                live.mark_broken("attaching a sender timed out");
+                return Err(ArtemisError::Timeout(OPERATION_TIMEOUT));
+            }
+            Ok(Err(e)) => {
+                return Err(self.attach_error(
+                    live,
+                    address,
+                    &e.to_string(),
+                    remote_refusal_sender(&e),
+                ));
+            }
+            Ok(Ok(sender)) => sender,
+        };
+        let sender = Arc::new(AsyncMutex::new(sender));
+        lock(&live.senders).insert(address.to_owned(), sender.clone());
+        Ok(sender)
+    }
+
+    async fn receiver(
+        &self,
+        live: &Live,
+        address: &str,
+    ) -> Result<Arc<ReceiverSlot>, ArtemisError> {
+        if let Some(slot) = lock(&live.receivers).get(address) {
+            return Ok(slot.clone());
+        }
+        let mut session = live.session.lock().await;
+        if let Some(slot) = lock(&live.receivers).get(address) {
+            return Ok(slot.clone());
+        }
+        let mut source = Source::builder().address(address);
+        let capabilities = self.capabilities();
+        if !capabilities.is_empty() {
+            source = source.capabilities(capabilities);
+        }
+        let attaching = Receiver::builder()
+            .name(self.link_name("recv", address))
+            .source(source.build())
+            .credit_mode(CreditMode::Manual)
+            .receiver_settle_mode(ReceiverSettleMode::First)
+            .auto_accept(false)
+            .attach(&mut session);
+        let receiver = match tokio::time::timeout(OPERATION_TIMEOUT, attaching).await {
+            Err(_) => {
+                live.mark_broken("attaching a receiver timed out");
+                return Err(ArtemisError::Timeout(OPERATION_TIMEOUT));
+            }
+            Ok(Err(e)) => {
+                return Err(self.attach_error(
+                    live,
+                    address,
+                    &e.to_string(),
+                    remote_refusal_receiver(&e),
+                ));
+            }
+            Ok(Ok(receiver)) => receiver,
+        };
+        let slot = Arc::new(ReceiverSlot {
+            disposer: receiver.disposer(),
+            receiver: AsyncMutex::new(receiver),
+            book: Mutex::new(Book {
+                window: CreditWindow::new(self.config.credit),
+                pending: HashMap::new(),
+                next_id: 0,
+            }),
+        });
+        lock(&live.receivers).insert(address.to_owned(), slot.clone());
+        Ok(slot)
+    }
+
+    fn attach_error(&self, live: &Live, address: &str, text: &str, refused: bool) -> ArtemisError {
+        if refused {
+            ArtemisError::LinkRefused {
+                address: address.to_owned(),
+                reason: text.to_owned(),
+            }
+        } else {
+            live.mark_broken("a link could not be attached");
+            self.connection_error(format!("attaching a link to {address:?}: {text}"))
+        }
+    }
+
+    async fn try_send(
+        &self,
+        address: &str,
+        sendable: &Sendable<Body<Value>>,
+    ) -> Result<(), ArtemisError> {
+        let live = self.live().await?;
+        let sender = self.sender(&live, address).await?;
+        let mut sender = sender.lock().await;
+        let outcome = match tokio::time::timeout(OPERATION_TIMEOUT, sender.send_ref(sendable)).await
+        {
+            Err(_) => {
+                live.mark_broken("no outcome for a sent message");
+                return Err(ArtemisError::Timeout(OPERATION_TIMEOUT));
+            }
+            Ok(Err(e)) => {
+                live.mark_broken("sending failed");
+                return Err(self.connection_error(format!("sending to {address:?}: {e}")));
+            }
+            Ok(Ok(outcome)) => outcome,
+        };
+        match outcome {
+            Outcome::Accepted(_) => Ok(()),
+            other => Err(ArtemisError::NotAccepted {
+                address: address.to_owned(),
+                outcome: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
+fn remote_refusal_sender(e: &fe2o3_amqp::link::SenderAttachError) -> bool {
+    use fe2o3_amqp::link::SenderAttachError as E;
+    matches!(e, E::RemoteClosedWithError(_))
+}
+
+fn remote_refusal_receiver(e: &fe2o3_amqp::link::ReceiverAttachError) -> bool {
+    use fe2o3_amqp::link::ReceiverAttachError as E;
+    matches!(e, E::RemoteClosedWithError(_))
+}
+
+#[async_trait]
+impl Client for AmqpClient {
+    async fn send(&self, address: &str, message: AmqpMessage) -> Result<(), ArtemisError> {
+        let sendable = Sendable::builder().message(message).settled(false).build();
+        let deadline = Instant::now() + self.config.reconnect_timeout;
+        let mut backoff = BACKOFF_START;
+        loop {
+            match self.try_send(address, &sendable).await {
+                Ok(()) => return Ok(()),
+                Err(e)
+                    if e.is_transient()
+                        && !self.closed.load(Ordering::SeqCst)
+                        && Instant::now() + backoff < deadline =>
+                {
+                    tracing::warn!(target: LOG, address, error = %e,
+                        "Sending to {address:?} failed; retrying in {backoff:?} on a new connection");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn receive(
+        &self,
+        address: &str,
+        timeout: Duration,
+    ) -> Result<Option<Received>, ArtemisError> {
+        let live = self.live().await?;
+        let slot = self.receiver(&live, address).await?;
+        let mut receiver = slot.receiver.lock().await;
+        let grant = lock(&slot.book).window.before_receive();
+        if let Some(credit) = grant
+            && let Err(e) = receiver.set_credit(credit).await
+        {
+            live.mark_broken("granting link credit failed");
+            return Err(self.connection_error(format!("granting credit on {address:?}: {e}")));
+        }
+        let delivery = match tokio::time::timeout(timeout, receiver.recv::<Body<Value>>()).await {
+            Err(_) => return Ok(None),
+            Ok(Err(e)) => {
+                live.mark_broken("receiving failed");
+                return Err(self.connection_error(format!("receiving from {address:?}: {e}")));
+            }
+            Ok(Ok(delivery)) => delivery,
+        };
+        drop(receiver);
+        let (info, message) = delivery.into_parts();
+        let id = {
+            let mut book = lock(&slot.book);
+            book.window.on_received();
+            let id = book.next_id;
+            book.next_id += 1;
+            book.pending.insert(id, info);
+            id
+        };
+        Ok(Some(Received {
+            message,
+            token: DeliveryToken::new(address, live.number, id),
+        }))
+    }
+
+    async fn settle(
+        &self,
+        token: &DeliveryToken,
+        disposition: Disposition,
+    ) -> Result<(), ArtemisError> {
+        let stale = || ArtemisError::Stale {
+            address: token.address().to_owned(),
+        };
+        let Some(live) = self.current().filter(|l| l.number == token.connection()) else {
+            return Err(stale());
+        };
+        let Some(slot) = lock(&live.receivers).get(token.address()).cloned() else {
+            return Err(stale());
+        };
+        let Some(info) = lock(&slot.book).pending.remove(&token.id()) else {
+            tracing::debug!(target: LOG, address = token.address(), "a delivery was settled twice; ignored");
+            return Ok(());
+        };
+        let result = match disposition {
+            Disposition::Accepted => slot.disposer.accept(info).await,
+            Disposition::Released => slot.disposer.release(info).await,
+            Disposition::Failed => {
+                let modified = Modified {
+                    delivery_failed: Some(true),
+                    undeliverable_here: None,
+                    message_annotations: None,
+                };
+                slot.receiver.lock().await.modify(info, modified).await
+            }
+        };
+        lock(&slot.book).window.on_settled();
+        result.map_err(|e| {
+            live.mark_broken("settling a delivery failed");
+            self.connection_error(format!(
+                "settling a delivery from {:?}: {e}",
+                token.address()
+            ))
+        })
+    }
+
+    async fn close(&self) -> Result<(), ArtemisError> {
+        self.closed.store(true, Ordering::SeqCst);
+        let _guard = self.connecting.lock().await;
+        let live = self
+            .current
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(live) = live {
+            let closing = async {
+                let _ = live.session.lock().await.end().await;
+                live.connection.lock().await.close().await
+            };
+            match tokio::time::timeout(OPERATION_TIMEOUT, closing).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(target: LOG, error = %e, "closing the Artemis connection")
+                }
+                Err(_) => tracing::debug!(target: LOG, "closing the Artemis connection timed out"),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn tls_connector(config: &ArtemisConfig) -> Result<tokio_rustls::TlsConnector, ArtemisError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = &config.ca_file {
+        let mut added = 0;
+        let certs = CertificateDer::pem_file_iter(path).map_err(|e| {
+            ArtemisError::Tls(format!("cannot read the CA file {}: {e}", path.display()))
+        })?;
+        for cert in certs {
+            let cert = cert.map_err(|e| {
+                ArtemisError::Tls(format!("the CA file {} is not PEM: {e}", path.display()))
+            })?;
+            roots.add(cert).map_err(|e| {
+                ArtemisError::Tls(format!(
+                    "a certificate in {} is unusable: {e}",
+                    path.display()
+                ))
+            })?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(ArtemisError::Tls(format!(
+                "the CA file {} holds no certificate",
+                path.display()
+            )));
+        }
+    }
+    // One crypto provider for the whole graph: aws-lc-rs, chosen explicitly so an application
+    // that links another provider too does not make rustls guess.
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ArtemisError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(tls)))
+}

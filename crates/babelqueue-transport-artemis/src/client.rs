@@ -1,0 +1,101 @@
+//! The seam between the transport and the AMQP 1.0 client: [`Client`].
+//!
+//! [`ArtemisTransport`](crate::ArtemisTransport) only ever talks to a broker through this trait,
+//! so everything above it (the projection, the gate, reconciliation, settling) runs the same
+//! against the real broker ([`AmqpClient`](crate::AmqpClient)) and against a fake
+//! ([`FakeClient`](crate::testing::FakeClient)) in tests and conformance runs.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::ArtemisError;
+use crate::projection::AmqpMessage;
+
+/// How a received delivery is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Disposition {
+    /// The `accepted` outcome: the message is done and leaves the queue.
+    Accepted,
+    /// The `released` outcome: the broker takes the message back and delivers it again (to
+    /// this consumer or another), without counting it as a failed delivery.
+    Released,
+    /// The `modified` outcome with `delivery-failed`: the broker takes the message back and
+    /// counts a failed delivery (its `delivery-count` rises), as a JMS consumer's rollback does.
+    /// The transport itself never uses it; it is there for tools and tests. (The AMQP client
+    /// needs the receiver link for it, so it waits for a receive in progress on that address.)
+    Failed,
+}
+
+/// Identifies one received delivery, for [`Client::settle`]. Plain data: the client keeps the
+/// AMQP-level settle state on its side.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DeliveryToken {
+    address: String,
+    connection: u64,
+    id: u64,
+}
+
+impl DeliveryToken {
+    /// A token for delivery `id` received from `address` on connection number `connection`
+    /// (the client's own numbering; a reconnect starts a new number).
+    pub fn new(address: impl Into<String>, connection: u64, id: u64) -> DeliveryToken {
+        DeliveryToken {
+            address: address.into(),
+            connection,
+            id,
+        }
+    }
+
+    /// The address (queue) the delivery came from.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The connection number it was received on.
+    pub fn connection(&self) -> u64 {
+        self.connection
+    }
+
+    /// The client's id for the delivery.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+/// A received delivery: the AMQP message as the broker sent it, held unsettled until
+/// [`Client::settle`].
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The message (header, annotations, properties, application properties, body).
+    pub message: AmqpMessage,
+    /// What settles it.
+    pub token: DeliveryToken,
+}
+
+/// An AMQP 1.0 client, as the transport needs it. Object safe.
+#[async_trait]
+pub trait Client: Send + Sync + fmt::Debug {
+    /// Sends `message` to `address` and returns once the broker accepted it. Any other outcome
+    /// is an error ([`ArtemisError::NotAccepted`]).
+    async fn send(&self, address: &str, message: AmqpMessage) -> Result<(), ArtemisError>;
+
+    /// Waits up to `timeout` for the next delivery from `address`; `None` when none came.
+    async fn receive(
+        &self,
+        address: &str,
+        timeout: Duration,
+    ) -> Result<Option<Received>, ArtemisError>;
+
+    /// Settles a delivery [`receive`](Client::receive) returned.
+    async fn settle(
+        &self,
+        token: &DeliveryToken,
+        disposition: Disposition,
+    ) -> Result<(), ArtemisError>;
+
+    /// Closes the connection; unsettled deliveries go back to the broker.
+    async fn close(&self) -> Result<(), ArtemisError>;
+}

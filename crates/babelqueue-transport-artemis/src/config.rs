@@ -1,0 +1,299 @@
+//! `artemis://` and `artemis+ssl://` URLs, and the transport's options.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::ArtemisError;
+
+/// The AMQP port `artemis://` uses when the URL names none (the IANA AMQP port).
+pub const DEFAULT_PORT: u16 = 5672;
+/// The AMQP port `artemis+ssl://` uses when the URL names none (the IANA AMQPS port).
+pub const DEFAULT_TLS_PORT: u16 = 5671;
+
+/// The query options a URL may carry (anything else is refused).
+pub const OPTIONS: &[&str] = &[
+    "credit",
+    "receive_timeout_ms",
+    "reconnect_timeout_ms",
+    "queue_capability",
+    "ca",
+];
+
+/// Where and how to connect, parsed from a URL (see [`ArtemisConfig::parse`]).
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ArtemisConfig {
+    /// The broker host (a name, an IPv4 address, or an IPv6 address without brackets).
+    pub host: String,
+    /// The AMQP port.
+    pub port: u16,
+    /// TLS (`artemis+ssl://`, spoken as `amqps`).
+    pub tls: bool,
+    /// SASL PLAIN user; `None` = SASL ANONYMOUS.
+    pub username: Option<String>,
+    /// SASL PLAIN password.
+    pub password: Option<String>,
+    /// The smallest receiver link credit (`credit=N`, default 1). The credit grows on its own
+    /// up to the runtime's `concurrency`; raise this floor only to prefetch beyond it.
+    pub credit: u32,
+    /// How long a `pop` waits when the runtime passes a zero timeout (`receive_timeout_ms`,
+    /// default 1000).
+    pub receive_timeout: Duration,
+    /// How long a publish keeps reconnecting to a broker that went away before it gives up
+    /// (`reconnect_timeout_ms`, default 30000).
+    pub reconnect_timeout: Duration,
+    /// Ask for point-to-point (ANYCAST) addresses with the AMQP `queue` capability on every
+    /// link (`queue_capability`, default true).
+    pub queue_capability: bool,
+    /// A PEM file of extra trust anchors for `artemis+ssl://` (`ca=/path/ca.pem`); the
+    /// webpki roots are always trusted.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for ArtemisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ArtemisConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("tls", &self.tls)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("credit", &self.credit)
+            .field("receive_timeout", &self.receive_timeout)
+            .field("reconnect_timeout", &self.reconnect_timeout)
+            .field("queue_capability", &self.queue_capability)
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
+}
+
+impl ArtemisConfig {
+    /// Parses `artemis://[user[:password]@]host[:port][?option=value&…]` or the same with
+    /// `artemis+ssl://`. User and password are percent-decoded. See [`OPTIONS`].
+    pub fn parse(url: &str) -> Result<ArtemisConfig, ArtemisError> {
+        let bad = |m: String| Err(ArtemisError::Url(m));
+        let Some((scheme, _)) = url.split_once("://") else {
+            return bad(format!(
+                "{:?} has no scheme; use artemis://host:port or artemis+ssl://host:port",
+                redact(url)
+            ));
+        };
+        let tls = match scheme {
+            "artemis" => false,
+            "artemis+ssl" => true,
+            other => {
+                return bad(format!(
+                    "scheme {other:?} is not an Artemis scheme; use artemis:// or artemis+ssl://"
+                ));
+            }
+        };
+        // `url` only parses "special" schemes' hosts strictly; parse as http(s) to get them.
+        let rest = &url[scheme.len() + 3..];
+        let parsed = url::Url::parse(&format!("http://{rest}"))
+            .map_err(|e| ArtemisError::Url(format!("{:?}: {e}", redact(url))))?;
+        if !matches!(parsed.path(), "" | "/") {
+            return bad(format!(
+                "{:?} has a path ({:?}); an Artemis URL names a broker, not a queue",
+                redact(url),
+                parsed.path()
+            ));
+        }
+        let host = match parsed.host() {
+            Some(url::Host::Domain(d)) if !d.is_empty() => d.to_owned(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            _ => return bad(format!("{:?} names no host", redact(url))),
+        };
+        // `http://` drops the port when it equals 80, so read it back from the text.
+        let port = match parsed.port() {
+            Some(p) => p,
+            None if explicit_port_80(rest) => 80,
+            None if tls => DEFAULT_TLS_PORT,
+            None => DEFAULT_PORT,
+        };
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        let username = (!parsed.username().is_empty()).then(|| decode(parsed.username()));
+        let password = parsed.password().map(decode);
+        let mut config = ArtemisConfig {
+            host,
+            port,
+            tls,
+            username,
+            password,
+            credit: 1,
+            receive_timeout: Duration::from_millis(1000),
+            reconnect_timeout: Duration::from_millis(30_000),
+            queue_capability: true,
+            ca_file: None,
+        };
+        for (key, value) in parsed.query_pairs() {
+            match key.as_ref() {
+                "credit" => {
+                    config.credit = match value.parse::<u32>() {
+                        Ok(n) if n >= 1 => n,
+                        _ => return bad(format!("credit must be an integer >= 1, got {value:?}")),
+                    }
+                }
+                "receive_timeout_ms" => {
+                    config.receive_timeout = Duration::from_millis(millis(&key, &value)?)
+                }
+                "reconnect_timeout_ms" => {
+                    config.reconnect_timeout = Duration::from_millis(millis(&key, &value)?)
+                }
+                "queue_capability" => config.queue_capability = boolean(&key, &value)?,
+                "ca" if !value.is_empty() => config.ca_file = Some(PathBuf::from(value.as_ref())),
+                "ca" => return bad("ca is empty; give the path of a PEM file".into()),
+                other => {
+                    return bad(format!(
+                        "unknown option {other:?}; the accepted options are {}",
+                        OPTIONS.join(", ")
+                    ));
+                }
+            }
+        }
+        if config.ca_file.is_some() && !config.tls {
+            return bad("ca only applies to artemis+ssl://".into());
+        }
+        Ok(config)
+    }
+
+    /// `host:port`, for messages (IPv6 hosts in brackets).
+    pub fn endpoint(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The URL the AMQP client connects to: `amqp://host:port` or `amqps://host:port`, the
+    /// reference SDK's rewrite of `artemis://` and `artemis+ssl://`. Credentials are passed
+    /// separately, never in this URL.
+    pub fn amqp_url(&self) -> String {
+        let scheme = if self.tls { "amqps" } else { "amqp" };
+        format!("{scheme}://{}", self.endpoint())
+    }
+}
+
+fn explicit_port_80(rest: &str) -> bool {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    host_port.ends_with(":80")
+}
+
+fn millis(key: &str, value: &str) -> Result<u64, ArtemisError> {
+    value.parse::<u64>().map_err(|_| {
+        ArtemisError::Url(format!(
+            "{key} must be a whole number of milliseconds, got {value:?}"
+        ))
+    })
+}
+
+fn boolean(key: &str, value: &str) -> Result<bool, ArtemisError> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(ArtemisError::Url(format!(
+            "{key} must be a boolean (1/true/yes/on or 0/false/no/off), got {value:?}"
+        ))),
+    }
+}
+
+/// The URL with its password replaced, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_rewrite() {
+        let c = ArtemisConfig::parse("artemis://127.0.0.1:5673").unwrap();
+        assert_eq!(
+            (c.host.as_str(), c.port, c.tls, c.credit),
+            ("127.0.0.1", 5673, false, 1)
+        );
+        assert_eq!(c.amqp_url(), "amqp://127.0.0.1:5673");
+        assert_eq!((c.username, c.password), (None, None));
+        assert_eq!(c.receive_timeout, Duration::from_secs(1));
+        assert!(c.queue_capability);
+        let c = ArtemisConfig::parse("artemis+ssl://broker.example").unwrap();
+        assert_eq!(c.amqp_url(), "amqps://broker.example:5671");
+        assert_eq!(
+            ArtemisConfig::parse("artemis://h").unwrap().amqp_url(),
+            "amqp://h:5672"
+        );
+        assert_eq!(ArtemisConfig::parse("artemis://h:80").unwrap().port, 80);
+        let v6 = ArtemisConfig::parse("artemis://[::1]:5673").unwrap();
+        assert_eq!(v6.amqp_url(), "amqp://[::1]:5673");
+    }
+
+    #[test]
+    fn credentials_are_decoded_and_redacted() {
+        let c = ArtemisConfig::parse("artemis://us%40er:p%3Ass+w@host:1").unwrap();
+        assert_eq!(c.username.as_deref(), Some("us@er"));
+        assert_eq!(c.password.as_deref(), Some("p:ss+w"));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("p:ss"), "{shown}");
+        assert_eq!(
+            redact("artemis://u:secret@h:1?credit=2"),
+            "artemis://u:***@h:1?credit=2"
+        );
+        let user_only = ArtemisConfig::parse("artemis://admin@h").unwrap();
+        assert_eq!(
+            (user_only.username.as_deref(), user_only.password),
+            (Some("admin"), None)
+        );
+    }
+
+    #[test]
+    fn options() {
+        let c = ArtemisConfig::parse(
+            "artemis+ssl://h?credit=8&receive_timeout_ms=250&reconnect_timeout_ms=0&queue_capability=off&ca=/tmp/ca.pem",
+        )
+        .unwrap();
+        assert_eq!(c.credit, 8);
+        assert_eq!(c.receive_timeout, Duration::from_millis(250));
+        assert_eq!(c.reconnect_timeout, Duration::ZERO);
+        assert!(!c.queue_capability);
+        assert_eq!(c.ca_file, Some(PathBuf::from("/tmp/ca.pem")));
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        for (url, needle) in [
+            ("amqp://h", "not an Artemis scheme"),
+            ("h:5672", "no scheme"),
+            ("artemis://h/orders", "has a path"),
+            ("artemis://h?credit=0", "credit must be"),
+            ("artemis://h?credit=x", "credit must be"),
+            ("artemis://h?prefetch=2", "unknown option \"prefetch\""),
+            ("artemis://h?queue_capability=maybe", "must be a boolean"),
+            ("artemis://h?receive_timeout_ms=1.5", "whole number"),
+            ("artemis://h?ca=/x.pem", "only applies to artemis+ssl"),
+            ("artemis://u:pw@:5672", "host"),
+        ] {
+            let err = ArtemisConfig::parse(url).unwrap_err();
+            assert!(err.to_string().contains(needle), "{url}: {err}");
+            assert!(!err.to_string().contains(":pw@"), "{url}: {err}");
+        }
+    }
+}

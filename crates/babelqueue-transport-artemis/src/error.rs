@@ -1,0 +1,183 @@
+//! The crate's one error type, and how it maps onto the runtime's [`TransportError`].
+
+use babelqueue_core::{TransportError, TransportErrorKind};
+
+/// Everything the Artemis transport can fail with.
+///
+/// Code branches on [`ArtemisError::kind`] (or [`ArtemisError::is_transient`]), never on the
+/// message text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArtemisError {
+    /// The broker URL or one of its options is wrong.
+    #[error("invalid Artemis URL: {0}")]
+    Url(String),
+    /// The TLS configuration cannot be built (an unreadable CA file, no certificate in it …).
+    #[error("Artemis TLS configuration: {0}")]
+    Tls(String),
+    /// The broker could not be reached, or the connection, its session or a link dropped.
+    #[error("Artemis connection to {endpoint} failed: {reason}")]
+    Connection {
+        /// `host:port` of the broker.
+        endpoint: String,
+        /// What happened, as the AMQP client reported it.
+        reason: String,
+    },
+    /// The broker refused the credentials (SASL).
+    #[error("Artemis refused the login to {endpoint}: {reason}")]
+    Authentication {
+        /// `host:port` of the broker.
+        endpoint: String,
+        /// What the SASL exchange reported.
+        reason: String,
+    },
+    /// The broker refused to attach a link to an address (unknown address with auto-create
+    /// off, no permission …).
+    #[error("Artemis refused a link to {address:?}: {reason}")]
+    LinkRefused {
+        /// The address.
+        address: String,
+        /// The broker's error condition.
+        reason: String,
+    },
+    /// The broker did not accept a message it was sent (rejected, released or modified).
+    #[error("Artemis did not accept a message sent to {address:?}: {outcome}")]
+    NotAccepted {
+        /// The address.
+        address: String,
+        /// The outcome the broker returned.
+        outcome: String,
+    },
+    /// An operation did not finish in time.
+    #[error("Artemis did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+    /// A delivery can no longer be settled: the connection that received it dropped, and the
+    /// broker has taken the message back to deliver it again.
+    #[error(
+        "the delivery from {address:?} belongs to a connection that dropped; Artemis delivers it again"
+    )]
+    Stale {
+        /// The address it was received from.
+        address: String,
+    },
+    /// The transport was closed.
+    #[error("the Artemis transport is closed")]
+    Closed,
+}
+
+/// The broad class of an [`ArtemisError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ArtemisErrorKind {
+    /// Configuration (URL, TLS, credentials): fix it, retrying does not help.
+    Config,
+    /// The broker is unreachable or the connection dropped: transient.
+    Connection,
+    /// The broker did not answer in time: transient.
+    Timeout,
+    /// The broker refused an operation: not transient.
+    Rejected,
+    /// The transport was closed by its owner.
+    Closed,
+}
+
+impl ArtemisError {
+    /// The class of the error.
+    pub fn kind(&self) -> ArtemisErrorKind {
+        match self {
+            ArtemisError::Url(_) | ArtemisError::Tls(_) | ArtemisError::Authentication { .. } => {
+                ArtemisErrorKind::Config
+            }
+            ArtemisError::Connection { .. } | ArtemisError::Stale { .. } => {
+                ArtemisErrorKind::Connection
+            }
+            ArtemisError::Timeout(_) => ArtemisErrorKind::Timeout,
+            ArtemisError::LinkRefused { .. } | ArtemisError::NotAccepted { .. } => {
+                ArtemisErrorKind::Rejected
+            }
+            ArtemisError::Closed => ArtemisErrorKind::Closed,
+        }
+    }
+
+    /// Whether the same call may succeed later (a broker that is restarting, a dropped
+    /// connection): the runtime then retries after a short pause.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind(),
+            ArtemisErrorKind::Connection | ArtemisErrorKind::Timeout
+        )
+    }
+}
+
+impl From<ArtemisError> for TransportError {
+    fn from(error: ArtemisError) -> TransportError {
+        let kind = match error.kind() {
+            ArtemisErrorKind::Config => TransportErrorKind::Config,
+            ArtemisErrorKind::Connection => TransportErrorKind::Connection,
+            ArtemisErrorKind::Timeout => TransportErrorKind::Timeout,
+            ArtemisErrorKind::Rejected => TransportErrorKind::Rejected,
+            ArtemisErrorKind::Closed => TransportErrorKind::Other,
+        };
+        TransportError::new(kind, "artemis").with_source(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_onto_the_runtime() {
+        let cases = [
+            (
+                ArtemisError::Url("x".into()),
+                TransportErrorKind::Config,
+                false,
+            ),
+            (
+                ArtemisError::Connection {
+                    endpoint: "127.0.0.1:5673".into(),
+                    reason: "refused".into(),
+                },
+                TransportErrorKind::Connection,
+                true,
+            ),
+            (
+                ArtemisError::Stale {
+                    address: "orders".into(),
+                },
+                TransportErrorKind::Connection,
+                true,
+            ),
+            (
+                ArtemisError::Timeout(std::time::Duration::from_secs(1)),
+                TransportErrorKind::Timeout,
+                true,
+            ),
+            (
+                ArtemisError::NotAccepted {
+                    address: "orders".into(),
+                    outcome: "rejected".into(),
+                },
+                TransportErrorKind::Rejected,
+                false,
+            ),
+            (
+                ArtemisError::Authentication {
+                    endpoint: "h:1".into(),
+                    reason: "bad password".into(),
+                },
+                TransportErrorKind::Config,
+                false,
+            ),
+        ];
+        for (error, kind, transient) in cases {
+            assert_eq!(error.is_transient(), transient, "{error}");
+            let text = error.to_string();
+            let mapped = TransportError::from(error);
+            assert_eq!(mapped.kind(), kind, "{text}");
+            assert_eq!(mapped.is_transient(), transient, "{text}");
+            assert!(mapped.to_string().contains(&text), "{mapped}");
+        }
+    }
+}

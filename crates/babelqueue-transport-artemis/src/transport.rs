@@ -1,0 +1,325 @@
+//! [`ArtemisTransport`]: the runtime's [`Transport`] over a [`Client`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use babelqueue_core::gate::DECLARED_VERSION_MAX_CHARS;
+use babelqueue_core::{
+    DelayedPublisher, Delivery, Redeliverer, Rewinder, Route, Transport, TransportError,
+};
+
+use crate::amqp::AmqpClient;
+use crate::client::{Client, DeliveryToken, Disposition};
+use crate::config::ArtemisConfig;
+use crate::error::ArtemisError;
+use crate::projection::{self, SCHEMA_VERSION_PROPERTY};
+
+const LOG: &str = "babelqueue::artemis";
+
+/// The Apache ActiveMQ Artemis transport (AMQP 1.0).
+///
+/// * `publish` sends the envelope as an amqp-value string with the JMS-readable projection
+///   ([`projection::message`]) and waits for the broker's `accepted`;
+/// * `pop` receives one delivery, applies the `bq_schema_version` gate, and reconciles
+///   `attempts` with the delivery count ([`projection::read`]);
+/// * `ack` settles with `accepted`;
+/// * [`DelayedPublisher`] and [`Redeliverer`]: delays (a delayed publish, the retry back-off,
+///   the `release` strategy's delay) use Artemis scheduled delivery (`x-opt-delivery-delay`);
+///   a retry or release publishes the copy, then accepts the original;
+/// * [`Rewinder`]: a delivery the runtime leaves unsettled (a failed dead-letter or retry
+///   write, a shutdown) is settled with `released`, so Artemis delivers it again at once
+///   instead of holding it until the link closes.
+#[derive(Debug, Clone)]
+pub struct ArtemisTransport {
+    client: Arc<dyn Client>,
+    amqp: Option<Arc<AmqpClient>>,
+    receive_timeout: Duration,
+}
+
+impl ArtemisTransport {
+    /// Parses `url` (see [`ArtemisConfig::parse`]) and connects, so a wrong address or wrong
+    /// credentials are reported at once. After that the client reconnects on its own.
+    pub async fn connect(url: &str) -> Result<ArtemisTransport, ArtemisError> {
+        ArtemisTransport::connect_with(ArtemisConfig::parse(url)?).await
+    }
+
+    /// Connects with an explicit configuration.
+    pub async fn connect_with(config: ArtemisConfig) -> Result<ArtemisTransport, ArtemisError> {
+        let receive_timeout = config.receive_timeout;
+        let client = Arc::new(AmqpClient::new(config)?);
+        client.connect().await?;
+        Ok(ArtemisTransport {
+            client: client.clone(),
+            amqp: Some(client),
+            receive_timeout,
+        })
+    }
+
+    /// A transport over any [`Client`] (a fake in tests); `receive_timeout` is used when the
+    /// runtime passes a zero pop timeout.
+    pub fn with_client(client: Arc<dyn Client>, receive_timeout: Duration) -> ArtemisTransport {
+        ArtemisTransport {
+            client,
+            amqp: None,
+            receive_timeout,
+        }
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &Arc<dyn Client> {
+        &self.client
+    }
+
+    /// The AMQP client, for a transport made by [`connect`](ArtemisTransport::connect) (its
+    /// connection count and credit windows are there).
+    pub fn amqp(&self) -> Option<&AmqpClient> {
+        self.amqp.as_deref()
+    }
+
+    fn token(delivery: &Delivery) -> Result<&DeliveryToken, TransportError> {
+        delivery.handle::<DeliveryToken>().ok_or_else(|| {
+            TransportError::other(
+                "artemis: this delivery was not received by an Artemis transport (no settle token)",
+            )
+        })
+    }
+}
+
+#[async_trait]
+impl Transport for ArtemisTransport {
+    fn name(&self) -> &'static str {
+        "artemis"
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        self.client
+            .send(queue, projection::message(body))
+            .await
+            .map_err(TransportError::from)
+    }
+
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        let wait = if timeout.is_zero() {
+            self.receive_timeout
+        } else {
+            timeout
+        };
+        let Some(received) = self.client.receive(queue, wait).await? else {
+            return Ok(None);
+        };
+        let read = projection::read(&received.message);
+        let delivery = Delivery::new(queue, read.body).with_handle(received.token);
+        Ok(Some(match read.gated {
+            Some(declared) => {
+                let shown: String = if declared.chars().count() > DECLARED_VERSION_MAX_CHARS {
+                    let cut: String = declared.chars().take(DECLARED_VERSION_MAX_CHARS).collect();
+                    format!("{cut}...")
+                } else {
+                    declared.clone()
+                };
+                tracing::warn!(target: LOG, queue, declared = %shown,
+                    "Artemis message on queue {queue:?} carries an unsupported {SCHEMA_VERSION_PROPERTY} {shown:?} \
+                     (supported: 1); it is not decoded");
+                delivery.with_route(Route::Gated {
+                    declared,
+                    urn: None,
+                })
+            }
+            None => delivery,
+        }))
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let token = ArtemisTransport::token(delivery)?;
+        self.client
+            .settle(token, Disposition::Accepted)
+            .await
+            .map_err(TransportError::from)
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        self.client.close().await.map_err(TransportError::from)
+    }
+
+    fn rewinder(&self) -> Option<&dyn Rewinder> {
+        Some(self)
+    }
+
+    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
+        Some(self)
+    }
+
+    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl DelayedPublisher for ArtemisTransport {
+    async fn publish_delayed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        let message = projection::delayed(projection::message(body), delay).ok_or_else(|| {
+            TransportError::unsupported(format!(
+                "artemis: a delivery delay of {delay:?} does not fit in the x-opt-delivery-delay annotation"
+            ))
+        })?;
+        self.client
+            .send(queue, message)
+            .await
+            .map_err(TransportError::from)
+    }
+}
+
+/// Retries and releases: a copy of `body` is published to the delivery's queue, scheduled by
+/// Artemis after `delay` (the runtime's back-off), then the original is accepted. A failed
+/// publish leaves the original unsettled (the runtime then releases it); a failed accept after
+/// a stored copy is only logged (Artemis redelivers the original: at least once).
+#[async_trait]
+impl Redeliverer for ArtemisTransport {
+    async fn redeliver(
+        &self,
+        delivery: &Delivery,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        self.publish_delayed(delivery.queue(), body, delay).await?;
+        if let Err(e) = self.ack(delivery).await {
+            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
+                "The retry copy was stored but accepting the original on {:?} failed; Artemis \
+                 redelivers the original too", delivery.queue());
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Rewinder for ArtemisTransport {
+    async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let token = ArtemisTransport::token(delivery)?;
+        self.client
+            .settle(token, Disposition::Released)
+            .await
+            .map_err(TransportError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use babelqueue_core::{App, Consume, Context, HandlerError};
+    use fe2o3_amqp::types::primitives::SimpleValue;
+
+    use super::*;
+    use crate::testing::{FakeClient, incoming};
+
+    const URN: &str = "urn:babel:orders:created";
+
+    fn order(attempts: i64) -> Vec<u8> {
+        format!(r#"{{"job":"{URN}","trace_id":"t","data":{{"order_id":1}},"meta":{{"schema_version":1}},"attempts":{attempts}}}"#)
+            .into_bytes()
+    }
+
+    fn transport(fake: &Arc<FakeClient>) -> ArtemisTransport {
+        ArtemisTransport::with_client(fake.clone(), Duration::from_millis(5))
+    }
+
+    #[tokio::test]
+    async fn ack_accepts_and_rewind_releases() {
+        let fake = FakeClient::new();
+        let t = transport(&fake);
+        t.publish("orders", &order(0)).await.unwrap();
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.rewinder().unwrap().rewind(&d).await.unwrap();
+        assert_eq!(fake.len("orders"), 1, "released back to the queue");
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.ack(&d).await.unwrap();
+        let settled: Vec<Disposition> = fake.settlements().into_iter().map(|(_, d)| d).collect();
+        assert_eq!(settled, [Disposition::Released, Disposition::Accepted]);
+        assert!(t.pop("orders", Duration::ZERO).await.unwrap().is_none());
+        let foreign = Delivery::new("orders", order(0));
+        assert!(t.ack(&foreign).await.is_err(), "a delivery without a token");
+    }
+
+    #[tokio::test]
+    async fn gated_deliveries_keep_their_raw_body() {
+        let fake = FakeClient::new();
+        let raw = b"{\"job\":\"urn:x\", \"attempts\": 0}".to_vec();
+        fake.push(
+            "orders",
+            incoming(
+                &raw,
+                &[("bq_schema_version", SimpleValue::String("2".into()))],
+                4,
+            ),
+        );
+        let d = transport(&fake)
+            .pop("orders", Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.body(), raw, "never reconciled, never decoded");
+        assert_eq!(
+            d.route(),
+            &Route::Gated {
+                declared: "2".into(),
+                urn: None
+            }
+        );
+    }
+
+    /// Retries publish a counted copy and accept the original; the copy starts at
+    /// delivery-count 0 and the body keeps the count.
+    #[tokio::test]
+    async fn retries_go_through_a_copy() {
+        let fake = FakeClient::new();
+        let t = transport(&fake);
+        fake.push("orders", incoming(&order(0), &[], 1));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let app = App::builder(t)
+            .queue("orders")
+            .max_attempts(3)
+            .dead_letter(true)
+            .handle(URN, move |ctx: Context| {
+                let s = s.clone();
+                async move {
+                    s.lock().unwrap().push(ctx.attempts());
+                    Err::<(), _>(HandlerError::new("boom"))
+                }
+            })
+            .build()
+            .unwrap();
+        app.consume(Consume::new().max_messages(2).handle_signals(false))
+            .await
+            .unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [1, 2],
+            "delivery-count 1 counted, then the copy"
+        );
+        let sent: Vec<String> = fake.sent().into_iter().map(|(a, _)| a).collect();
+        assert_eq!(sent, ["orders", "orders.dlq"]);
+        assert_eq!(fake.settlements().len(), 2);
+        assert!(fake.is_empty("orders"));
+    }
+
+    #[tokio::test]
+    async fn close_reaches_the_client() {
+        let fake = FakeClient::new();
+        let t = transport(&fake);
+        assert!(t.pop("empty", Duration::ZERO).await.unwrap().is_none());
+        t.close().await.unwrap();
+        assert!(fake.is_closed());
+        assert!(t.pop("empty", Duration::ZERO).await.is_err());
+    }
+}
