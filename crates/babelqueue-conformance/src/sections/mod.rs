@@ -8,6 +8,7 @@ mod codec;
 mod core;
 mod own;
 mod poison;
+mod pulsar;
 
 /// What a case runner sees.
 pub(crate) struct Ctx<'m> {
@@ -58,6 +59,22 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("codec_reemit", own::codec_reemit),
         core("verdict", own::verdict),
         core("make_shape", own::make_shape),
+        // Apache Pulsar (babelqueue-transport-pulsar): every section of the scope together.
+        Runner {
+            section: "pulsar",
+            scope: "pulsar",
+            run: pulsar::pulsar,
+        },
+        Runner {
+            section: "pulsar_exhaustion",
+            scope: "pulsar",
+            run: pulsar::pulsar_exhaustion,
+        },
+        Runner {
+            section: "version_gate_pulsar",
+            scope: "pulsar",
+            run: pulsar::version_gate_pulsar,
+        },
     ]
 }
 
