@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::{Case, Manifest};
 
+mod asb;
 mod codec;
 mod core;
 mod own;
@@ -59,6 +60,17 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("codec_reemit", own::codec_reemit),
         core("verdict", own::verdict),
         core("make_shape", own::make_shape),
+        // Azure Service Bus (babelqueue-transport-asb): every section of the scope together.
+        Runner {
+            section: "asb",
+            scope: "asb",
+            run: asb::asb,
+        },
+        Runner {
+            section: "version_gate_asb",
+            scope: "asb",
+            run: asb::version_gate_asb,
+        },
         // Apache Pulsar (babelqueue-transport-pulsar): every section of the scope together.
         Runner {
             section: "pulsar",
