@@ -80,7 +80,7 @@ impl From<AsbError> for TransportError {
             AsbErrorKind::Unsupported => TransportErrorKind::Unsupported,
             AsbErrorKind::Other => TransportErrorKind::Other,
         };
-        TransportError::new(kind, e.to_string()).with_source(e)
+        TransportError::new(kind, e.to_string())
     }
 }
 

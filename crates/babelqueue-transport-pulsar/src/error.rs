@@ -100,7 +100,7 @@ impl From<PulsarError> for TransportError {
             PulsarErrorKind::Rejected => TransportErrorKind::Rejected,
             PulsarErrorKind::Other => TransportErrorKind::Other,
         };
-        TransportError::new(kind, e.to_string()).with_source(e)
+        TransportError::new(kind, e.to_string())
     }
 }
 

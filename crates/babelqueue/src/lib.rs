@@ -140,6 +140,18 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let scheme = scheme_of(url);
     match scheme {
         "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        #[cfg(feature = "pulsar")]
+        "pulsar" | "pulsar+ssl" => Ok(Arc::new(
+            babelqueue_transport_pulsar::PulsarTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
+        #[cfg(feature = "asb")]
+        "sb" | "servicebus" | "azureservicebus" => Ok(Arc::new(
+            babelqueue_transport_asb::AsbTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
@@ -185,6 +197,23 @@ mod tests {
             err.contains("\"Redis\""),
             "schemes are case-sensitive: {err}"
         );
+    }
+
+    #[cfg(feature = "pulsar")]
+    #[tokio::test]
+    async fn pulsar_urls_reach_the_pulsar_transport() {
+        let err = connect("pulsar://").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Transport);
+        assert!(err.to_string().contains("names no host"), "{err}");
+    }
+
+    #[cfg(feature = "asb")]
+    #[tokio::test]
+    async fn service_bus_urls_reach_the_asb_transport() {
+        for scheme in ["sb", "servicebus", "azureservicebus"] {
+            let err = connect(&format!("{scheme}://")).await.unwrap_err();
+            assert!(err.to_string().contains("Azure Service Bus"), "{err}");
+        }
     }
 
     #[test]
