@@ -15,6 +15,11 @@ install_pulsar() {
     command -v protoc >/dev/null || apt_install protobuf-compiler
     command -v curl >/dev/null || apt_install curl
     command -v java >/dev/null || apt_install openjdk-17-jre-headless
+    # The reference SDK's Pulsar driver, for the interop tests and the benchmark.
+    if [ -x "${BQ_VENV:-}/bin/python" ] && ! "$BQ_VENV/bin/python" -c 'import pulsar' >/dev/null 2>&1; then
+        log "pip install pulsar-client"
+        "$BQ_VENV/bin/pip" install -q --disable-pip-version-check "pulsar-client==3.*"
+    fi
     if [ ! -f "$PULSAR_LIB/.complete" ]; then
         command -v mvn >/dev/null || apt_install maven
         mkdir -p "$PULSAR_DIR"
