@@ -344,3 +344,91 @@ impl DeliveryCounter for PulsarTransport {
         delivery.handle::<Handle>().map_or(0, |h| h.native_attempts)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use babelqueue_core::{App, Consume, Context, HandlerError};
+
+    use super::*;
+    use crate::fake::FakePulsar;
+
+    const URN: &str = "urn:babel:orders:created";
+    const BODY: &[u8] = br#"{"job":"urn:babel:orders:created","data":{},"attempts":0}"#;
+
+    fn setup() -> (Arc<FakePulsar>, PulsarTransport) {
+        let fake = Arc::new(FakePulsar::new());
+        (
+            fake.clone(),
+            PulsarTransport::with_client(fake).with_topic_prefix("persistent://public/default/"),
+        )
+    }
+
+    fn app(transport: PulsarTransport) -> babelqueue_core::AppBuilder {
+        App::builder(transport)
+            .queue("orders")
+            .poll_timeout(Duration::from_millis(5))
+            .rewind_pause(Duration::ZERO)
+    }
+
+    async fn run(app: &App) {
+        app.consume(Consume::new().max_messages(1).handle_signals(false))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn topics_carry_the_prefix() {
+        let (fake, transport) = setup();
+        transport.publish("orders", BODY).await.unwrap();
+        assert_eq!(fake.sent()[0].topic, "persistent://public/default/orders");
+    }
+
+    #[tokio::test]
+    async fn a_failed_retry_publish_nacks_the_original() {
+        let (fake, transport) = setup();
+        fake.deliver(
+            "persistent://public/default/orders",
+            BODY,
+            Properties::new(),
+            0,
+        );
+        fake.fail_sends_to("persistent://public/default/orders");
+        let app = app(transport)
+            .handle(URN, |_ctx: Context| async {
+                Err::<(), _>(HandlerError::new("boom"))
+            })
+            .build()
+            .unwrap();
+        run(&app).await;
+        assert!(fake.acked().is_empty());
+        assert_eq!(fake.nacked().len(), 1);
+        assert_eq!(
+            fake.queued("persistent://public/default/orders"),
+            1,
+            "it comes back"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_poison_dlq_write_nacks_and_the_next_delivery_is_counted() {
+        let (fake, transport) = setup();
+        fake.deliver(
+            "persistent://public/default/orders",
+            b"not json".to_vec(),
+            Properties::new(),
+            0,
+        );
+        fake.fail_sends_to("persistent://public/default/orders.dlq");
+        let app = app(transport.clone()).dead_letter(true).build().unwrap();
+        run(&app).await;
+        assert_eq!(fake.nacked().len(), 1);
+        let again = transport
+            .pop("orders", Duration::from_millis(5))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(transport.native_attempts(&again), 1);
+    }
+}
