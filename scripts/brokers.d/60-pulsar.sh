@@ -70,6 +70,8 @@ loadBalancerEnabled=false
 listeningInterface=lo
 allowLoopback=true
 httpServerEnabled=false
+# a throw-away test broker: no fsync per journal entry (like redis --save "")
+journalSyncData=false
 CONF
     (cd "$PULSAR_RUN" || exit 1
      nohup java -Xms256m -Xmx1g -XX:+UseG1GC -cp "$PULSAR_LIB/*" \
