@@ -57,7 +57,7 @@
 //! 1. the schema-version gate reads `bq-schema-version` before the body is decoded
 //!    ([`projection::gated`]): absent, null, ASCII-blank, the string `"1"` or an integral 1
 //!    of any width decodes; anything else (`"2"`, 0, 2, 1.5, a float or double 1.0, a
-//!    boolean) is handed over raw under [`Route::Gated`](babelqueue_core::Route::Gated);
+//!    boolean) is handed over raw under [`Route::Gated`];
 //! 2. `attempts = max(body, DeliveryCount - 1)` ([`projection::reconcile`]); the body is
 //!    rewritten only when the count raises it. The count is not reported to the runtime
 //!    otherwise (no [`DeliveryCounter`](babelqueue_core::DeliveryCounter)), as in the

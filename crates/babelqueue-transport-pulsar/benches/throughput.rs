@@ -52,11 +52,18 @@ async fn consume(app: &App, n: u64) -> Duration {
     let mut processed = 0;
     while processed < n {
         let summary = app
-            .consume(Consume::new().max_messages(n - processed).handle_signals(false))
+            .consume(
+                Consume::new()
+                    .max_messages(n - processed)
+                    .handle_signals(false),
+            )
             .await
             .unwrap();
         processed += summary.processed;
-        assert!(started.elapsed() < Duration::from_secs(120), "only {processed} of {n} consumed");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "only {processed} of {n} consumed"
+        );
     }
     started.elapsed()
 }

@@ -34,9 +34,9 @@
 //!
 //! 1. the schema-version gate reads `bq-schema-version` before anything is decoded: absent,
 //!    ASCII-blank or exactly `"1"` decodes; anything else is handed to the runtime raw under
-//!    [`Route::Gated`](babelqueue_core::Route::Gated) (never decoded, handled or retried);
+//!    [`Route::Gated`] (never decoded, handled or retried);
 //! 2. a non-blank `bq-job` (trimmed of ASCII whitespace) is the URN the runtime routes on
-//!    ([`Route::Urn`](babelqueue_core::Route::Urn)), but only for a body with an identity of
+//!    ([`Route::Urn`]), but only for a body with an identity of
 //!    its own; the body is never rewritten for routing;
 //! 3. `attempts` = `bq-attempts` when it is plain digits within a signed 32-bit int, else the
 //!    body's, raised to the 0-based redelivery count (no -1). It is written into the body only
