@@ -1,15 +1,35 @@
 # Apache Pulsar 4.0.7 standalone, from the Maven Central artifacts (org.apache.pulsar:pulsar-broker
 # and its runtime dependencies; no Pulsar distribution tarball), on 127.0.0.1:6650 (binary
-# protocol) and 127.0.0.1:8080 (admin HTTP). Metadata in RocksDB, one in-process bookie bound to
+# protocol), 127.0.0.1:6651 (the same over TLS, a private test CA's certificate) and
+# 127.0.0.1:8080 (admin HTTP). Metadata in RocksDB, one in-process bookie bound to
 # the loopback interface, no functions worker, no stream storage, data wiped at each start.
 # install_pulsar also installs protoc, which the Rust `pulsar` crate's build script needs.
 BROKERS+=(pulsar)
 PULSAR_VERSION=${BQ_PULSAR_VERSION:-4.0.7}
 PULSAR_PORT=${BQ_PULSAR_PORT:-6650}
 PULSAR_HTTP_PORT=${BQ_PULSAR_HTTP_PORT:-8080}
+PULSAR_TLS_PORT=${BQ_PULSAR_TLS_PORT:-6651}
 PULSAR_DIR=$BQ_BROKERS_DIR/pulsar
 PULSAR_LIB=$PULSAR_DIR/lib-$PULSAR_VERSION
 PULSAR_RUN=$PULSAR_DIR/run
+PULSAR_TLS=$PULSAR_DIR/tls
+
+# A private test CA and a broker certificate for 127.0.0.1/localhost (for pulsar+ssl://).
+pulsar_tls_material() {
+    [ -f "$PULSAR_TLS/broker.key-pk8.pem" ] && return 0
+    command -v openssl >/dev/null || apt_install openssl
+    mkdir -p "$PULSAR_TLS"
+    (cd "$PULSAR_TLS" &&
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout ca.key.pem -out ca.cert.pem \
+            -subj "/CN=babelqueue test CA" -addext "basicConstraints=critical,CA:TRUE" \
+            -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null &&
+        openssl req -newkey rsa:2048 -nodes -keyout broker.key.pem -out broker.csr \
+            -subj "/CN=127.0.0.1" 2>/dev/null &&
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' >broker.ext &&
+        openssl x509 -req -in broker.csr -CA ca.cert.pem -CAkey ca.key.pem -CAcreateserial \
+            -days 3650 -out broker.cert.pem -extfile broker.ext 2>/dev/null &&
+        openssl pkcs8 -topk8 -nocrypt -in broker.key.pem -out broker.key-pk8.pem)
+}
 
 install_pulsar() {
     command -v protoc >/dev/null || apt_install protobuf-compiler
@@ -47,6 +67,7 @@ XML
 }
 
 start_pulsar() {
+    pulsar_tls_material
     mkdir -p "$PULSAR_RUN"
     cat > "$PULSAR_RUN/standalone.conf" <<CONF
 clusterName=standalone
@@ -54,6 +75,10 @@ bindAddress=127.0.0.1
 advertisedAddress=127.0.0.1
 brokerServicePort=$PULSAR_PORT
 webServicePort=$PULSAR_HTTP_PORT
+brokerServicePortTls=$PULSAR_TLS_PORT
+tlsCertificateFilePath=$PULSAR_TLS/broker.cert.pem
+tlsKeyFilePath=$PULSAR_TLS/broker.key-pk8.pem
+tlsTrustCertsFilePath=$PULSAR_TLS/ca.cert.pem
 managedLedgerDefaultEnsembleSize=1
 managedLedgerDefaultWriteQuorum=1
 managedLedgerDefaultAckQuorum=1
@@ -97,4 +122,8 @@ stop_pulsar() {
     rm -f "$PULSAR_RUN/pulsar.pid"
 }
 
-env_pulsar() { echo "export BQ_PULSAR_URL=pulsar://127.0.0.1:$PULSAR_PORT"; }
+env_pulsar() {
+    echo "export BQ_PULSAR_URL=pulsar://127.0.0.1:$PULSAR_PORT"
+    echo "export BQ_PULSAR_SSL_URL=pulsar+ssl://127.0.0.1:$PULSAR_TLS_PORT"
+    echo "export BQ_PULSAR_TLS_TRUST_CERTS=$PULSAR_TLS/ca.cert.pem"
+}

@@ -90,6 +90,9 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// How long one broker operation may take.
     pub operation_timeout: Duration,
+    /// A PEM file of extra CA certificates to trust for `pulsar+ssl://` (beside the webpki
+    /// roots), for a broker whose certificate a private CA signed.
+    pub tls_trust_certs_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -99,9 +102,17 @@ impl Default for ClientOptions {
             initial_position_earliest: true,
             connect_timeout: Duration::from_secs(5),
             operation_timeout: Duration::from_secs(30),
+            tls_trust_certs_file: std::env::var_os(TLS_TRUST_CERTS_ENV)
+                .filter(|v| !v.is_empty())
+                .map(std::path::PathBuf::from),
         }
     }
 }
+
+/// The environment variable naming a PEM file of extra CA certificates to trust for
+/// `pulsar+ssl://` ([`ClientOptions::tls_trust_certs_file`]'s default), so `connect(url)` and
+/// the CLI can reach a broker with a privately signed certificate.
+pub const TLS_TRUST_CERTS_ENV: &str = "BQ_PULSAR_TLS_TRUST_CERTS";
 
 /// [`PulsarClient`] on the `pulsar` crate: one cached producer per topic, one Shared consumer
 /// per topic (owned by a task, so acks never wait for a receive in progress).
@@ -135,9 +146,18 @@ impl NativeClient {
             retry_delay: Duration::from_millis(200),
             max_retries: Some(10),
         };
-        let pulsar = Pulsar::builder(url, TokioExecutor)
+        let mut builder = Pulsar::builder(url, TokioExecutor)
             .with_connection_retry_options(retry)
-            .with_operation_retry_options(operation)
+            .with_operation_retry_options(operation);
+        if let Some(file) = &options.tls_trust_certs_file {
+            builder = builder.with_certificate_chain_file(file).map_err(|e| {
+                PulsarError::Config(format!(
+                    "cannot read the TLS trust certificates {}: {e}",
+                    file.display()
+                ))
+            })?;
+        }
+        let pulsar = builder
             .build()
             .await
             .map_err(|e| PulsarError::from_client(&format!("connecting to {url}"), &e))?;

@@ -62,7 +62,10 @@
 //! `pulsar://host:6650` or `pulsar+ssl://host:6651` (TLS through rustls with the aws-lc-rs
 //! provider and the webpki roots), passed to the client as it is; there are no query
 //! parameters. [`PulsarTransport::builder`] sets the rest: `topic_prefix` (default empty, e.g.
-//! `persistent://public/default/`), the subscription name, connect and operation timeouts.
+//! `persistent://public/default/`), the subscription name, the connect timeout, and extra CA
+//! certificates to trust for a privately signed broker certificate (default: the PEM file the
+//! `BQ_PULSAR_TLS_TRUST_CERTS` environment variable names, so `connect(url)` and the CLI can
+//! use it too).
 //!
 //! # Limits and deviations from the reference SDK (Python 1.24.0)
 //!
@@ -106,7 +109,9 @@ mod error;
 pub mod fake;
 pub mod projection;
 
-pub use client::{ClientOptions, MessageRef, NativeClient, PulsarClient, Received};
+pub use client::{
+    ClientOptions, MessageRef, NativeClient, PulsarClient, Received, TLS_TRUST_CERTS_ENV,
+};
 pub use error::{PulsarError, PulsarErrorKind};
 pub use projection::Properties;
 
@@ -167,6 +172,13 @@ impl Builder {
     /// How long connecting may take before it is reported as a connection error (default 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Builder {
         self.options.connect_timeout = timeout;
+        self
+    }
+
+    /// A PEM file of extra CA certificates to trust for `pulsar+ssl://` (default: the file
+    /// `BQ_PULSAR_TLS_TRUST_CERTS` names, if set; the webpki roots are always trusted).
+    pub fn tls_trust_certs_file(mut self, path: impl Into<std::path::PathBuf>) -> Builder {
+        self.options.tls_trust_certs_file = Some(path.into());
         self
     }
 

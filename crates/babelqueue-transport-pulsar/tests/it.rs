@@ -551,3 +551,73 @@ async fn the_cli_publishes_and_consumes_pulsar_urls_and_routes_sb_urls_to_servic
         "{err}"
     );
 }
+
+// ------------------------------------------------------------------------------------------
+// pulsar+ssl:// (the local broker's TLS port, its certificate signed by a private test CA)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulsar_ssl_urls_round_trip_over_tls() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let (Ok(ssl_url), Ok(ca)) = (
+        std::env::var("BQ_PULSAR_SSL_URL"),
+        std::env::var(babelqueue_transport_pulsar::TLS_TRUST_CERTS_ENV),
+    ) else {
+        assert!(
+            !required(),
+            "BQ_REQUIRE_BROKERS is set but BQ_PULSAR_SSL_URL / BQ_PULSAR_TLS_TRUST_CERTS are not (eval \"$(scripts/brokers.sh env pulsar)\")"
+        );
+        println!("SKIPPED: BQ_PULSAR_SSL_URL and BQ_PULSAR_TLS_TRUST_CERTS are not set");
+        return;
+    };
+    assert!(ssl_url.starts_with("pulsar+ssl://"));
+    let queue = unique("tls");
+    // through `connect(url)`, which trusts the CA the environment names, as the CLI does
+    let transport = PulsarTransport::connect(&ssl_url).await.unwrap();
+    let app = app(transport, &queue)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    assert!(
+        app.transport()
+            .pop(&queue, Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    app.publish(URN, &serde_json::json!({"tls": true}))
+        .await
+        .unwrap();
+    let summary = app
+        .consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 1);
+
+    // without the private CA the broker's certificate is refused: TLS really is in use
+    let options = ClientOptions {
+        tls_trust_certs_file: None,
+        connect_timeout: Duration::from_secs(3),
+        ..ClientOptions::default()
+    };
+    let refused = NativeClient::connect(&ssl_url, options).await;
+    assert!(
+        refused.is_err(),
+        "a certificate from an unknown CA was accepted"
+    );
+    // and a trust file that cannot be read is a configuration error
+    let missing = PulsarTransport::builder(&ssl_url)
+        .unwrap()
+        .tls_trust_certs_file(
+            std::env::temp_dir().join(format!("bq-no-ca-{}.pem", std::process::id())),
+        )
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing.kind(),
+        babelqueue_transport_pulsar::PulsarErrorKind::Config
+    );
+    assert!(PathBuf::from(ca).exists());
+}
