@@ -666,6 +666,47 @@ mod tests {
     }
 
     #[test]
+    fn typed_values_cross_the_amqp_mapping_unchanged() {
+        for value in [
+            AmqpValue::Null,
+            AmqpValue::Bool(true),
+            AmqpValue::Ubyte(1),
+            AmqpValue::Ushort(1),
+            AmqpValue::Uint(1),
+            AmqpValue::Ulong(1),
+            AmqpValue::Byte(-1),
+            AmqpValue::Short(1),
+            AmqpValue::Int(1),
+            AmqpValue::Long(1_749_132_727_000),
+            AmqpValue::Float(1.0),
+            AmqpValue::Double(1.5),
+            AmqpValue::String("php".into()),
+            AmqpValue::Binary(b"1".to_vec()),
+        ] {
+            assert_eq!(from_simple(&to_simple(&value)), value);
+        }
+        assert!(matches!(
+            from_simple(&SimpleValue::Timestamp(Timestamp::from_milliseconds(1))),
+            AmqpValue::Other(..)
+        ));
+    }
+
+    #[test]
+    fn bodies_are_read_as_bytes() {
+        use fe2o3_amqp::types::messaging::{AmqpValue as Section, Batch, Data};
+        let data = Body::Data(Batch::new(vec![
+            Data::from(b"{\"a\":".to_vec()),
+            Data::from(b"1}\xff".to_vec()),
+        ]));
+        assert_eq!(body_bytes(data), b"{\"a\":1}\xff");
+        assert_eq!(
+            body_bytes(Body::Value(Section(Value::String("{}".into())))),
+            b"{}"
+        );
+        assert_eq!(body_bytes(Body::Empty), b"");
+    }
+
+    #[test]
     fn sas_tokens_are_signed_and_escaped() {
         assert_eq!(base64(b""), "");
         assert_eq!(base64(b"f"), "Zg==");
