@@ -621,3 +621,78 @@ async fn pulsar_ssl_urls_round_trip_over_tls() {
     );
     assert!(PathBuf::from(ca).exists());
 }
+
+// ------------------------------------------------------------------------------------------
+// The subscription, as the broker's admin API reports it
+
+/// `GET path` on the broker's admin HTTP port (`BQ_PULSAR_ADMIN`, default 127.0.0.1:8080).
+fn admin_get(path: &str) -> Value {
+    use std::io::{Read, Write};
+    let addr = std::env::var("BQ_PULSAR_ADMIN").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+    let mut stream = std::net::TcpStream::connect(&addr).expect("the admin port answers");
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
+        "{head}"
+    );
+    serde_json::from_str(body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_share_one_subscription_named_babelqueue() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("subscription");
+    let first = transport().await;
+    let second = transport().await;
+    for t in [&first, &second] {
+        assert!(
+            t.pop(&queue, Duration::from_millis(200))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    let stats = admin_get(&format!(
+        "/admin/v2/persistent/public/default/{queue}/stats"
+    ));
+    let subscriptions = stats["subscriptions"].as_object().unwrap();
+    assert_eq!(
+        subscriptions.keys().collect::<Vec<_>>(),
+        ["babelqueue"],
+        "{stats}"
+    );
+    let babelqueue = &subscriptions["babelqueue"];
+    assert_eq!(babelqueue["type"], "Shared");
+    assert_eq!(
+        babelqueue["consumers"].as_array().unwrap().len(),
+        2,
+        "two consumers, one subscription"
+    );
+    // Shared: both consumers get messages from the one subscription, none twice.
+    for i in 0..10 {
+        first
+            .publish(&queue, &envelope(&format!("{queue}-{i}"), 0))
+            .await
+            .unwrap();
+    }
+    let mut got = 0;
+    for t in [&first, &second].into_iter().cycle().take(40) {
+        if let Some(d) = t.pop(&queue, Duration::from_millis(200)).await.unwrap() {
+            t.ack(&d).await.unwrap();
+            got += 1;
+        }
+        if got == 10 {
+            break;
+        }
+    }
+    assert_eq!(got, 10);
+}
