@@ -47,9 +47,15 @@ pub use babelqueue_transport_redis as redis;
 /// The Apache Kafka transport (`kafka://`).
 #[cfg(feature = "kafka")]
 pub use babelqueue_transport_kafka as kafka;
-/// The Artemis transport crate (feature `artemis`).
+/// The ActiveMQ Artemis transport (`artemis://`, `artemis+ssl://`).
 #[cfg(feature = "artemis")]
 pub use babelqueue_transport_artemis as artemis;
+/// The Apache Pulsar transport (`pulsar://`, `pulsar+ssl://`).
+#[cfg(feature = "pulsar")]
+pub use babelqueue_transport_pulsar as pulsar;
+/// The Azure Service Bus transport (`sb://`, `servicebus://`, `azureservicebus://`).
+#[cfg(feature = "asb")]
+pub use babelqueue_transport_asb as asb;
 
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,14 +163,25 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
                 .map_err(TransportError::from)?,
         )),
         #[cfg(feature = "kafka")]
-        "kafka" => match babelqueue_transport_kafka::KafkaTransport::connect(url) {
-            Ok(transport) => Ok(Arc::new(transport)),
-            Err(e) if e.kind() == TransportErrorKind::Config => Err(Error::Config(e.to_string())),
-            Err(e) => Err(Error::Transport(e.into())),
-        },
+        "kafka" => Ok(Arc::new(
+            babelqueue_transport_kafka::KafkaTransport::connect(url)
+                .map_err(TransportError::from)?,
+        )),
         #[cfg(feature = "artemis")]
         "artemis" | "artemis+ssl" => Ok(Arc::new(
             babelqueue_transport_artemis::ArtemisTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
+        #[cfg(feature = "pulsar")]
+        "pulsar" | "pulsar+ssl" => Ok(Arc::new(
+            babelqueue_transport_pulsar::PulsarTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
+        #[cfg(feature = "asb")]
+        "sb" | "servicebus" | "azureservicebus" => Ok(Arc::new(
+            babelqueue_transport_asb::AsbTransport::connect(url)
                 .await
                 .map_err(TransportError::from)?,
         )),
@@ -239,6 +256,23 @@ mod tests {
                 "{url}: {err}"
             );
             assert_eq!(err.kind(), ErrorKind::Config, "{url}: {err}");
+        }
+    }
+
+    #[cfg(feature = "pulsar")]
+    #[tokio::test]
+    async fn pulsar_urls_reach_the_pulsar_transport() {
+        let err = connect("pulsar://").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(err.to_string().contains("names no host"), "{err}");
+    }
+
+    #[cfg(feature = "asb")]
+    #[tokio::test]
+    async fn service_bus_urls_reach_the_asb_transport() {
+        for scheme in ["sb", "servicebus", "azureservicebus"] {
+            let err = connect(&format!("{scheme}://")).await.unwrap_err();
+            assert!(err.to_string().contains("Azure Service Bus"), "{err}");
         }
     }
 

@@ -5,12 +5,14 @@ use serde_json::Value;
 use crate::{Case, Manifest};
 
 mod artemis;
+mod asb;
 mod codec;
 mod core;
 mod kafka;
 mod own;
 mod poison;
 mod redis;
+mod pulsar;
 
 /// What a case runner sees.
 pub(crate) struct Ctx<'m> {
@@ -102,6 +104,33 @@ pub(crate) fn registry() -> Vec<Runner> {
             section: "version_gate_artemis",
             scope: "artemis",
             run: artemis::version_gate,
+        },
+        // Azure Service Bus (babelqueue-transport-asb): every section of the scope together.
+        Runner {
+            section: "asb",
+            scope: "asb",
+            run: asb::asb,
+        },
+        Runner {
+            section: "version_gate_asb",
+            scope: "asb",
+            run: asb::version_gate_asb,
+        },
+        // Apache Pulsar (babelqueue-transport-pulsar): every section of the scope together.
+        Runner {
+            section: "pulsar",
+            scope: "pulsar",
+            run: pulsar::pulsar,
+        },
+        Runner {
+            section: "pulsar_exhaustion",
+            scope: "pulsar",
+            run: pulsar::pulsar_exhaustion,
+        },
+        Runner {
+            section: "version_gate_pulsar",
+            scope: "pulsar",
+            run: pulsar::version_gate_pulsar,
         },
     ]
 }

@@ -1,0 +1,130 @@
+//! The crate's error type and its mapping into the runtime's [`TransportError`].
+
+use babelqueue_core::{TransportError, TransportErrorKind};
+
+/// What can go wrong talking to Azure Service Bus.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AsbError {
+    /// The URL, the connection string or an option is not usable (no credentials, say).
+    #[error("invalid Azure Service Bus configuration: {0}")]
+    Config(String),
+    /// The namespace cannot be reached, or the connection dropped.
+    #[error("Azure Service Bus connection failed: {0}")]
+    Connection(String),
+    /// The namespace did not answer in time.
+    #[error("Azure Service Bus operation timed out: {0}")]
+    Timeout(String),
+    /// The namespace refused the operation (an unknown entity, an authorisation failure, a
+    /// lost lock).
+    #[error("Azure Service Bus refused the operation: {0}")]
+    Rejected(String),
+    /// The message cannot be sent as it is (an id longer than 128 characters).
+    #[error("message not sendable to Azure Service Bus: {0}")]
+    Invalid(String),
+    /// A settle handle that does not belong to this transport's client.
+    #[error("not a Service Bus delivery of this transport: {0}")]
+    ForeignDelivery(String),
+    /// Anything else the client reported.
+    #[error("Azure Service Bus client error: {0}")]
+    Client(String),
+}
+
+/// The broad class of an [`AsbError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AsbErrorKind {
+    /// Configuration.
+    Config,
+    /// Connection lost or refused. Transient.
+    Connection,
+    /// Timed out. Transient.
+    Timeout,
+    /// Refused by the namespace.
+    Rejected,
+    /// Not sendable as it is.
+    Unsupported,
+    /// Anything else.
+    Other,
+}
+
+impl AsbError {
+    /// The class of the error.
+    pub fn kind(&self) -> AsbErrorKind {
+        match self {
+            AsbError::Config(_) => AsbErrorKind::Config,
+            AsbError::Connection(_) => AsbErrorKind::Connection,
+            AsbError::Timeout(_) => AsbErrorKind::Timeout,
+            AsbError::Rejected(_) => AsbErrorKind::Rejected,
+            AsbError::Invalid(_) => AsbErrorKind::Unsupported,
+            AsbError::ForeignDelivery(_) | AsbError::Client(_) => AsbErrorKind::Other,
+        }
+    }
+
+    /// Whether retrying later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind(),
+            AsbErrorKind::Connection | AsbErrorKind::Timeout
+        )
+    }
+}
+
+impl From<AsbError> for TransportError {
+    fn from(e: AsbError) -> TransportError {
+        let kind = match e.kind() {
+            AsbErrorKind::Config => TransportErrorKind::Config,
+            AsbErrorKind::Connection => TransportErrorKind::Connection,
+            AsbErrorKind::Timeout => TransportErrorKind::Timeout,
+            AsbErrorKind::Rejected => TransportErrorKind::Rejected,
+            AsbErrorKind::Unsupported => TransportErrorKind::Unsupported,
+            AsbErrorKind::Other => TransportErrorKind::Other,
+        };
+        TransportError::new(kind, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_onto_the_runtime() {
+        for (e, kind, transient) in [
+            (
+                AsbError::Connection("x".into()),
+                TransportErrorKind::Connection,
+                true,
+            ),
+            (
+                AsbError::Timeout("x".into()),
+                TransportErrorKind::Timeout,
+                true,
+            ),
+            (
+                AsbError::Rejected("x".into()),
+                TransportErrorKind::Rejected,
+                false,
+            ),
+            (
+                AsbError::Config("x".into()),
+                TransportErrorKind::Config,
+                false,
+            ),
+            (
+                AsbError::Invalid("x".into()),
+                TransportErrorKind::Unsupported,
+                false,
+            ),
+            (
+                AsbError::Client("x".into()),
+                TransportErrorKind::Other,
+                false,
+            ),
+        ] {
+            assert_eq!(e.is_transient(), transient);
+            let t: TransportError = e.into();
+            assert_eq!(t.kind(), kind);
+        }
+    }
+}

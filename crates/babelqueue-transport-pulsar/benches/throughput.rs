@@ -1,0 +1,240 @@
+//! Messages per second of the Pulsar binding.
+//!
+//! `cargo bench -p babelqueue-transport-pulsar --bench throughput` prints:
+//!
+//! 1. criterion's figures for the binding with the runtime in front over the in-memory fake
+//!    client (projection, consume rules, ack; no network), always;
+//! 2. with a broker at `BQ_PULSAR_URL` (default `pulsar://127.0.0.1:6650`; start one with
+//!    `scripts/brokers.sh up pulsar`): publish and consume messages/s of this crate against
+//!    the real broker, and of the reference Python SDK (babelqueue 1.24.0 + pulsar-client, via
+//!    `tests/python/driver.py` on `$BQ_PYTHON`) against the same broker, with the ratio.
+
+#![allow(missing_docs, clippy::print_stdout)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
+use babelqueue_transport_pulsar::fake::FakePulsar;
+use babelqueue_transport_pulsar::{ClientOptions, NativeClient, PulsarClient, PulsarTransport};
+use criterion::{Criterion, Throughput};
+
+const URN: &str = "urn:babel:orders:created";
+const BATCH: u64 = 2_000;
+const LIVE: u64 = 2_000;
+
+fn app(transport: PulsarTransport, queue: &str, concurrency: usize) -> App {
+    App::builder(transport)
+        .queue(queue)
+        .concurrency(concurrency)
+        .poll_timeout(Duration::from_secs(1))
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .expect("valid configuration")
+}
+
+fn body(app: &App) -> Vec<u8> {
+    app.envelope(URN)
+        .data(&serde_json::json!({"order_id": 1042, "total": 99.9}))
+        .build()
+        .unwrap()
+        .encode()
+        .unwrap()
+        .into_bytes()
+}
+
+/// Consumes until `n` messages are processed (a `max_messages` run also ends on an empty poll,
+/// which a broker pause such as a ledger roll-over can cause).
+async fn consume(app: &App, n: u64) -> Duration {
+    let started = Instant::now();
+    let mut processed = 0;
+    while processed < n {
+        let summary = app
+            .consume(
+                Consume::new()
+                    .max_messages(n - processed)
+                    .handle_signals(false),
+            )
+            .await
+            .unwrap();
+        processed += summary.processed;
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "only {processed} of {n} consumed"
+        );
+    }
+    started.elapsed()
+}
+
+fn per_second(n: u64, took: Duration) -> f64 {
+    n as f64 / took.as_secs_f64()
+}
+
+fn python() -> Option<PathBuf> {
+    let path = std::env::var_os("BQ_PYTHON").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python"),
+        PathBuf::from,
+    );
+    Command::new(&path)
+        .args(["-c", "import babelqueue.pulsar_transport, pulsar"])
+        .status()
+        .is_ok_and(|s| s.success())
+        .then_some(path)
+}
+
+/// Seconds the Python driver reports for `mode` over `n` messages.
+fn python_seconds(python: &PathBuf, mode: &str, url: &str, queue: &str, n: u64) -> f64 {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args([mode, url, queue, &n.to_string()])
+        .output()
+        .expect("the Python driver runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v.get("seconds").and_then(serde_json::Value::as_f64))
+        .expect("the driver reports seconds")
+}
+
+fn live(runtime: &tokio::runtime::Runtime) {
+    let url = std::env::var("BQ_PULSAR_URL").unwrap_or_else(|_| "pulsar://127.0.0.1:6650".into());
+    let options = ClientOptions {
+        connect_timeout: Duration::from_secs(3),
+        ..ClientOptions::default()
+    };
+    let client = match runtime.block_on(NativeClient::connect(&url, options)) {
+        Ok(client) => Arc::new(client),
+        Err(e) => {
+            println!(
+                "SKIPPED: pulsar not reachable at {url} ({e}); only the fake-client figures above"
+            );
+            return;
+        }
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mut rust = Vec::new();
+    for concurrency in [1, 8] {
+        let queue = format!("bench-rust-{concurrency}-{stamp}");
+        let transport = PulsarTransport::with_client(client.clone());
+        let app = app(transport.clone(), &queue, concurrency);
+        let payload = body(&app);
+        runtime.block_on(async {
+            // subscribe first so nothing is skipped
+            assert!(transport.pop(&queue, Duration::from_millis(100)).await.unwrap().is_none());
+            let started = Instant::now();
+            for _ in 0..LIVE {
+                transport.publish(&queue, &payload).await.unwrap();
+            }
+            let published = started.elapsed();
+            let consumed = consume(&app, LIVE).await;
+            println!(
+                "rust   pulsar publish (awaiting each receipt): {LIVE} in {published:?} = {:.0} messages/s",
+                per_second(LIVE, published)
+            );
+            println!(
+                "rust   pulsar consume+ack, no-op handler, concurrency {concurrency}: {LIVE} in {consumed:?} = {:.0} messages/s",
+                per_second(LIVE, consumed)
+            );
+            rust.push((per_second(LIVE, published), per_second(LIVE, consumed)));
+        });
+    }
+    let Some(python) = python() else {
+        println!(
+            "SKIPPED: the reference Python SDK with pulsar-client is not installed (scripts/brokers.sh up python pulsar)"
+        );
+        return;
+    };
+    let queue = format!("bench-python-{stamp}");
+    let _ = python_seconds(&python, "publish", &url, &format!("{queue}-warm"), 1);
+    // The Python consumer subscribes at the latest position: create its subscription first.
+    let status = Command::new(&python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py"))
+        .args(["subscribe", &url, &queue])
+        .output()
+        .expect("the Python driver runs");
+    assert!(status.status.success());
+    let publish = python_seconds(&python, "publish", &url, &queue, LIVE);
+    let consume = python_seconds(&python, "consume", &url, &queue, LIVE);
+    let (py_pub, py_con) = (LIVE as f64 / publish, LIVE as f64 / consume);
+    println!(
+        "python pulsar publish (babelqueue 1.24.0): {LIVE} in {publish:.3}s = {py_pub:.0} messages/s"
+    );
+    println!(
+        "python pulsar consume+ack, no-op handler: {LIVE} in {consume:.3}s = {py_con:.0} messages/s"
+    );
+    let (rust_pub, rust_con) = rust[0];
+    println!(
+        "ratio rust/python, same broker: publish {:.2}x, consume (concurrency 1) {:.2}x",
+        rust_pub / py_pub,
+        rust_con / py_con
+    );
+    // The `pulsar` crate's producers spawn a task when dropped: close and drop inside the runtime.
+    runtime.block_on(async move {
+        let _ = client.close().await;
+        drop(client);
+    });
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut group = criterion.benchmark_group("pulsar_fake_client");
+    group.throughput(Throughput::Elements(BATCH));
+    group.sample_size(10);
+    group.bench_function("publish_then_consume_noop", |b| {
+        b.to_async(&runtime).iter_custom(|iters| async move {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let fake = Arc::new(FakePulsar::new());
+                let transport = PulsarTransport::with_client(fake);
+                let app = app(transport.clone(), "orders", 1);
+                let payload = body(&app);
+                let started = Instant::now();
+                for _ in 0..BATCH {
+                    transport.publish("orders", &payload).await.unwrap();
+                }
+                consume(&app, BATCH).await;
+                total += started.elapsed();
+            }
+            total
+        });
+    });
+    group.finish();
+    criterion.final_summary();
+
+    if std::env::args().any(|a| a == "--bench") {
+        let fake = Arc::new(FakePulsar::new());
+        let transport = PulsarTransport::with_client(fake);
+        let app = app(transport.clone(), "orders", 1);
+        let payload = body(&app);
+        let n = 20_000;
+        let took = runtime.block_on(async {
+            let started = Instant::now();
+            for _ in 0..n {
+                transport.publish("orders", &payload).await.unwrap();
+            }
+            consume(&app, n).await;
+            started.elapsed()
+        });
+        println!(
+            "binding + runtime over the fake client (no network): {n} published and consumed in {took:?} = {:.0} messages/s",
+            per_second(n, took)
+        );
+        live(&runtime);
+    }
+}

@@ -1,0 +1,445 @@
+//! The client seam: the few broker operations the transport needs ([`PulsarClient`]), and
+//! [`NativeClient`], their implementation on the `pulsar` crate.
+//!
+//! Tests and the conformance runner put a fake behind the same trait, so the real
+//! [`PulsarTransport`](crate::PulsarTransport) runs without a broker.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use pulsar::consumer::{ConsumerOptions, InitialPosition};
+use pulsar::proto::MessageIdData;
+use pulsar::{
+    ConnectionRetryOptions, Consumer, OperationRetryOptions, Producer, Pulsar, SubType,
+    TokioExecutor,
+};
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::error::PulsarError;
+use crate::projection::Properties;
+
+/// Identifies one received message for ack and nack: its topic and its message id
+/// (`ledger:entry:partition:batch`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MessageRef {
+    /// The topic the message was received from.
+    pub topic: String,
+    /// The message id, as text.
+    pub id: String,
+}
+
+/// One message as the client received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The payload, byte for byte.
+    pub payload: Vec<u8>,
+    /// The message properties.
+    pub properties: Properties,
+    /// How many times the message was delivered before (0-based). See the crate docs for how
+    /// [`NativeClient`] counts it.
+    pub redelivery_count: u32,
+    /// The handle for ack and nack.
+    pub id: MessageRef,
+}
+
+/// The broker operations the transport uses. Topics are full topic names (prefix + queue).
+#[async_trait]
+pub trait PulsarClient: Send + Sync + fmt::Debug {
+    /// Sends `payload` with `properties` to `topic` and waits for the broker's receipt.
+    async fn send(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+    ) -> Result<(), PulsarError>;
+
+    /// Receives the next message of `topic` on the transport's subscription, waiting up to
+    /// `timeout`; `None` when none came.
+    async fn receive(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Option<Received>, PulsarError>;
+
+    /// Acknowledges one message (individual ack).
+    async fn ack(&self, message: &MessageRef) -> Result<(), PulsarError>;
+
+    /// Negatively acknowledges one message: the broker redelivers it.
+    async fn nack(&self, message: &MessageRef) -> Result<(), PulsarError>;
+
+    /// Closes producers, consumers and connections.
+    async fn close(&self) -> Result<(), PulsarError> {
+        Ok(())
+    }
+}
+
+/// Settings of a [`NativeClient`].
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The subscription name (default `babelqueue`).
+    pub subscription: String,
+    /// Where a subscription that does not exist yet starts (default: the earliest retained
+    /// message, so messages published before the first consumer are not skipped).
+    pub initial_position_earliest: bool,
+    /// How long to try to reach the broker before reporting a connection error.
+    pub connect_timeout: Duration,
+    /// How long one broker operation may take.
+    pub operation_timeout: Duration,
+    /// A PEM file of extra CA certificates to trust for `pulsar+ssl://` (beside the webpki
+    /// roots), for a broker whose certificate a private CA signed.
+    pub tls_trust_certs_file: Option<std::path::PathBuf>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            subscription: "babelqueue".to_owned(),
+            initial_position_earliest: true,
+            connect_timeout: Duration::from_secs(5),
+            operation_timeout: Duration::from_secs(30),
+            tls_trust_certs_file: std::env::var_os(TLS_TRUST_CERTS_ENV)
+                .filter(|v| !v.is_empty())
+                .map(std::path::PathBuf::from),
+        }
+    }
+}
+
+/// The environment variable naming a PEM file of extra CA certificates to trust for
+/// `pulsar+ssl://` ([`ClientOptions::tls_trust_certs_file`]'s default), so `connect(url)` and
+/// the CLI can reach a broker with a privately signed certificate.
+pub const TLS_TRUST_CERTS_ENV: &str = "BQ_PULSAR_TLS_TRUST_CERTS";
+
+/// [`PulsarClient`] on the `pulsar` crate: one cached producer per topic, one Shared consumer
+/// per topic (owned by a task, so acks never wait for a receive in progress).
+pub struct NativeClient {
+    pulsar: Pulsar<TokioExecutor>,
+    options: ClientOptions,
+    producers: Mutex<HashMap<String, Arc<Mutex<Producer<TokioExecutor>>>>>,
+    consumers: Mutex<HashMap<String, mpsc::Sender<Command>>>,
+}
+
+impl fmt::Debug for NativeClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NativeClient")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NativeClient {
+    /// Connects to `url` (`pulsar://host:6650` or `pulsar+ssl://host:6651`).
+    pub async fn connect(url: &str, options: ClientOptions) -> Result<NativeClient, PulsarError> {
+        let retry = ConnectionRetryOptions {
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            max_retries: 3,
+            connection_timeout: options.connect_timeout,
+            ..ConnectionRetryOptions::default()
+        };
+        let operation = OperationRetryOptions {
+            operation_timeout: options.operation_timeout,
+            retry_delay: Duration::from_millis(200),
+            max_retries: Some(10),
+        };
+        let mut builder = Pulsar::builder(url, TokioExecutor)
+            .with_connection_retry_options(retry)
+            .with_operation_retry_options(operation);
+        if let Some(file) = &options.tls_trust_certs_file {
+            builder = builder.with_certificate_chain_file(file).map_err(|e| {
+                PulsarError::Config(format!(
+                    "cannot read the TLS trust certificates {}: {e}",
+                    file.display()
+                ))
+            })?;
+        }
+        let pulsar = builder
+            .build()
+            .await
+            .map_err(|e| PulsarError::from_client(&format!("connecting to {url}"), &e))?;
+        Ok(NativeClient {
+            pulsar,
+            options,
+            producers: Mutex::new(HashMap::new()),
+            consumers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    async fn producer(
+        &self,
+        topic: &str,
+    ) -> Result<Arc<Mutex<Producer<TokioExecutor>>>, PulsarError> {
+        let mut producers = self.producers.lock().await;
+        if let Some(p) = producers.get(topic) {
+            return Ok(p.clone());
+        }
+        let producer = self
+            .pulsar
+            .producer()
+            .with_topic(topic)
+            .build()
+            .await
+            .map_err(|e| {
+                PulsarError::from_client(&format!("creating a producer on {topic}"), &e)
+            })?;
+        let producer = Arc::new(Mutex::new(producer));
+        producers.insert(topic.to_owned(), producer.clone());
+        Ok(producer)
+    }
+
+    async fn consumer(&self, topic: &str) -> Result<mpsc::Sender<Command>, PulsarError> {
+        let mut consumers = self.consumers.lock().await;
+        if let Some(c) = consumers.get(topic).filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let initial = if self.options.initial_position_earliest {
+            InitialPosition::Earliest
+        } else {
+            InitialPosition::Latest
+        };
+        let consumer: Consumer<Vec<u8>, TokioExecutor> = self
+            .pulsar
+            .consumer()
+            .with_topic(topic)
+            .with_subscription(self.options.subscription.clone())
+            .with_subscription_type(SubType::Shared)
+            .with_options(ConsumerOptions::default().with_initial_position(initial))
+            .build()
+            .await
+            .map_err(|e| PulsarError::from_client(&format!("subscribing to {topic}"), &e))?;
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(run_consumer(consumer, topic.to_owned(), rx));
+        consumers.insert(topic.to_owned(), tx.clone());
+        Ok(tx)
+    }
+
+    async fn ask<T>(
+        &self,
+        topic: &str,
+        make: impl FnOnce(oneshot::Sender<Result<T, PulsarError>>) -> Command,
+    ) -> Result<T, PulsarError> {
+        let consumer = self.consumer(topic).await?;
+        let (reply, answer) = oneshot::channel();
+        consumer
+            .send(make(reply))
+            .await
+            .map_err(|_| PulsarError::Connection(format!("the consumer of {topic} stopped")))?;
+        answer
+            .await
+            .map_err(|_| PulsarError::Connection(format!("the consumer of {topic} stopped")))?
+    }
+}
+
+#[async_trait]
+impl PulsarClient for NativeClient {
+    async fn send(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+    ) -> Result<(), PulsarError> {
+        let producer = self.producer(topic).await?;
+        let message = pulsar::producer::Message {
+            payload: payload.to_vec(),
+            properties: properties.into_iter().collect(),
+            ..Default::default()
+        };
+        let receipt = {
+            let mut producer = producer.lock().await;
+            producer.send_non_blocking(message).await
+        };
+        let failed =
+            |e: pulsar::Error| PulsarError::from_client(&format!("sending to {topic}"), &e);
+        match receipt {
+            Ok(receipt) => receipt.await.map(|_| ()).map_err(failed),
+            Err(e) => {
+                // Drop the cached producer so the next send builds a fresh one.
+                self.producers.lock().await.remove(topic);
+                Err(failed(e))
+            }
+        }
+    }
+
+    async fn receive(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Option<Received>, PulsarError> {
+        let result = self
+            .ask(topic, |reply| Command::Receive { timeout, reply })
+            .await;
+        if matches!(&result, Err(e) if e.is_transient()) {
+            self.consumers.lock().await.remove(topic);
+        }
+        result
+    }
+
+    async fn ack(&self, message: &MessageRef) -> Result<(), PulsarError> {
+        let id = message.id.clone();
+        self.ask(&message.topic, |reply| Command::Ack { id, reply })
+            .await
+    }
+
+    async fn nack(&self, message: &MessageRef) -> Result<(), PulsarError> {
+        let id = message.id.clone();
+        self.ask(&message.topic, |reply| Command::Nack { id, reply })
+            .await
+    }
+
+    async fn close(&self) -> Result<(), PulsarError> {
+        let consumers: Vec<_> = self.consumers.lock().await.drain().collect();
+        for (_, consumer) in consumers {
+            let (reply, answer) = oneshot::channel();
+            if consumer.send(Command::Close { reply }).await.is_ok() {
+                let _ = answer.await;
+            }
+        }
+        let producers: Vec<_> = self.producers.lock().await.drain().collect();
+        for (topic, producer) in producers {
+            if let Err(e) = producer.lock().await.close().await {
+                tracing::debug!(target: "babelqueue::pulsar", topic, error = %e, "closing a producer failed");
+            }
+        }
+        Ok(())
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, PulsarError>>;
+
+enum Command {
+    Receive {
+        timeout: Duration,
+        reply: Reply<Option<Received>>,
+    },
+    Ack {
+        id: String,
+        reply: Reply<()>,
+    },
+    Nack {
+        id: String,
+        reply: Reply<()>,
+    },
+    Close {
+        reply: Reply<()>,
+    },
+}
+
+/// Redelivery counts are kept for this many message ids at most (acknowledged ids are
+/// forgotten at once; the map is cleared if nacked ids pile up past this).
+const SEEN_LIMIT: usize = 100_000;
+
+fn id_text(id: &MessageIdData) -> String {
+    format!(
+        "{}:{}:{}:{}",
+        id.ledger_id,
+        id.entry_id,
+        id.partition.unwrap_or(-1),
+        id.batch_index.unwrap_or(-1)
+    )
+}
+
+/// Owns one consumer: answers receive, ack and nack requests in turn, polling the stream only
+/// while a receive is waiting. It also counts how often it has handed out each message id (the
+/// redelivery count the `pulsar` crate does not expose).
+async fn run_consumer(
+    mut consumer: Consumer<Vec<u8>, TokioExecutor>,
+    topic: String,
+    mut commands: mpsc::Receiver<Command>,
+) {
+    let mut waiting: Option<(Instant, Reply<Option<Received>>)> = None;
+    let mut in_flight: HashMap<String, MessageIdData> = HashMap::new();
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    loop {
+        let deadline = waiting.as_ref().map_or_else(Instant::now, |(d, _)| *d);
+        tokio::select! {
+            biased;
+            command = commands.recv() => match command {
+                None => break,
+                Some(Command::Receive { timeout, reply }) => {
+                    if let Some((_, earlier)) = waiting.take() {
+                        let _ = earlier.send(Ok(None));
+                    }
+                    waiting = Some((Instant::now() + timeout, reply));
+                }
+                Some(Command::Ack { id, reply }) => {
+                    let result = match in_flight.remove(&id) {
+                        Some(message_id) => {
+                            seen.remove(&id);
+                            consumer
+                                .ack_with_id(&topic, message_id)
+                                .await
+                                .map_err(|e| PulsarError::from_client(&format!("acknowledging on {topic}"), &pulsar::Error::Consumer(e)))
+                        }
+                        None => Err(PulsarError::ForeignDelivery(format!("{id} is not in flight on {topic}"))),
+                    };
+                    let _ = reply.send(result);
+                }
+                Some(Command::Nack { id, reply }) => {
+                    let result = match in_flight.remove(&id) {
+                        Some(message_id) => consumer
+                            .nack_with_id(&topic, message_id)
+                            .await
+                            .map_err(|e| PulsarError::from_client(&format!("negatively acknowledging on {topic}"), &pulsar::Error::Consumer(e))),
+                        None => Err(PulsarError::ForeignDelivery(format!("{id} is not in flight on {topic}"))),
+                    };
+                    let _ = reply.send(result);
+                }
+                Some(Command::Close { reply }) => {
+                    if let Some((_, earlier)) = waiting.take() {
+                        let _ = earlier.send(Ok(None));
+                    }
+                    let result = consumer
+                        .close()
+                        .await
+                        .map_err(|e| PulsarError::from_client(&format!("closing the consumer of {topic}"), &e));
+                    let _ = reply.send(result);
+                    return;
+                }
+            },
+            next = consumer.next(), if waiting.is_some() => {
+                let Some((_, reply)) = waiting.take() else { continue };
+                match next {
+                    Some(Ok(message)) => {
+                        let id = id_text(&message.message_id.id);
+                        let redelivery_count = seen.get(&id).map_or(0, |n| n.saturating_add(1));
+                        if seen.len() >= SEEN_LIMIT {
+                            tracing::warn!(target: "babelqueue::pulsar", topic, "forgetting {} redelivery counts of messages nacked but never acknowledged here", seen.len());
+                            seen.clear();
+                        }
+                        seen.insert(id.clone(), redelivery_count);
+                        in_flight.insert(id.clone(), message.message_id.id.clone());
+                        let properties = message
+                            .payload
+                            .metadata
+                            .properties
+                            .iter()
+                            .map(|kv| (kv.key.clone(), kv.value.clone()))
+                            .collect();
+                        let _ = reply.send(Ok(Some(Received {
+                            payload: message.payload.data,
+                            properties,
+                            redelivery_count,
+                            id: MessageRef { topic: topic.clone(), id },
+                        })));
+                    }
+                    Some(Err(e)) => {
+                        let _ = reply.send(Err(PulsarError::from_client(&format!("receiving from {topic}"), &e)));
+                    }
+                    None => {
+                        let _ = reply.send(Err(PulsarError::Connection(format!("the consumer stream of {topic} ended"))));
+                        return;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(deadline), if waiting.is_some() => {
+                if let Some((_, reply)) = waiting.take() {
+                    let _ = reply.send(Ok(None));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! An in-memory [`PulsarClient`] that records what the transport does: for tests, the
+//! conformance runner and broker-free demos.
+//!
+//! Messages are queued per topic; a received message stays in flight until it is acked (gone)
+//! or nacked (queued again with its redelivery count raised, as on a Shared subscription).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::TransportError> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use babelqueue_core::Transport;
+//! use babelqueue_transport_pulsar::{PulsarTransport, fake::FakePulsar};
+//!
+//! let fake = Arc::new(FakePulsar::new());
+//! let transport = PulsarTransport::with_client(fake.clone());
+//! transport.publish("orders", br#"{"job":"urn:x","attempts":0}"#).await?;
+//! assert_eq!(fake.sent()[0].properties["bq-job"], "urn:x");
+//! let delivery = transport.pop("orders", Duration::from_millis(10)).await?.unwrap();
+//! transport.ack(&delivery).await?;
+//! assert_eq!(fake.acked().len(), 1);
+//! # Ok(()) }
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::client::{MessageRef, PulsarClient, Received};
+use crate::error::PulsarError;
+use crate::projection::Properties;
+
+/// One message the transport sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The topic.
+    pub topic: String,
+    /// The payload.
+    pub payload: Vec<u8>,
+    /// The properties.
+    pub properties: Properties,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queued: HashMap<String, VecDeque<Received>>,
+    in_flight: HashMap<MessageRef, Received>,
+    sent: Vec<Sent>,
+    acked: Vec<MessageRef>,
+    nacked: Vec<MessageRef>,
+    failing: HashSet<String>,
+    next_id: u64,
+}
+
+/// The fake client. Sends also enqueue the message on its topic, so a publish can be
+/// consumed.
+#[derive(Debug, Default)]
+pub struct FakePulsar {
+    state: Mutex<State>,
+}
+
+impl FakePulsar {
+    /// An empty fake.
+    pub fn new() -> FakePulsar {
+        FakePulsar::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues a message on `topic` as a producer elsewhere would have sent it, with the
+    /// broker's redelivery count.
+    pub fn deliver(
+        &self,
+        topic: &str,
+        payload: impl Into<Vec<u8>>,
+        properties: Properties,
+        redelivery_count: u32,
+    ) -> MessageRef {
+        let mut state = self.state();
+        state.next_id += 1;
+        let id = MessageRef {
+            topic: topic.to_owned(),
+            id: format!("{}:0:-1:-1", state.next_id),
+        };
+        state
+            .queued
+            .entry(topic.to_owned())
+            .or_default()
+            .push_back(Received {
+                payload: payload.into(),
+                properties,
+                redelivery_count,
+                id: id.clone(),
+            });
+        id
+    }
+
+    /// Makes every send to `topic` fail (a broken dead-letter topic).
+    pub fn fail_sends_to(&self, topic: &str) {
+        self.state().failing.insert(topic.to_owned());
+    }
+
+    /// Every message sent, in order.
+    pub fn sent(&self) -> Vec<Sent> {
+        self.state().sent.clone()
+    }
+
+    /// The messages sent to `topic`.
+    pub fn sent_to(&self, topic: &str) -> Vec<Sent> {
+        self.state()
+            .sent
+            .iter()
+            .filter(|s| s.topic == topic)
+            .cloned()
+            .collect()
+    }
+
+    /// Every ack, in order.
+    pub fn acked(&self) -> Vec<MessageRef> {
+        self.state().acked.clone()
+    }
+
+    /// Every nack, in order.
+    pub fn nacked(&self) -> Vec<MessageRef> {
+        self.state().nacked.clone()
+    }
+
+    /// Messages received and not settled yet.
+    pub fn in_flight(&self) -> usize {
+        self.state().in_flight.len()
+    }
+
+    /// Messages waiting on `topic`.
+    pub fn queued(&self, topic: &str) -> usize {
+        self.state().queued.get(topic).map_or(0, VecDeque::len)
+    }
+}
+
+#[async_trait]
+impl PulsarClient for FakePulsar {
+    async fn send(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+    ) -> Result<(), PulsarError> {
+        if self.state().failing.contains(topic) {
+            return Err(PulsarError::Connection(format!(
+                "injected failure sending to {topic}"
+            )));
+        }
+        self.state().sent.push(Sent {
+            topic: topic.to_owned(),
+            payload: payload.to_vec(),
+            properties: properties.clone(),
+        });
+        self.deliver(topic, payload, properties, 0);
+        Ok(())
+    }
+
+    async fn receive(
+        &self,
+        topic: &str,
+        _timeout: Duration,
+    ) -> Result<Option<Received>, PulsarError> {
+        let mut state = self.state();
+        let Some(message) = state.queued.get_mut(topic).and_then(VecDeque::pop_front) else {
+            return Ok(None);
+        };
+        state.in_flight.insert(message.id.clone(), message.clone());
+        Ok(Some(message))
+    }
+
+    async fn ack(&self, message: &MessageRef) -> Result<(), PulsarError> {
+        let mut state = self.state();
+        if state.in_flight.remove(message).is_none() {
+            return Err(PulsarError::ForeignDelivery(format!(
+                "{} is not in flight",
+                message.id
+            )));
+        }
+        state.acked.push(message.clone());
+        Ok(())
+    }
+
+    async fn nack(&self, message: &MessageRef) -> Result<(), PulsarError> {
+        let mut state = self.state();
+        let Some(mut received) = state.in_flight.remove(message) else {
+            return Err(PulsarError::ForeignDelivery(format!(
+                "{} is not in flight",
+                message.id
+            )));
+        };
+        state.nacked.push(message.clone());
+        received.redelivery_count += 1;
+        state
+            .queued
+            .entry(message.topic.clone())
+            .or_default()
+            .push_back(received);
+        Ok(())
+    }
+}

@@ -1,0 +1,446 @@
+//! Apache Pulsar transport for BabelQueue.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use babelqueue_core::{App, Consume, Context, HandlerError};
+//! use babelqueue_transport_pulsar::PulsarTransport;
+//!
+//! let transport = PulsarTransport::connect("pulsar://127.0.0.1:6650").await?;
+//! let app = App::builder(transport)
+//!     .queue("orders")
+//!     .dead_letter(true)
+//!     .handle("urn:babel:orders:created", |ctx: Context| async move {
+//!         tracing::info!(data = %ctx.data(), "order received");
+//!         Ok::<(), HandlerError>(())
+//!     })
+//!     .build()?;
+//! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+//! app.consume(Consume::new().max_messages(1)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What goes on the wire
+//!
+//! The payload is the envelope, byte for byte. Beside it, string message properties a peer can
+//! route on without parsing the body ([`projection::properties`]): `bq-job` (the URN),
+//! `bq-trace-id`, `bq-message-id` (`meta.id`), `bq-schema-version`, `bq-source-lang` and
+//! `bq-attempts` (0 when the body has none). A body that is not a JSON object gets no
+//! property. No event time is set; Pulsar stamps the publish time.
+//!
+//! # Consuming
+//!
+//! One Shared subscription named `babelqueue` per topic ([`NativeClient`]); receive, handle,
+//! individual ack. For each message ([`projection::consume`]):
+//!
+//! 1. the schema-version gate reads `bq-schema-version` before anything is decoded: absent,
+//!    ASCII-blank or exactly `"1"` decodes; anything else is handed to the runtime raw under
+//!    [`Route::Gated`] (never decoded, handled or retried);
+//! 2. a non-blank `bq-job` (trimmed of ASCII whitespace) is the URN the runtime routes on
+//!    ([`Route::Urn`]), but only for a body with an identity of
+//!    its own; the body is never rewritten for routing;
+//! 3. `attempts` = `bq-attempts` when it is plain digits within a signed 32-bit int, else the
+//!    body's, raised to the 0-based redelivery count (no -1). It is written into the body only
+//!    when the body already holds an integer `attempts` and the value changes.
+//!
+//! # Settling
+//!
+//! * retry and release: a copy is re-published (`attempts + 1`, `bq-attempts` with it, `bq-job`
+//!   pinned to the delivery's route through [`RoutedPublisher`]), then the original is acked;
+//!   the back-off delay is not honoured (as in the reference SDK);
+//! * dead-letter: the record goes to `<queue>.dlq` (`topic_prefix` + `<queue>.dlq`), then ack;
+//! * a gated delivery re-published anywhere keeps its original `bq-schema-version` and `bq-job`
+//!   (the reserved route is never written), so a DLQ copy or a redrive meets the same gate;
+//! * [`Rewinder`]: a failed dead-letter write or retry publish, and a graceful shutdown, nack
+//!   the message (the runtime then pauses 1 s, because the crate's nack redelivers at once).
+//!
+//! Capabilities: [`RoutedPublisher`], [`Rewinder`], [`DeliveryCounter`] (`max(bq-attempts,
+//! redelivery count)`, which counts poison bodies). No header publisher (traceparent is not
+//! carried), no native settle, no delayed publish.
+//!
+//! # URL and options
+//!
+//! `pulsar://host:6650` or `pulsar+ssl://host:6651` (TLS through rustls with the aws-lc-rs
+//! provider and the webpki roots), passed to the client as it is; there are no query
+//! parameters. [`PulsarTransport::builder`] sets the rest: `topic_prefix` (default empty, e.g.
+//! `persistent://public/default/`), the subscription name, the connect timeout, and extra CA
+//! certificates to trust for a privately signed broker certificate (default: the PEM file the
+//! `BQ_PULSAR_TLS_TRUST_CERTS` environment variable names, so `connect(url)` and the CLI can
+//! use it too).
+//!
+//! # Limits and deviations from the reference SDK (Python 1.24.0)
+//!
+//! * **The redelivery count.** The `pulsar` crate (6.9) reads `CommandMessage.redelivery_count`
+//!   but does not hand it to the application (`consumer::Message` has only the topic, the
+//!   payload and the id). [`NativeClient`] therefore counts redeliveries itself: it remembers
+//!   how many times its consumer has received each message id, and forgets an id once it is
+//!   acknowledged. That equals the broker's count for every redelivery this process sees
+//!   (a nack, an ack timeout, a reconnect). It does not see redeliveries that went to another
+//!   consumer process, and it starts again from 0 after a restart. Nothing is lost by that:
+//!   the runtime's own retries carry the authoritative count in `bq-attempts` and the body, so
+//!   the max-attempts limit holds; only nack-driven redeliveries seen by other processes are
+//!   not counted. The pure reconciliation ([`projection::consume`]) takes the count as an
+//!   argument and is tested with counts above 0.
+//! * A new `babelqueue` subscription starts at the earliest retained message (the Pulsar
+//!   client default is the latest), so messages published before the first consumer
+//!   subscribed are not skipped. [`ClientOptions::initial_position_earliest`] turns it off.
+//! * A body whose `attempts` is not an integer is published without `bq-attempts` (the
+//!   reference raises and the re-publish fails).
+//! * The crate's own dead-letter policy is never enabled: it would move messages to a topic
+//!   of its own and bypass BabelQueue's dead-letter records.
+//!
+//! # Testing
+//!
+//! [`PulsarTransport::with_client`] takes any [`PulsarClient`], so the transport, with the real
+//! runtime in front, runs against an in-memory fake (the unit tests and the conformance
+//! runner). `tests/it.rs` runs against a real Pulsar standalone broker
+//! (`scripts/brokers.sh up pulsar`; URL in `BQ_PULSAR_URL`).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use babelqueue_core::{
+    Delivery, DeliveryCounter, Rewinder, Route, RoutedPublisher, Transport, TransportError,
+};
+
+pub mod client;
+mod error;
+pub mod fake;
+pub mod projection;
+
+pub use client::{
+    ClientOptions, MessageRef, NativeClient, PulsarClient, Received, TLS_TRUST_CERTS_ENV,
+};
+pub use error::{PulsarError, PulsarErrorKind};
+pub use projection::Properties;
+
+const LOG: &str = "babelqueue::pulsar";
+
+/// What the transport keeps with each delivery: the message handle and the reconciled count.
+#[derive(Debug, Clone)]
+struct Handle {
+    message: MessageRef,
+    native_attempts: i64,
+}
+
+/// The Pulsar transport. Cheap to clone (the client is shared).
+#[derive(Clone)]
+pub struct PulsarTransport {
+    client: Arc<dyn PulsarClient>,
+    topic_prefix: String,
+}
+
+impl fmt::Debug for PulsarTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PulsarTransport")
+            .field("client", &self.client)
+            .field("topic_prefix", &self.topic_prefix)
+            .finish()
+    }
+}
+
+/// Builds a [`PulsarTransport`] with options.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Builder {
+    url: String,
+    topic_prefix: String,
+    options: ClientOptions,
+}
+
+impl Builder {
+    /// The prefix every queue name is given to form its topic (default empty; for example
+    /// `persistent://public/default/`).
+    pub fn topic_prefix(mut self, prefix: impl Into<String>) -> Builder {
+        self.topic_prefix = prefix.into();
+        self
+    }
+
+    /// The subscription name (default `babelqueue`; never random).
+    pub fn subscription(mut self, name: impl Into<String>) -> Builder {
+        self.options.subscription = name.into();
+        self
+    }
+
+    /// Whether a new subscription starts at the earliest retained message (default `true`).
+    pub fn initial_position_earliest(mut self, earliest: bool) -> Builder {
+        self.options.initial_position_earliest = earliest;
+        self
+    }
+
+    /// How long connecting may take before it is reported as a connection error (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Builder {
+        self.options.connect_timeout = timeout;
+        self
+    }
+
+    /// A PEM file of extra CA certificates to trust for `pulsar+ssl://` (default: the file
+    /// `BQ_PULSAR_TLS_TRUST_CERTS` names, if set; the webpki roots are always trusted).
+    pub fn tls_trust_certs_file(mut self, path: impl Into<std::path::PathBuf>) -> Builder {
+        self.options.tls_trust_certs_file = Some(path.into());
+        self
+    }
+
+    /// Connects.
+    pub async fn connect(self) -> Result<PulsarTransport, PulsarError> {
+        let client = NativeClient::connect(&self.url, self.options).await?;
+        Ok(PulsarTransport::with_client(Arc::new(client)).with_topic_prefix(self.topic_prefix))
+    }
+}
+
+/// Checks that `url` is a Pulsar URL with a host.
+pub fn validate_url(url: &str) -> Result<(), PulsarError> {
+    let rest = url
+        .strip_prefix("pulsar://")
+        .or_else(|| url.strip_prefix("pulsar+ssl://"))
+        .ok_or_else(|| {
+            PulsarError::Config(format!("{url:?} is not a pulsar:// or pulsar+ssl:// URL"))
+        })?;
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    if host.is_empty() {
+        return Err(PulsarError::Config(format!("{url:?} names no host")));
+    }
+    Ok(())
+}
+
+impl PulsarTransport {
+    /// Connects to `url` with the default options.
+    pub async fn connect(url: &str) -> Result<PulsarTransport, PulsarError> {
+        PulsarTransport::builder(url)?.connect().await
+    }
+
+    /// Starts building a transport for `url` (checked here, connected by
+    /// [`Builder::connect`]).
+    pub fn builder(url: &str) -> Result<Builder, PulsarError> {
+        validate_url(url)?;
+        Ok(Builder {
+            url: url.to_owned(),
+            topic_prefix: String::new(),
+            options: ClientOptions::default(),
+        })
+    }
+
+    /// A transport over any client (a fake in tests).
+    pub fn with_client(client: Arc<dyn PulsarClient>) -> PulsarTransport {
+        PulsarTransport {
+            client,
+            topic_prefix: String::new(),
+        }
+    }
+
+    /// Sets the topic prefix.
+    #[must_use]
+    pub fn with_topic_prefix(mut self, prefix: impl Into<String>) -> PulsarTransport {
+        self.topic_prefix = prefix.into();
+        self
+    }
+
+    /// The topic of `queue`: prefix + queue.
+    pub fn topic(&self, queue: &str) -> String {
+        format!("{}{queue}", self.topic_prefix)
+    }
+
+    fn handle(delivery: &Delivery) -> Result<&Handle, TransportError> {
+        delivery.handle::<Handle>().ok_or_else(|| {
+            PulsarError::ForeignDelivery(format!(
+                "a delivery from queue {:?} carries no Pulsar handle",
+                delivery.queue()
+            ))
+            .into()
+        })
+    }
+
+    async fn send(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: Properties,
+    ) -> Result<(), TransportError> {
+        self.client
+            .send(&self.topic(queue), body, properties)
+            .await
+            .map_err(Into::into)
+    }
+}
+
+#[async_trait]
+impl Transport for PulsarTransport {
+    fn name(&self) -> &'static str {
+        "pulsar"
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        self.send(queue, body, projection::properties(body)).await
+    }
+
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        let timeout = if timeout.is_zero() {
+            Duration::from_secs(1)
+        } else {
+            timeout
+        };
+        let Some(received) = self.client.receive(&self.topic(queue), timeout).await? else {
+            return Ok(None);
+        };
+        let consumed = projection::consume(
+            &received.payload,
+            &received.properties,
+            received.redelivery_count,
+        );
+        if let Route::Gated { declared, .. } = &consumed.route {
+            tracing::warn!(target: LOG, queue, declared = %declared,
+                "A Pulsar message on queue {queue:?} declares bq-schema-version {declared:?}, which this consumer does not support (supported: 1); not decoding it");
+        }
+        let body = consumed.body.into_owned();
+        let handle = Handle {
+            message: received.id,
+            native_attempts: consumed.native_attempts,
+        };
+        Ok(Some(
+            Delivery::new(queue, body)
+                .with_route(consumed.route)
+                .with_handle(handle),
+        ))
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let handle = Self::handle(delivery)?;
+        self.client.ack(&handle.message).await.map_err(Into::into)
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        self.client.close().await.map_err(Into::into)
+    }
+
+    fn routed_publisher(&self) -> Option<&dyn RoutedPublisher> {
+        Some(self)
+    }
+
+    fn rewinder(&self) -> Option<&dyn Rewinder> {
+        Some(self)
+    }
+
+    fn delivery_counter(&self) -> Option<&dyn DeliveryCounter> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RoutedPublisher for PulsarTransport {
+    async fn publish_routed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        route: &Route,
+    ) -> Result<(), TransportError> {
+        self.send(queue, body, projection::routed_properties(body, route))
+            .await
+    }
+}
+
+#[async_trait]
+impl Rewinder for PulsarTransport {
+    async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let handle = Self::handle(delivery)?;
+        self.client.nack(&handle.message).await.map_err(Into::into)
+    }
+}
+
+impl DeliveryCounter for PulsarTransport {
+    fn native_attempts(&self, delivery: &Delivery) -> i64 {
+        delivery.handle::<Handle>().map_or(0, |h| h.native_attempts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use babelqueue_core::{App, Consume, Context, HandlerError};
+
+    use super::*;
+    use crate::fake::FakePulsar;
+
+    const URN: &str = "urn:babel:orders:created";
+    const BODY: &[u8] = br#"{"job":"urn:babel:orders:created","data":{},"attempts":0}"#;
+
+    fn setup() -> (Arc<FakePulsar>, PulsarTransport) {
+        let fake = Arc::new(FakePulsar::new());
+        (
+            fake.clone(),
+            PulsarTransport::with_client(fake).with_topic_prefix("persistent://public/default/"),
+        )
+    }
+
+    fn app(transport: PulsarTransport) -> babelqueue_core::AppBuilder {
+        App::builder(transport)
+            .queue("orders")
+            .poll_timeout(Duration::from_millis(5))
+            .rewind_pause(Duration::ZERO)
+    }
+
+    async fn run(app: &App) {
+        app.consume(Consume::new().max_messages(1).handle_signals(false))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn topics_carry_the_prefix() {
+        let (fake, transport) = setup();
+        transport.publish("orders", BODY).await.unwrap();
+        assert_eq!(fake.sent()[0].topic, "persistent://public/default/orders");
+    }
+
+    #[tokio::test]
+    async fn a_failed_retry_publish_nacks_the_original() {
+        let (fake, transport) = setup();
+        fake.deliver(
+            "persistent://public/default/orders",
+            BODY,
+            Properties::new(),
+            0,
+        );
+        fake.fail_sends_to("persistent://public/default/orders");
+        let app = app(transport)
+            .handle(URN, |_ctx: Context| async {
+                Err::<(), _>(HandlerError::new("boom"))
+            })
+            .build()
+            .unwrap();
+        run(&app).await;
+        assert!(fake.acked().is_empty());
+        assert_eq!(fake.nacked().len(), 1);
+        assert_eq!(
+            fake.queued("persistent://public/default/orders"),
+            1,
+            "it comes back"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_poison_dlq_write_nacks_and_the_next_delivery_is_counted() {
+        let (fake, transport) = setup();
+        fake.deliver(
+            "persistent://public/default/orders",
+            b"not json".to_vec(),
+            Properties::new(),
+            0,
+        );
+        fake.fail_sends_to("persistent://public/default/orders.dlq");
+        let app = app(transport.clone()).dead_letter(true).build().unwrap();
+        run(&app).await;
+        assert_eq!(fake.nacked().len(), 1);
+        let again = transport
+            .pop("orders", Duration::from_millis(5))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(transport.native_attempts(&again), 1);
+    }
+}

@@ -1,0 +1,698 @@
+//! Integration tests against a real Pulsar broker: `scripts/brokers.sh up pulsar` starts a
+//! standalone one on 127.0.0.1:6650; the URL comes from `BQ_PULSAR_URL`.
+//!
+//! Without a reachable broker every test prints `SKIPPED: pulsar not reachable` and returns,
+//! unless `BQ_REQUIRE_BROKERS` is set (CI), where it fails. Each test uses its own topics.
+
+#![allow(clippy::print_stdout, clippy::print_stderr, missing_docs)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use babelqueue_core::{
+    App, Consume, Context, DeliveryCounter, HandlerError, Rewinder, Route, Transport,
+};
+use babelqueue_transport_pulsar::{
+    ClientOptions, NativeClient, Properties, PulsarClient, PulsarTransport, projection,
+};
+use serde_json::Value;
+
+const URN: &str = "urn:babel:orders:created";
+
+fn url() -> String {
+    std::env::var("BQ_PULSAR_URL").unwrap_or_else(|_| "pulsar://127.0.0.1:6650".to_owned())
+}
+
+fn required() -> bool {
+    std::env::var_os("BQ_REQUIRE_BROKERS").is_some()
+}
+
+/// A client on its own subscription, for inspecting topics; `None` (after a loud SKIPPED line)
+/// when the broker is unreachable and not required.
+async fn inspector() -> Option<NativeClient> {
+    let options = ClientOptions {
+        subscription: "it-inspect".to_owned(),
+        connect_timeout: Duration::from_secs(3),
+        ..ClientOptions::default()
+    };
+    match NativeClient::connect(&url(), options).await {
+        Ok(client) => Some(client),
+        Err(e) if required() => panic!(
+            "BQ_REQUIRE_BROKERS is set but Pulsar at {} is not reachable: {e}",
+            url()
+        ),
+        Err(e) => {
+            println!("SKIPPED: pulsar not reachable at {} ({e})", url());
+            None
+        }
+    }
+}
+
+async fn transport() -> PulsarTransport {
+    PulsarTransport::connect(&url())
+        .await
+        .expect("the broker answered the inspector, so the transport connects")
+}
+
+fn unique(name: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "it-{name}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn envelope(queue: &str, attempts: i64) -> Vec<u8> {
+    let mut e = babelqueue_core::Envelope::builder(URN)
+        .queue(queue)
+        .data(&serde_json::json!({"order_id": 1042}))
+        .build()
+        .unwrap();
+    e.set_attempts(attempts);
+    e.encode().unwrap().into_bytes()
+}
+
+async fn receive(client: &NativeClient, topic: &str) -> babelqueue_transport_pulsar::Received {
+    for _ in 0..20 {
+        if let Some(m) = client.receive(topic, Duration::from_secs(1)).await.unwrap() {
+            client.ack(&m.id).await.unwrap();
+            return m;
+        }
+    }
+    panic!("nothing arrived on {topic}");
+}
+
+fn app(transport: PulsarTransport, queue: &str) -> babelqueue_core::AppBuilder {
+    App::builder(transport)
+        .queue(queue)
+        .poll_timeout(Duration::from_millis(500))
+        .rewind_pause(Duration::from_millis(50))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_projects_string_properties_and_keeps_the_body_byte_for_byte() {
+    let Some(inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("projection");
+    let body = envelope(&queue, 0);
+    transport().await.publish(&queue, &body).await.unwrap();
+    let got = receive(&inspect, &queue).await;
+    assert_eq!(got.payload, body);
+    assert_eq!(got.properties, projection::properties(&body));
+    assert_eq!(got.properties["bq-job"], URN);
+    assert_eq!(got.properties["bq-attempts"], "0");
+    assert_eq!(got.properties["bq-schema-version"], "1");
+    assert_eq!(got.properties["bq-source-lang"], "rust");
+    assert_eq!(got.properties.len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_handler_is_retried_by_republish_then_dead_lettered() {
+    let Some(inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("retry");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let transport = transport().await;
+    let app = app(transport.clone(), &queue)
+        .max_attempts(2)
+        .dead_letter(true)
+        .handle(URN, move |ctx: Context| {
+            let s = s.clone();
+            async move {
+                s.lock().unwrap().push(ctx.attempts());
+                Err::<(), _>(HandlerError::new("payment service down"))
+            }
+        })
+        .build()
+        .unwrap();
+    app.publish(URN, &serde_json::json!({"order_id": 1}))
+        .await
+        .unwrap();
+    let summary = app
+        .consume(Consume::new().max_messages(2).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 2);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![0, 1],
+        "the retry carried attempts 1"
+    );
+    let record = receive(&inspect, &format!("{queue}.dlq")).await;
+    let doc: Value = serde_json::from_slice(&record.payload).unwrap();
+    assert_eq!(doc["dead_letter"]["reason"], "failed");
+    assert_eq!(doc["dead_letter"]["attempts"], 2);
+    assert_eq!(doc["dead_letter"]["error"], "payment service down");
+    assert_eq!(record.properties["bq-attempts"], "2");
+    assert_eq!(record.properties["bq-job"], URN);
+    // nothing is left behind on the work queue
+    assert!(
+        transport
+            .pop(&queue, Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bq_job_property_routes_and_is_pinned_on_the_retry() {
+    let Some(inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("routing");
+    let body = envelope(&queue, 0); // the body says urn:babel:orders:created
+    let mut props = projection::properties(&body);
+    props.insert("bq-job".into(), " urn:babel:orders:routed ".into());
+    inspect.send(&queue, &body, props).await.unwrap();
+    let routed = Arc::new(Mutex::new(Vec::new()));
+    let body_urn_calls = Arc::new(AtomicUsize::new(0));
+    let (r, b) = (routed.clone(), body_urn_calls.clone());
+    let app = app(transport().await, &queue)
+        .max_attempts(3)
+        .handle("urn:babel:orders:routed", move |ctx: Context| {
+            let r = r.clone();
+            async move {
+                let first = r.lock().unwrap().is_empty();
+                r.lock()
+                    .unwrap()
+                    .push((ctx.attempts(), ctx.urn().into_owned()));
+                if first {
+                    Err(HandlerError::new("once"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .handle(URN, move |_ctx: Context| {
+            let b = b.clone();
+            async move {
+                b.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    app.consume(Consume::new().max_messages(2).handle_signals(false))
+        .await
+        .unwrap();
+    let routed = routed.lock().unwrap().clone();
+    assert_eq!(routed.len(), 2, "{routed:?}");
+    assert_eq!(routed[0].0, 0);
+    assert_eq!(
+        routed[1].0, 1,
+        "the retry hop kept the routed URN and counted"
+    );
+    assert_eq!(body_urn_calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_gated_message_is_dead_lettered_raw_with_its_gate_properties() {
+    let Some(inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("gate");
+    let body = b"{\n  \"job\": \"urn:babelqueue:order.created\", \"n\": 1E2 }\n".to_vec();
+    let mut props = Properties::new();
+    props.insert("bq-schema-version".into(), "2".into());
+    props.insert("bq-job".into(), "urn:babelqueue:order.created".into());
+    inspect.send(&queue, &body, props).await.unwrap();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let h = handled.clone();
+    let app = app(transport().await, &queue)
+        .dead_letter(true)
+        .handle("urn:babelqueue:order.created", move |_ctx: Context| {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    app.consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(handled.load(Ordering::SeqCst), 0);
+    let record = receive(&inspect, &format!("{queue}.dlq")).await;
+    assert_eq!(record.payload, body, "byte for byte, never re-encoded");
+    assert_eq!(record.properties["bq-schema-version"], "2");
+    assert_eq!(record.properties["bq-job"], "urn:babelqueue:order.created");
+    assert!(
+        !record
+            .properties
+            .values()
+            .any(|v| v.starts_with("babelqueue:unsupported"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_utf8_reaches_the_dlq_with_its_exact_bytes() {
+    let Some(inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("poison");
+    let body = b"\xff\xfe{\"job\":1}".to_vec();
+    inspect
+        .send(&queue, &body, Properties::new())
+        .await
+        .unwrap();
+    let app = app(transport().await, &queue)
+        .dead_letter(true)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    app.consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    let record = receive(&inspect, &format!("{queue}.dlq")).await;
+    let doc: Value = serde_json::from_slice(&record.payload).unwrap();
+    assert_eq!(doc["raw_encoding"], "base64");
+    assert_eq!(doc["raw"], "//57ImpvYiI6MX0=");
+    assert_eq!(doc["dead_letter"]["reason"], "poison");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nack_brings_the_message_back_with_its_redelivery_counted() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("nack");
+    let transport = transport().await;
+    let body = envelope(&queue, 0);
+    transport.publish(&queue, &body).await.unwrap();
+    let first = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered");
+    assert_eq!(transport.native_attempts(&first), 0);
+    transport.rewind(&first).await.unwrap();
+    let second = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("redelivered after the nack");
+    assert_eq!(transport.native_attempts(&second), 1);
+    let doc: Value = serde_json::from_slice(second.body()).unwrap();
+    assert_eq!(
+        doc["attempts"], 1,
+        "reconciled: max(body 0, redelivery count 1)"
+    );
+    assert_eq!(second.route(), &Route::Urn(URN.to_owned()), "bq-job routes");
+    transport.ack(&second).await.unwrap();
+    assert!(
+        transport
+            .pop(&queue, Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Interop with the reference Python SDK (babelqueue 1.24.0 + pulsar-client)
+
+fn python() -> Option<PathBuf> {
+    let path = std::env::var_os("BQ_PYTHON").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python"),
+        PathBuf::from,
+    );
+    let ok = Command::new(&path)
+        .args(["-c", "import babelqueue.pulsar_transport, pulsar"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(path);
+    }
+    if required() {
+        panic!(
+            "BQ_REQUIRE_BROKERS is set but {} cannot import babelqueue and pulsar (scripts/brokers.sh up python pulsar installs them)",
+            path.display()
+        );
+    }
+    println!(
+        "SKIPPED: the reference Python SDK with pulsar-client is not installed at {}",
+        path.display()
+    );
+    None
+}
+
+fn driver(python: &PathBuf, args: &[&str]) -> Vec<Value> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("the Python driver runs");
+    assert!(
+        out.status.success(),
+        "driver {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{')) // pulsar-client logs to stdout too
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_publishes_and_rust_consumes() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let Some(python) = python() else { return };
+    let queue = unique("py-to-rust");
+    let transport = transport().await;
+    // subscribe first, so the subscription exists before anything is published
+    assert!(
+        transport
+            .pop(&queue, Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    driver(&python, &["publish", &url(), &queue, "3"]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let app = app(transport, &queue)
+        .handle(URN, move |ctx: Context| {
+            let s = s.clone();
+            async move {
+                s.lock().unwrap().push((
+                    ctx.data_as::<Value>().unwrap(),
+                    ctx.envelope().lang().map(|l| l.into_owned()),
+                ));
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    app.consume(Consume::new().max_messages(3).handle_signals(false))
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for (i, (data, lang)) in seen.iter().enumerate() {
+        assert_eq!(data["order_id"], i);
+        assert_eq!(lang.as_deref(), Some("python"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_publishes_and_python_consumes_including_a_retry() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let Some(python) = python() else { return };
+    let queue = unique("rust-to-py");
+    driver(&python, &["subscribe", &url(), &queue]);
+    let transport = transport().await;
+    let app = app(transport.clone(), &queue).build().unwrap();
+    for i in 0..2 {
+        app.publish(URN, &serde_json::json!({"order_id": i}))
+            .await
+            .unwrap();
+    }
+    // a retry hop written by Rust: attempts 1 in the body and in bq-attempts
+    let mut retried = babelqueue_core::Envelope::decode(&envelope(&queue, 1))
+        .unwrap()
+        .envelope;
+    retried.set_attempts(1);
+    transport
+        .publish(&queue, retried.encode().unwrap().as_bytes())
+        .await
+        .unwrap();
+    let lines = driver(&python, &["consume", &url(), &queue, "3"]);
+    let calls: Vec<&Value> = lines.iter().filter(|l| l.get("urn").is_some()).collect();
+    assert_eq!(calls.len(), 3, "{lines:?}");
+    assert!(calls.iter().all(|c| c["urn"] == URN && c["lang"] == "rust"));
+    assert_eq!(calls.iter().filter(|c| c["attempts"] == 1).count(), 1);
+}
+
+// ------------------------------------------------------------------------------------------
+// The `babelqueue` binary with the `pulsar` and `asb` features
+
+fn cli() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "babelqueue-cli",
+            "--features",
+            "pulsar,asb",
+        ])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the CLI failed");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    target.join("debug").join("babelqueue")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_publishes_and_consumes_pulsar_urls_and_routes_sb_urls_to_service_bus() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let bin = cli();
+    let queue = unique("cli");
+    let out = Command::new(&bin)
+        .args([
+            "publish",
+            &url(),
+            "--queue",
+            &queue,
+            "--urn",
+            URN,
+            "--data",
+            r#"{"order_id":7}"#,
+            "--count",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&bin)
+        .args([
+            "consume",
+            &url(),
+            "--queue",
+            &queue,
+            "--max",
+            "2",
+            "--idle-timeout",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["urn"] == URN && l["data"]["order_id"] == 7)
+    );
+
+    // sb:// reaches the Service Bus transport: no credentials is a clear configuration error …
+    let out = Command::new(&bin)
+        .env_remove("AZURE_SERVICEBUS_CONNECTION_STRING")
+        .args(["publish", "sb://127.0.0.1:9", "--queue", "q", "--urn", URN])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("invalid Azure Service Bus configuration")
+            && err.contains("AZURE_SERVICEBUS_CONNECTION_STRING"),
+        "{err}"
+    );
+    // … and an unreachable namespace is a clear connection error (loopback, nothing listens).
+    let out = Command::new(&bin)
+        .env(
+            "AZURE_SERVICEBUS_CONNECTION_STRING",
+            "Endpoint=sb://127.0.0.1:9/;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true",
+        )
+        .args(["consume", "servicebus://ignored.example", "--queue", "q", "--max", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("Azure Service Bus connection failed") && err.contains("127.0.0.1:9"),
+        "{err}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// pulsar+ssl:// (the local broker's TLS port, its certificate signed by a private test CA)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulsar_ssl_urls_round_trip_over_tls() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let (Ok(ssl_url), Ok(ca)) = (
+        std::env::var("BQ_PULSAR_SSL_URL"),
+        std::env::var(babelqueue_transport_pulsar::TLS_TRUST_CERTS_ENV),
+    ) else {
+        assert!(
+            !required(),
+            "BQ_REQUIRE_BROKERS is set but BQ_PULSAR_SSL_URL / BQ_PULSAR_TLS_TRUST_CERTS are not (eval \"$(scripts/brokers.sh env pulsar)\")"
+        );
+        println!("SKIPPED: BQ_PULSAR_SSL_URL and BQ_PULSAR_TLS_TRUST_CERTS are not set");
+        return;
+    };
+    assert!(ssl_url.starts_with("pulsar+ssl://"));
+    let queue = unique("tls");
+    // through `connect(url)`, which trusts the CA the environment names, as the CLI does
+    let transport = PulsarTransport::connect(&ssl_url).await.unwrap();
+    let app = app(transport, &queue)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    assert!(
+        app.transport()
+            .pop(&queue, Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    app.publish(URN, &serde_json::json!({"tls": true}))
+        .await
+        .unwrap();
+    let summary = app
+        .consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 1);
+
+    // without the private CA the broker's certificate is refused: TLS really is in use
+    let options = ClientOptions {
+        tls_trust_certs_file: None,
+        connect_timeout: Duration::from_secs(3),
+        ..ClientOptions::default()
+    };
+    let refused = NativeClient::connect(&ssl_url, options).await;
+    assert!(
+        refused.is_err(),
+        "a certificate from an unknown CA was accepted"
+    );
+    // and a trust file that cannot be read is a configuration error
+    let missing = PulsarTransport::builder(&ssl_url)
+        .unwrap()
+        .tls_trust_certs_file(
+            std::env::temp_dir().join(format!("bq-no-ca-{}.pem", std::process::id())),
+        )
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing.kind(),
+        babelqueue_transport_pulsar::PulsarErrorKind::Config
+    );
+    assert!(PathBuf::from(ca).exists());
+}
+
+// ------------------------------------------------------------------------------------------
+// The subscription, as the broker's admin API reports it
+
+/// `GET path` on the broker's admin HTTP port (`BQ_PULSAR_ADMIN`, default 127.0.0.1:8080).
+fn admin_get(path: &str) -> Value {
+    use std::io::{Read, Write};
+    let addr = std::env::var("BQ_PULSAR_ADMIN").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+    let mut stream = std::net::TcpStream::connect(&addr).expect("the admin port answers");
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
+        "{head}"
+    );
+    serde_json::from_str(body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_share_one_subscription_named_babelqueue() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("subscription");
+    let first = transport().await;
+    let second = transport().await;
+    for t in [&first, &second] {
+        assert!(
+            t.pop(&queue, Duration::from_millis(200))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    let stats = admin_get(&format!(
+        "/admin/v2/persistent/public/default/{queue}/stats"
+    ));
+    let subscriptions = stats["subscriptions"].as_object().unwrap();
+    assert_eq!(
+        subscriptions.keys().collect::<Vec<_>>(),
+        ["babelqueue"],
+        "{stats}"
+    );
+    let babelqueue = &subscriptions["babelqueue"];
+    assert_eq!(babelqueue["type"], "Shared");
+    assert_eq!(
+        babelqueue["consumers"].as_array().unwrap().len(),
+        2,
+        "two consumers, one subscription"
+    );
+    // Shared: both consumers get messages from the one subscription, none twice.
+    for i in 0..10 {
+        first
+            .publish(&queue, &envelope(&format!("{queue}-{i}"), 0))
+            .await
+            .unwrap();
+    }
+    let mut got = 0;
+    for t in [&first, &second].into_iter().cycle().take(40) {
+        if let Some(d) = t.pop(&queue, Duration::from_millis(200)).await.unwrap() {
+            t.ack(&d).await.unwrap();
+            got += 1;
+        }
+        if got == 10 {
+            break;
+        }
+    }
+    assert_eq!(got, 10);
+}

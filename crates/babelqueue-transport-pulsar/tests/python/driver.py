@@ -1,0 +1,59 @@
+"""Drives the reference Python SDK (babelqueue 1.24.0, PulsarTransport) against a local Pulsar
+broker, for the Rust transport's interop tests and benchmark.
+
+    driver.py publish URL QUEUE COUNT      publish COUNT envelopes; print {"seconds": s}
+    driver.py consume URL QUEUE COUNT      consume COUNT messages with a handler for
+                                           urn:babel:orders:created; print one JSON line per
+                                           handler call, then {"seconds": s}
+    driver.py subscribe URL QUEUE          create the `babelqueue` subscription, then exit
+"""
+
+import json
+import sys
+import time
+
+from babelqueue import BabelQueue
+from babelqueue.pulsar_transport import PulsarTransport
+
+URN = "urn:babel:orders:created"
+
+
+def main() -> int:
+    mode, url, queue = sys.argv[1], sys.argv[2], sys.argv[3]
+    count = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    transport = PulsarTransport(url)
+    app = BabelQueue(transport=transport, queue=queue, dead_letter=True)
+    try:
+        if mode == "subscribe":
+            transport.pop(queue, timeout=0.2)
+            return 0
+        if mode == "publish":
+            started = time.perf_counter()
+            for i in range(count):
+                app.publish(URN, {"order_id": i, "lang": "python"})
+            print(json.dumps({"seconds": time.perf_counter() - started}), flush=True)
+            return 0
+        if mode == "consume":
+            seen = []
+
+            def handle(data, meta, envelope):
+                seen.append({"urn": envelope.get("job"), "attempts": envelope.get("attempts"),
+                             "data": data, "lang": meta.get("lang")})
+
+            app.register(URN, handle)
+            started = time.perf_counter()
+            while len(seen) < count and time.perf_counter() - started < 60:
+                app.consume(max_messages=count - len(seen), timeout=2.0, handle_signals=False)
+            elapsed = time.perf_counter() - started
+            for line in seen:
+                print(json.dumps(line), flush=True)
+            print(json.dumps({"seconds": elapsed}), flush=True)
+            return 0 if len(seen) == count else 1
+        print(f"unknown mode {mode}", file=sys.stderr)
+        return 2
+    finally:
+        transport.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
