@@ -140,6 +140,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let scheme = scheme_of(url);
     match scheme {
         "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        #[cfg(feature = "amqp")]
+        "amqp" | "amqps" => Ok(Arc::new(
+            babelqueue_transport_amqp::AmqpTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
