@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::{Case, Manifest};
 
+mod amqp;
 mod codec;
 mod core;
 mod own;
@@ -58,6 +59,12 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("codec_reemit", own::codec_reemit),
         core("verdict", own::verdict),
         core("make_shape", own::make_shape),
+        // RabbitMQ (AMQP 0-9-1): every section of scope `amqp`.
+        Runner {
+            section: "rabbitmq",
+            scope: "amqp",
+            run: amqp::property_projection,
+        },
     ]
 }
 
