@@ -127,8 +127,8 @@ impl LapinClient {
 #[async_trait]
 impl AmqpClient for LapinClient {
     async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError> {
-        let properties =
-            ConnectionProperties::default().with_connection_name(LongString::from(self.name.as_str()));
+        let properties = ConnectionProperties::default()
+            .with_connection_name(LongString::from(self.name.as_str()));
         let connection = tokio::time::timeout(
             self.connect_timeout,
             Connection::connect_uri(self.uri.clone(), properties),

@@ -162,7 +162,11 @@ mod tests {
                 TransportErrorKind::Connection,
                 true,
             ),
-            (AmqpError::StaleDelivery, TransportErrorKind::Connection, true),
+            (
+                AmqpError::StaleDelivery,
+                TransportErrorKind::Connection,
+                true,
+            ),
             (
                 AmqpError::Timeout("x".into()),
                 TransportErrorKind::Timeout,
@@ -173,7 +177,11 @@ mod tests {
                 TransportErrorKind::Rejected,
                 false,
             ),
-            (AmqpError::Url("x".into()), TransportErrorKind::Config, false),
+            (
+                AmqpError::Url("x".into()),
+                TransportErrorKind::Config,
+                false,
+            ),
             (
                 AmqpError::PropertyTooLong {
                     property: "type",

@@ -14,9 +14,12 @@ use lapin::types::FieldTable;
 use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming};
 use crate::error::AmqpError;
 
+/// A stored message: body and header table.
+pub(crate) type Stored = (Vec<u8>, Option<FieldTable>);
+
 #[derive(Debug, Default)]
 pub(crate) struct World {
-    pub(crate) queues: HashMap<String, VecDeque<(Vec<u8>, Option<FieldTable>)>>,
+    pub(crate) queues: HashMap<String, VecDeque<Stored>>,
     pub(crate) log: Vec<String>,
     pub(crate) down: bool,
     pub(crate) connects: u32,
@@ -96,7 +99,11 @@ impl FakeLink {
             let mut back = std::mem::take(&mut *self.unacked.lock().unwrap());
             back.sort_by_key(|(tag, _, _)| std::cmp::Reverse(*tag));
             for (_, queue, body) in back {
-                world.queues.entry(queue).or_default().push_front((body, None));
+                world
+                    .queues
+                    .entry(queue)
+                    .or_default()
+                    .push_front((body, None));
             }
         }
     }
@@ -273,7 +280,11 @@ impl FakeSettle {
 impl AmqpSettle for FakeSettle {
     async fn ack(&self) -> Result<(), AmqpError> {
         self.take()?;
-        self.world.lock().unwrap().log.push(format!("ack {}", self.queue));
+        self.world
+            .lock()
+            .unwrap()
+            .log
+            .push(format!("ack {}", self.queue));
         Ok(())
     }
     async fn requeue(&self) -> Result<(), AmqpError> {

@@ -109,6 +109,19 @@
 //! * Reconnection, with the stale-delivery rule above: the reference reconnects lazily on
 //!   the next call but has no back-off and no re-subscription (it polls).
 
+//!
+//! # Limits
+//!
+//! * No delay: the retry back-off is not applied and `publish_delayed` is refused (RabbitMQ
+//!   has no per-message delay without a plugin).
+//! * A retry copy carries the contract properties only: out-of-band headers such as
+//!   `traceparent` are not copied (as in every SDK).
+//! * The prefetch is channel-wide (`global=true`, one consumer per channel), which quorum
+//!   queues do not support; the transport declares classic queues.
+//! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier); the local test
+//!   broker has no TLS listener, so only the client side is exercised by the tests.
+//! * No `Browser`: `babelqueue dlq list` is not available on `amqp://`.
+
 mod client;
 mod error;
 #[cfg(test)]

@@ -221,7 +221,9 @@ fn value_json(value: &AMQPValue) -> Value {
         AMQPValue::ShortString(s) => json!(s.as_str()),
         AMQPValue::LongString(s) => json!(String::from_utf8_lossy(s.as_bytes())),
         AMQPValue::ByteArray(b) => json!(String::from_utf8_lossy(b.as_slice())),
-        AMQPValue::FieldArray(items) => Value::Array(items.as_slice().iter().map(value_json).collect()),
+        AMQPValue::FieldArray(items) => {
+            Value::Array(items.as_slice().iter().map(value_json).collect())
+        }
         AMQPValue::FieldTable(t) => Value::Object(
             t.inner()
                 .iter()
@@ -318,7 +320,8 @@ mod tests {
 
     #[test]
     fn wide_and_odd_values_keep_their_types() {
-        let body = br#"{"job":"urn:x","meta":{"schema_version":1,"lang":null},"attempts":4294967296}"#;
+        let body =
+            br#"{"job":"urn:x","meta":{"schema_version":1,"lang":null},"attempts":4294967296}"#;
         let props = properties(body, &Headers::new()).unwrap();
         let h = headers(&props);
         assert_eq!(h["x-attempts"], AMQPValue::LongLongInt(4_294_967_296));

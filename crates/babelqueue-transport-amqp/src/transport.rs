@@ -27,8 +27,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Delivery, HeaderPublisher, Headers, Rewinder, Route, SettlePublisher, Transport,
-    TransportError,
+    Delivery, HeaderPublisher, Headers, Rewinder, Route, SettlePublisher, Transport, TransportError,
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -257,7 +256,12 @@ impl Inner {
     fn backoff(&self, failures: u32) -> Duration {
         let min = self.options.reconnect_min.as_secs_f64();
         let max = self.options.reconnect_max.as_secs_f64();
-        let exp = min * 2f64.powi(i32::try_from(failures.saturating_sub(1)).unwrap_or(30).min(30));
+        let exp = min
+            * 2f64.powi(
+                i32::try_from(failures.saturating_sub(1))
+                    .unwrap_or(30)
+                    .min(30),
+            );
         let capped = exp.min(max);
         // Jitter in [50 %, 100 %] so a fleet of workers does not reconnect in lock step.
         Duration::from_secs_f64(capped * (0.5 + 0.5 * fastrand::f64()))
@@ -419,6 +423,8 @@ impl Inner {
                 Ok(sub)
             }
             Err(e) => {
+                // Declare again next time: the queue may have been deleted under us.
+                lock(&live.declared).remove(queue);
                 if e.connection_lost() || !live.link.is_open() {
                     self.lost(live.generation).await;
                 }
@@ -490,6 +496,9 @@ impl Inner {
                     };
                     if link_dead {
                         self.lost(sub.generation).await;
+                    } else if let Some(live) = self.supervisor.lock().await.live.clone() {
+                        // RabbitMQ cancels the consumer of a deleted queue: declare it again.
+                        lock(&live.declared).remove(queue);
                     }
                     tracing::warn!(target: LOG, queue, error = %e, "The consumer stopped; subscribing again");
                     if Instant::now() >= deadline {
@@ -627,7 +636,8 @@ mod tests {
     fn transport(fake: &FakeClient) -> AmqpTransport {
         AmqpTransport::with_client(
             Arc::new(fake.clone()),
-            AmqpOptions::default().reconnect_backoff(Duration::from_millis(10), Duration::from_millis(40)),
+            AmqpOptions::default()
+                .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(40)),
         )
     }
 
@@ -640,19 +650,30 @@ mod tests {
         let fake = FakeClient::default();
         let t = transport(&fake);
         t.publish("q", &body(1)).await.unwrap();
-        let first = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        let first = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         fake.kill_connections();
         // The delivery's channel is gone: its ack is refused locally, as a transient error.
         let err = t.ack(&first).await.unwrap_err();
         assert!(err.is_transient(), "{err}");
         // The broker requeued it; the next pop reconnects, declares again, re-subscribes.
-        let again = t.pop("q", Duration::from_millis(200)).await.unwrap().unwrap();
+        let again = t
+            .pop("q", Duration::from_millis(200))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(again.body(), first.body());
         t.ack(&again).await.unwrap();
         assert_eq!(t.reconnects(), 1);
         let world = fake.world();
         assert_eq!(world.connects, 2);
-        assert_eq!(world.declares, 2, "the queue is declared once per connection");
+        assert_eq!(
+            world.declares, 2,
+            "the queue is declared once per connection"
+        );
         assert!(world.queues["q"].is_empty());
     }
 
@@ -693,7 +714,10 @@ mod tests {
         fake.world().down = false;
         fake.world().nack_publishes_to.insert("q".into());
         let err = t.publish("q", &body(4)).await.unwrap_err();
-        assert!(!err.is_transient() && err.to_string().contains("negative publisher confirm"), "{err}");
+        assert!(
+            !err.is_transient() && err.to_string().contains("negative publisher confirm"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
@@ -703,13 +727,30 @@ mod tests {
         for n in 0..3 {
             fake.publish_raw("q", &body(n));
         }
-        let a = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        let a = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(t.prefetch_of("q"), Some(1));
-        let b = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
-        let c = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        let b = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        let c = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(t.prefetch_of("q"), Some(3));
         t.ack(&a).await.unwrap();
-        assert!(t.pop("q", Duration::from_millis(20)).await.unwrap().is_none());
+        assert!(
+            t.pop("q", Duration::from_millis(20))
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(t.prefetch_of("q"), Some(3), "a free slot does not raise it");
         t.ack(&b).await.unwrap();
         t.ack(&c).await.unwrap();
@@ -755,19 +796,37 @@ mod tests {
             .build()
             .unwrap();
         fake.publish_raw("q", &body(1));
-        let first = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        let first = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(app.dispatch(first).await, Outcome::Retried);
-        let second = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        let second = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(String::from_utf8_lossy(second.body()).contains(r#""attempts":1"#));
         fake.world().nack_publishes_to.insert("q.dlq".into());
         assert_eq!(app.dispatch(second).await, Outcome::Unsettled);
         assert_eq!(
             fake.world().log,
-            ["connect", "confirmed q", "ack q", "nacked q.dlq", "requeue q"],
+            [
+                "connect",
+                "confirmed q",
+                "ack q",
+                "nacked q.dlq",
+                "requeue q"
+            ],
             "the copy is confirmed before the ack; a refused dead-letter write acks nothing"
         );
         fake.world().nack_publishes_to.clear();
-        let third = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        let third = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(app.dispatch(third).await, Outcome::DeadLettered);
         assert_eq!(fake.bodies("q.dlq").len(), 1);
         assert!(fake.bodies("q").is_empty());
@@ -778,13 +837,22 @@ mod tests {
         let fake = FakeClient::default();
         let t = transport(&fake);
         let headers = Headers::from([("traceparent".to_owned(), "00-aa-bb-01".to_owned())]);
-        t.publish_with_headers("q", &body(1), &headers).await.unwrap();
-        let got = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        t.publish_with_headers("q", &body(1), &headers)
+            .await
+            .unwrap();
+        let got = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(got.body(), body(1).as_slice());
         assert_eq!(got.headers()["traceparent"], "00-aa-bb-01");
         assert_eq!(got.headers()["x-attempts"], "0");
         assert_eq!(got.headers()["x-schema-version"], "1");
         t.ack(&got).await.unwrap();
-        assert!(t.ack(&got).await.is_err(), "a second ack is refused locally");
+        assert!(
+            t.ack(&got).await.is_err(),
+            "a second ack is refused locally"
+        );
     }
 }

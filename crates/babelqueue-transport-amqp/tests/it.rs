@@ -7,7 +7,12 @@
 //! The broker-restart test stops the RabbitMQ application, so it takes a write lock that every
 //! other test holds for reading: it never runs beside them.
 
-#![allow(clippy::print_stdout, clippy::print_stderr, missing_docs, unreachable_pub)]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    missing_docs,
+    unreachable_pub
+)]
 
 #[path = "it/common.rs"]
 mod common;

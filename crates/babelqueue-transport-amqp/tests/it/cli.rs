@@ -60,31 +60,77 @@ async fn the_cli_publishes_and_consumes_over_amqp() {
     run(
         &bin,
         &[
-            "publish", &url, "--queue", &q, "--urn", "urn:babel:cli:ping", "--data", r#"{"n":7}"#,
-            "--count", "2", "--header", "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "publish",
+            &url,
+            "--queue",
+            &q,
+            "--urn",
+            "urn:babel:cli:ping",
+            "--data",
+            r#"{"n":7}"#,
+            "--count",
+            "2",
+            "--header",
+            "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         ],
     );
     run(
         &bin,
-        &["publish", &url, "--queue", &q, "--urn", "urn:babel:cli:broken", "--trace-id", "cli-trace"],
+        &[
+            "publish",
+            &url,
+            "--queue",
+            &q,
+            "--urn",
+            "urn:babel:cli:broken",
+            "--trace-id",
+            "cli-trace",
+        ],
     );
     assert_eq!(raw.wait_depth(&q, 3, Duration::from_secs(5)).await, 3);
 
     let out = run(
         &bin,
         &[
-            "consume", &url, "--queue", &q, "--urn", "urn:babel:cli:ping", "--fail-urn",
-            "urn:babel:cli:broken", "--max-attempts", "2", "--dead-letter", "--max", "4",
-            "--idle-timeout", "5", "--concurrency", "2",
+            "consume",
+            &url,
+            "--queue",
+            &q,
+            "--urn",
+            "urn:babel:cli:ping",
+            "--fail-urn",
+            "urn:babel:cli:broken",
+            "--max-attempts",
+            "2",
+            "--dead-letter",
+            "--max",
+            "4",
+            "--idle-timeout",
+            "5",
+            "--concurrency",
+            "2",
         ],
     );
     let lines = json_lines(&out.stdout);
-    let pings: Vec<_> = lines.iter().filter(|l| l["urn"] == "urn:babel:cli:ping").collect();
+    let pings: Vec<_> = lines
+        .iter()
+        .filter(|l| l["urn"] == "urn:babel:cli:ping")
+        .collect();
     assert_eq!(pings.len(), 2, "{lines:?}");
-    assert!(pings.iter().all(|l| l["data"]["n"] == 7 && l["attempts"] == 0));
-    let broken: Vec<_> = lines.iter().filter(|l| l["urn"] == "urn:babel:cli:broken").collect();
+    assert!(
+        pings
+            .iter()
+            .all(|l| l["data"]["n"] == 7 && l["attempts"] == 0)
+    );
+    let broken: Vec<_> = lines
+        .iter()
+        .filter(|l| l["urn"] == "urn:babel:cli:broken")
+        .collect();
     assert_eq!(
-        broken.iter().map(|l| l["attempts"].as_i64().unwrap()).collect::<Vec<_>>(),
+        broken
+            .iter()
+            .map(|l| l["attempts"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
         vec![0, 1],
         "one retry, then the dead-letter queue: {lines:?}"
     );

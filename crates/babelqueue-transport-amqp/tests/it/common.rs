@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use futures_lite::StreamExt as _;
 use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -25,7 +24,10 @@ pub fn url() -> String {
 pub fn broker() -> Option<String> {
     let url = url();
     let parsed = babelqueue_transport_amqp::AmqpUrl::parse(&url).expect("BQ_AMQP_URL parses");
-    let address = format!("{}:{}", parsed.uri.authority.host, parsed.uri.authority.port);
+    let address = format!(
+        "{}:{}",
+        parsed.uri.authority.host, parsed.uri.authority.port
+    );
     let reachable = std::net::ToSocketAddrs::to_socket_addrs(&address.as_str())
         .ok()
         .and_then(|mut a| a.next())
@@ -38,7 +40,9 @@ pub fn broker() -> Option<String> {
             "RabbitMQ is not reachable at {address} and BQ_REQUIRE_BROKERS is set: start it with `scripts/brokers.sh up rabbitmq`"
         );
     }
-    eprintln!("SKIPPED: rabbitmq not reachable at {address} (set BQ_REQUIRE_BROKERS to make this a failure)");
+    eprintln!(
+        "SKIPPED: rabbitmq not reachable at {address} (set BQ_REQUIRE_BROKERS to make this a failure)"
+    );
     None
 }
 
@@ -100,6 +104,26 @@ impl Raw {
             .message_count()
     }
 
+    /// Declares `queue` the way another framework might: with a message TTL argument.
+    pub async fn declare_with_ttl(&self, queue: &str) {
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-message-ttl".into(),
+            lapin::types::AMQPValue::LongInt(60_000),
+        );
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                args,
+            )
+            .await
+            .unwrap();
+    }
+
     /// Waits until `queue` holds `n` ready messages.
     pub async fn wait_depth(&self, queue: &str, n: u32, within: Duration) -> u32 {
         let deadline = tokio::time::Instant::now() + within;
@@ -119,17 +143,6 @@ impl Raw {
                 .queue_delete((*q).into(), QueueDeleteOptions::default())
                 .await;
         }
-    }
-
-    #[allow(dead_code)]
-    pub async fn consume_one(&self, queue: &str) -> Option<Vec<u8>> {
-        let mut c = self
-            .channel
-            .basic_consume(queue.into(), "raw".into(), Default::default(), FieldTable::default())
-            .await
-            .ok()?;
-        let d = c.next().await?.ok()?;
-        Some(d.data)
     }
 }
 

@@ -55,12 +55,27 @@ async fn rust_publishes_python_consumes_retries_and_dead_letters() {
         seen[0]["header_types"],
         json!({"x-schema-version": "int", "x-source-lang": "str", "x-attempts": "int", "traceparent": "str"})
     );
-    assert_eq!(seen[0]["body"]["data"], json!({"order_id": 1, "name": "Zoë"}));
+    assert_eq!(
+        seen[0]["body"]["data"],
+        json!({"order_id": 1, "name": "Zoë"})
+    );
 
     // The Python worker handles one, retries the other once, then dead-letters it.
     let out = py(&[
-        "consume", &python_url(&url), &q, "--urn", OK, "--fail-urn", BROKEN, "--max-attempts", "2",
-        "--dead-letter", "--max", "3", "--timeout", "2",
+        "consume",
+        &python_url(&url),
+        &q,
+        "--urn",
+        OK,
+        "--fail-urn",
+        BROKEN,
+        "--max-attempts",
+        "2",
+        "--dead-letter",
+        "--max",
+        "3",
+        "--timeout",
+        "2",
     ]);
     let calls = json_lines(&out.stdout);
     assert_eq!(calls.len(), 3, "{calls:?}");
@@ -71,7 +86,10 @@ async fn rust_publishes_python_consumes_retries_and_dead_letters() {
     assert_eq!(calls[0]["headers"]["traceparent"], TRACEPARENT);
     let broken: Vec<&Value> = calls.iter().filter(|c| c["urn"] == BROKEN).collect();
     assert_eq!(
-        broken.iter().map(|c| c["attempts"].as_i64().unwrap()).collect::<Vec<_>>(),
+        broken
+            .iter()
+            .map(|c| c["attempts"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
         vec![0, 1],
         "Python retried the Rust message once"
     );
@@ -105,16 +123,23 @@ async fn python_publishes_rust_consumes_retries_and_dead_letters() {
     let purl = python_url(&url);
     let ok_id = json_lines(
         &py(&[
-            "publish", &purl, &q, OK, r#"{"order_id": 3, "name": "Zoë"}"#, "--trace-id", "py-trace-ok",
-            "--header", &format!("traceparent={TRACEPARENT}"),
+            "publish",
+            &purl,
+            &q,
+            OK,
+            r#"{"order_id": 3, "name": "Zoë"}"#,
+            "--trace-id",
+            "py-trace-ok",
+            "--header",
+            &format!("traceparent={TRACEPARENT}"),
         ])
         .stdout,
     )[0]["published"]
         .as_str()
         .unwrap()
         .to_owned();
-    let broken_id = json_lines(&py(&["publish", &purl, &q, BROKEN, r#"{"order_id": 4}"#]).stdout)[0]
-        ["published"]
+    let broken_id = json_lines(&py(&["publish", &purl, &q, BROKEN, r#"{"order_id": 4}"#]).stdout)
+        [0]["published"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -125,7 +150,7 @@ async fn python_publishes_rust_consumes_retries_and_dead_letters() {
         .queue(&q)
         .max_attempts(2)
         .dead_letter(true)
-        .poll_timeout(Duration::from_millis(300))
+        .poll_timeout(Duration::from_secs(2))
         .handle(OK, move |ctx: Context| {
             let c = c1.clone();
             async move {
@@ -149,7 +174,10 @@ async fn python_publishes_rust_consumes_retries_and_dead_letters() {
                     ctx.headers().clone(),
                     ctx.envelope().lang().unwrap_or_default().into_owned(),
                 ));
-                Err::<(), _>(HandlerError::new("rust handler failed on purpose").with_exception("InteropError"))
+                Err::<(), _>(
+                    HandlerError::new("rust handler failed on purpose")
+                        .with_exception("InteropError"),
+                )
             }
         })
         .build()
@@ -167,7 +195,11 @@ async fn python_publishes_rust_consumes_retries_and_dead_letters() {
     assert_eq!(headers["traceparent"], TRACEPARENT);
     assert_eq!(headers["x-source-lang"], "python");
     assert_eq!(lang, "python");
-    let broken: Vec<i64> = calls.iter().filter(|c| c.0 == BROKEN).map(|c| c.1).collect();
+    let broken: Vec<i64> = calls
+        .iter()
+        .filter(|c| c.0 == BROKEN)
+        .map(|c| c.1)
+        .collect();
     assert_eq!(broken, vec![0, 1], "Rust retried the Python message once");
     let _ = ok_id;
 

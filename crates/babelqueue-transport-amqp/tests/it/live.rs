@@ -29,12 +29,14 @@ async fn round_trip_with_the_contract_properties_and_traceparent() {
     let s = seen.clone();
     let app = App::builder(transport.clone())
         .queue(&q)
-        .poll_timeout(Duration::from_millis(200))
+        .poll_timeout(Duration::from_secs(2))
         .handle(URN, move |ctx: Context| {
             let s = s.clone();
             async move {
                 let data: serde_json::Value = ctx.data_as()?;
-                s.lock().unwrap().push((data, ctx.headers().clone(), ctx.envelope().attempts()));
+                s.lock()
+                    .unwrap()
+                    .push((data, ctx.headers().clone(), ctx.envelope().attempts()));
                 Ok::<(), HandlerError>(())
             }
         })
@@ -56,7 +58,11 @@ async fn round_trip_with_the_contract_properties_and_traceparent() {
     let mut on_wire = raw.drain(&q).await;
     assert_eq!(on_wire.len(), 1);
     let (body, props) = on_wire.remove(0);
-    assert_eq!(body, envelope.encode().unwrap().into_bytes(), "the body is the envelope, byte for byte");
+    assert_eq!(
+        body,
+        envelope.encode().unwrap().into_bytes(),
+        "the body is the envelope, byte for byte"
+    );
     let view = properties_json(&props);
     assert_eq!(
         view["properties"],
@@ -83,7 +89,11 @@ async fn round_trip_with_the_contract_properties_and_traceparent() {
     assert_eq!(seen[0].1["traceparent"], headers["traceparent"]);
     assert_eq!(seen[0].1["x-attempts"], "0");
     assert_eq!(seen[0].2, 0);
-    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(2)).await, 0, "acknowledged");
+    assert_eq!(
+        raw.wait_depth(&q, 0, Duration::from_secs(2)).await,
+        0,
+        "acknowledged"
+    );
     // Nothing left unacknowledged either: closing the transport requeues nothing.
     transport.close().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -105,12 +115,14 @@ async fn retry_then_dead_letter() {
         .queue(&q)
         .max_attempts(3)
         .dead_letter(true)
-        .poll_timeout(Duration::from_millis(200))
+        .poll_timeout(Duration::from_secs(2))
         .handle(URN, move |ctx: Context| {
             let a = a.clone();
             async move {
                 a.lock().unwrap().push(ctx.envelope().attempts());
-                Err::<(), _>(HandlerError::new("payment service down").with_exception("PaymentError"))
+                Err::<(), _>(
+                    HandlerError::new("payment service down").with_exception("PaymentError"),
+                )
             }
         })
         .build()
@@ -121,7 +133,11 @@ async fn retry_then_dead_letter() {
         .await
         .unwrap();
     assert_eq!(summary.processed, 3);
-    assert_eq!(*attempts_seen.lock().unwrap(), vec![0, 1, 2], "two retries, counted in the body");
+    assert_eq!(
+        *attempts_seen.lock().unwrap(),
+        vec![0, 1, 2],
+        "two retries, counted in the body"
+    );
     assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(2)).await, 0);
     let records = raw.drain(&dlq).await;
     assert_eq!(records.len(), 1, "exactly one dead-letter record");
@@ -155,7 +171,7 @@ async fn poison_is_dead_lettered_byte_for_byte() {
     let app = App::builder(transport.clone())
         .queue(&q)
         .dead_letter(true)
-        .poll_timeout(Duration::from_millis(200))
+        .poll_timeout(Duration::from_secs(2))
         .handle_any(move |_ctx: Context| {
             let h = h.clone();
             async move {
@@ -178,7 +194,11 @@ async fn poison_is_dead_lettered_byte_for_byte() {
         .await
         .unwrap();
     assert_eq!(summary.processed, 3);
-    assert_eq!(handled.load(Ordering::SeqCst), 0, "poison never reaches a handler");
+    assert_eq!(
+        handled.load(Ordering::SeqCst),
+        0,
+        "poison never reaches a handler"
+    );
     let records = raw.drain(&dlq).await;
     assert_eq!(records.len(), 3);
     // Non-UTF-8: the exact bytes, base64 in `raw`.
@@ -192,7 +212,8 @@ async fn poison_is_dead_lettered_byte_for_byte() {
     let second = String::from_utf8(records[1].0.clone()).unwrap();
     let original = std::str::from_utf8(bodies[1]).unwrap();
     assert!(
-        second.starts_with(&original[..original.len() - 1]) && second.contains(r#","dead_letter":{"reason":"poison""#),
+        second.starts_with(&original[..original.len() - 1])
+            && second.contains(r#","dead_letter":{"reason":"poison""#),
         "{second}"
     );
     // Text: carried verbatim in `raw`.
@@ -229,7 +250,7 @@ async fn sigkill_worker_process() {
     };
     let app = App::builder(AmqpTransport::connect(&common::url()).await.unwrap())
         .queue(&q)
-        .poll_timeout(Duration::from_millis(200))
+        .poll_timeout(Duration::from_secs(2))
         .handle(URN, |ctx: Context| async move {
             println!(
                 "BQ-WORKER-HANDLING {}",
@@ -241,7 +262,9 @@ async fn sigkill_worker_process() {
         })
         .build()
         .unwrap();
-    app.consume(Consume::new().handle_signals(false)).await.unwrap();
+    app.consume(Consume::new().handle_signals(false))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,16 +276,27 @@ async fn a_worker_killed_with_sigkill_mid_handler_loses_nothing() {
     let raw = Raw::new(&url).await;
     let transport = AmqpTransport::connect(&url).await.unwrap();
     let producer = App::builder(transport.clone()).queue(&q).build().unwrap();
-    let id = producer.publish(URN, &json!({"order_id": 99})).await.unwrap();
+    let id = producer
+        .publish(URN, &json!({"order_id": 99}))
+        .await
+        .unwrap();
 
-    let mut child = KillOnDrop(Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "live::sigkill_worker_process", "--nocapture", "--test-threads", "1"])
-        .env("BQ_IT_WORKER", &q)
-        .env("BQ_AMQP_URL", &url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the worker process starts"));
+    let mut child = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "live::sigkill_worker_process",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("BQ_IT_WORKER", &q)
+            .env("BQ_AMQP_URL", &url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the worker process starts"),
+    );
     let stdout = child.0.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -289,7 +323,7 @@ async fn a_worker_killed_with_sigkill_mid_handler_loses_nothing() {
     let h = handled.clone();
     let second = App::builder(transport.clone())
         .queue(&q)
-        .poll_timeout(Duration::from_millis(500))
+        .poll_timeout(Duration::from_secs(5))
         .handle(URN, move |ctx: Context| {
             let h = h.clone();
             async move {
@@ -312,7 +346,11 @@ async fn a_worker_killed_with_sigkill_mid_handler_loses_nothing() {
         .await
         .unwrap();
     assert_eq!(summary.processed, 1);
-    assert_eq!(*handled.lock().unwrap(), vec![(id, 0)], "the same message, attempts unchanged");
+    assert_eq!(
+        *handled.lock().unwrap(),
+        vec![(id, 0)],
+        "the same message, attempts unchanged"
+    );
     assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(2)).await, 0);
     raw.delete(&[&q]).await;
 }
@@ -387,7 +425,8 @@ async fn a_broker_restart_mid_stream_loses_nothing_and_the_worker_keeps_running(
         .build()
         .unwrap();
     let stop = worker.stop_handle();
-    let running = tokio::spawn(async move { worker.consume(Consume::new().handle_signals(false)).await });
+    let running =
+        tokio::spawn(async move { worker.consume(Consume::new().handle_signals(false)).await });
 
     let distinct = |h: &Arc<Mutex<HashSet<String>>>| h.lock().unwrap().len();
     let wait_until = |target: usize, within: Duration| {
@@ -401,20 +440,29 @@ async fn a_broker_restart_mid_stream_loses_nothing_and_the_worker_keeps_running(
         }
     };
     let before = wait_until(N / 4, Duration::from_secs(60)).await;
-    assert!(before >= N / 4 && before < N, "mid-stream: {before} of {N} handled");
+    assert!(
+        (N / 4..N).contains(&before),
+        "mid-stream: {before} of {N} handled"
+    );
 
     {
         let _restart = StartAppOnDrop;
         rabbitmqctl("stop_app");
         let during = distinct(&handled);
         tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(!running.is_finished(), "the worker survives the broker going away");
+        assert!(
+            !running.is_finished(),
+            "the worker survives the broker going away"
+        );
         println!("broker restart: {during} of {N} handled when the broker stopped");
     } // start_app
 
     let after = wait_until(N, Duration::from_secs(120)).await;
     assert_eq!(after, N, "all {N} messages handled at least once");
-    assert!(!running.is_finished(), "the worker is still running after the restart");
+    assert!(
+        !running.is_finished(),
+        "the worker is still running after the restart"
+    );
     assert!(transport.reconnects() >= 1, "the supervisor reconnected");
     assert!(handled.lock().unwrap().is_subset(&ids));
     println!(
@@ -426,6 +474,96 @@ async fn a_broker_restart_mid_stream_loses_nothing_and_the_worker_keeps_running(
     let summary = running.await.unwrap().unwrap();
     assert!(summary.processed >= N as u64);
     let raw = Raw::new(&url).await;
-    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(5)).await, 0, "nothing left behind");
+    assert_eq!(
+        raw.wait_depth(&q, 0, Duration::from_secs(5)).await,
+        0,
+        "nothing left behind"
+    );
+    raw.delete(&[&q]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_declared_with_other_arguments_is_a_clear_error_and_the_channel_recovers() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("mismatch");
+    let fine = common::queue("after-mismatch");
+    let raw = Raw::new(&url).await;
+    raw.declare_with_ttl(&q).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let err = transport.publish(&q, b"{}").await.unwrap_err();
+    let text = format!("{err} {:?}", std::error::Error::source(&err));
+    assert!(
+        !err.is_transient() && text.contains("already exists with different arguments"),
+        "{text}"
+    );
+    // RabbitMQ closed the publishing channel; the next publish reopens it.
+    transport.publish(&fine, b"{}").await.unwrap();
+    assert_eq!(raw.wait_depth(&fine, 1, Duration::from_secs(2)).await, 1);
+    raw.delete(&[&q, &fine]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqps_goes_through_rustls_and_fails_cleanly_against_a_plain_listener() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    // The local broker has no TLS listener: the handshake must fail as an error (no panic
+    // about a missing rustls crypto provider), within the connection timeout.
+    let tls = url
+        .replacen("amqp://", "amqps://", 1)
+        .replace("%2f", "%2f?connection_timeout=3000");
+    let started = std::time::Instant::now();
+    let err = AmqpTransport::connect(&tls).await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_deleted_under_a_running_worker_is_declared_again_and_consumed() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("deleted");
+    let raw = Raw::new(&url).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let handled = Arc::new(AtomicU64::new(0));
+    let h = handled.clone();
+    let worker = App::builder(transport.clone())
+        .queue(&q)
+        .poll_timeout(Duration::from_secs(2))
+        .handle(URN, move |_ctx: Context| {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let stop = worker.stop_handle();
+    let running =
+        tokio::spawn(async move { worker.consume(Consume::new().handle_signals(false)).await });
+    let producer = App::builder(transport.clone()).queue(&q).build().unwrap();
+    producer.publish(URN, &json!({"n": 1})).await.unwrap();
+    let wait = |n: u64| {
+        let h = handled.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            while h.load(Ordering::SeqCst) < n && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            h.load(Ordering::SeqCst)
+        }
+    };
+    assert_eq!(wait(1).await, 1);
+    raw.delete(&[&q]).await; // RabbitMQ cancels the worker's consumer
+    // The publish finds the queue gone (a mandatory publish comes back unroutable), declares
+    // it again and sends once more; the worker subscribes again and handles it.
+    producer.publish(URN, &json!({"n": 2})).await.unwrap();
+    assert_eq!(wait(2).await, 2);
+    assert!(!running.is_finished());
+    stop.stop();
+    running.await.unwrap().unwrap();
     raw.delete(&[&q]).await;
 }
