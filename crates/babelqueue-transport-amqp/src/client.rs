@@ -147,6 +147,7 @@ impl AmqpClient for LapinClient {
         let link = LapinLink {
             connection,
             publisher: Mutex::new(None),
+            current: std::sync::Mutex::new(None),
         };
         link.publisher().await?;
         Ok(Arc::new(link))
@@ -157,6 +158,8 @@ struct LapinLink {
     connection: Connection,
     /// The publishing channel (confirm mode), reopened when the broker closed it.
     publisher: Mutex<Option<Channel>>,
+    /// The same channel, for the hot path (no await while it is healthy).
+    current: std::sync::Mutex<Option<Channel>>,
 }
 
 impl fmt::Debug for LapinLink {
@@ -169,6 +172,15 @@ impl fmt::Debug for LapinLink {
 
 impl LapinLink {
     async fn publisher(&self) -> Result<Channel, AmqpError> {
+        if let Some(channel) = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            && channel.status().connected()
+        {
+            return Ok(channel.clone());
+        }
         let mut slot = self.publisher.lock().await;
         if let Some(channel) = slot.as_ref()
             && channel.status().connected()
@@ -180,6 +192,7 @@ impl LapinLink {
             .confirm_select(ConfirmSelectOptions::default())
             .await?;
         *slot = Some(channel.clone());
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(channel.clone());
         Ok(channel)
     }
 }

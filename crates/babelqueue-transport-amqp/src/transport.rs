@@ -126,6 +126,9 @@ struct Inner {
     client: Arc<dyn AmqpClient>,
     options: AmqpOptions,
     supervisor: Mutex<Supervisor>,
+    /// The live connection, readable without awaiting (the hot path of every operation); only
+    /// the supervisor (under its async lock) replaces it.
+    current: StdMutex<Option<Arc<Live>>>,
     subs: StdMutex<HashMap<String, Arc<Sub>>>,
     /// The prefetch each queue grew to, kept across reconnects.
     grown: StdMutex<HashMap<String, u16>>,
@@ -215,6 +218,7 @@ impl AmqpTransport {
                 client,
                 options,
                 supervisor: Mutex::new(Supervisor::default()),
+                current: StdMutex::new(None),
                 subs: StdMutex::new(HashMap::new()),
                 grown: StdMutex::new(HashMap::new()),
                 reconnects: AtomicU64::new(0),
@@ -270,6 +274,11 @@ impl Inner {
     /// The live connection, reconnecting (with back-off) until `deadline` when there is none.
     /// A `deadline` in the past still makes one attempt when no back-off pause is pending.
     async fn link(&self, deadline: Instant) -> Result<Arc<Live>, AmqpError> {
+        if let Some(live) = lock(&self.current).as_ref()
+            && live.link.is_open()
+        {
+            return Ok(live.clone());
+        }
         loop {
             let mut sup = self.supervisor.lock().await;
             if let Some(live) = &sup.live {
@@ -278,6 +287,7 @@ impl Inner {
                 }
                 tracing::warn!(target: LOG, generation = live.generation, "The RabbitMQ connection was lost; reconnecting");
                 sup.live = None;
+                *lock(&self.current) = None;
             }
             let now = Instant::now();
             if let Some(at) = sup.retry_at
@@ -309,6 +319,7 @@ impl Inner {
                         declared: StdMutex::new(HashSet::new()),
                     });
                     sup.live = Some(live.clone());
+                    *lock(&self.current) = Some(live.clone());
                     return Ok(live);
                 }
                 Err(e) => {
@@ -329,7 +340,10 @@ impl Inner {
         let dead = {
             let mut sup = self.supervisor.lock().await;
             match &sup.live {
-                Some(live) if live.generation == generation => sup.live.take(),
+                Some(live) if live.generation == generation => {
+                    *lock(&self.current) = None;
+                    sup.live.take()
+                }
                 _ => None,
             }
         };
@@ -568,7 +582,11 @@ impl Transport for AmqpTransport {
 
     async fn close(&self) -> Result<(), TransportError> {
         lock(&self.inner.subs).clear();
-        let live = self.inner.supervisor.lock().await.live.take();
+        let live = {
+            let mut sup = self.inner.supervisor.lock().await;
+            *lock(&self.inner.current) = None;
+            sup.live.take()
+        };
         if let Some(live) = live {
             live.link.close().await;
         }
