@@ -30,7 +30,13 @@ ready_rabbitmq() {
 stop_rabbitmq() {
     rabbitmq_env
     rabbitmqctl stop >/dev/null 2>&1 || true
-    # epmd outlives the node; stop it too so `down` leaves nothing listening.
+    # epmd outlives the node; stop it too so `down` leaves nothing listening. It refuses while
+    # a node is still registered, so wait for the node to leave first.
+    local i
+    for i in $(seq 50); do
+        epmd -names 2>/dev/null | grep -q '^name ' || break
+        sleep 0.2
+    done
     epmd -kill >/dev/null 2>&1 || true
 }
 
