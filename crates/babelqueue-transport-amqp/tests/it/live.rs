@@ -574,3 +574,71 @@ async fn a_queue_deleted_under_a_running_worker_is_declared_again_and_consumed()
     running.await.unwrap().unwrap();
     raw.delete(&[&q]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_dead_letter_write_acknowledges_nothing_and_the_message_comes_back() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("dlq-refused");
+    let dlq = format!("{q}.dlq");
+    let raw = Raw::new(&url).await;
+    // Another framework owns a queue of the DLQ's name with different arguments: every
+    // dead-letter write is refused.
+    raw.declare_with_ttl(&dlq).await;
+    let calls = Arc::new(AtomicU64::new(0));
+    let worker = |transport: AmqpTransport| {
+        let c = calls.clone();
+        App::builder(transport)
+            .queue(&q)
+            .max_attempts(1)
+            .dead_letter(true)
+            .rewind_pause(Duration::from_millis(200))
+            .poll_timeout(Duration::from_secs(2))
+            .handle(URN, move |_ctx: Context| {
+                let c = c.clone();
+                async move {
+                    c.fetch_add(1, Ordering::SeqCst);
+                    Err::<(), _>(HandlerError::new("always fails"))
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let first = AmqpTransport::connect(&url).await.unwrap();
+    let id = App::builder(first.clone())
+        .queue(&q)
+        .build()
+        .unwrap()
+        .publish(URN, &json!({"n": 1}))
+        .await
+        .unwrap();
+    let summary = worker(first.clone())
+        .consume(Consume::new().max_messages(2).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        summary.processed, 2,
+        "handled twice: the refused write requeued it"
+    );
+    first.close().await.unwrap();
+    assert_eq!(
+        raw.wait_depth(&q, 1, Duration::from_secs(5)).await,
+        1,
+        "the message is still in its queue"
+    );
+
+    // Once the DLQ can be written, the next worker dead-letters it.
+    raw.delete(&[&dlq]).await;
+    let second = AmqpTransport::connect(&url).await.unwrap();
+    worker(second)
+        .consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    let records = raw.drain(&dlq).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(json(&records[0].0)["meta"]["id"], id.as_str());
+    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(5)).await, 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    raw.delete(&[&q, &dlq]).await;
+}
