@@ -141,7 +141,7 @@ impl AmqpClient for LapinClient {
             ))
         })?
         .map_err(|e| match AmqpError::from(e) {
-            AmqpError::Other(text) | AmqpError::Refused(text) => AmqpError::Connection(text),
+            AmqpError::Other(text) => AmqpError::Connection(text),
             other => other,
         })?;
         let link = LapinLink {

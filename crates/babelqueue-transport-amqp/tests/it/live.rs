@@ -642,3 +642,43 @@ async fn a_refused_dead_letter_write_acknowledges_nothing_and_the_message_comes_
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     raw.delete(&[&q, &dlq]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_and_unknown_vhosts_fail_at_connect() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    let parsed = babelqueue_transport_amqp::AmqpUrl::parse(&url).unwrap();
+    let authority = format!(
+        "{}:{}",
+        parsed.uri.authority.host, parsed.uri.authority.port
+    );
+    for (bad, says) in [
+        (
+            format!("amqp://guest:wrong-password@{authority}/%2f"),
+            "ACCESS_REFUSED",
+        ),
+        (
+            format!("amqp://guest:guest@{authority}/no-such-vhost"),
+            "vhost no-such-vhost not found",
+        ),
+    ] {
+        let err = AmqpTransport::connect(&bad).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            !err.is_transient(),
+            "a configuration error is not retried: {text}"
+        );
+        assert!(
+            text.contains(says) && !text.contains("wrong-password"),
+            "{text}"
+        );
+    }
+    // The README's spelling, a trailing `/`, is the vhost `/` (lapin alone would ask for "").
+    for good in [
+        format!("amqp://{login}@{authority}/"),
+        format!("amqp://{login}@{authority}"),
+    ] {
+        let transport = AmqpTransport::connect(&good).await.unwrap();
+        transport.close().await.unwrap();
+    }
+}
