@@ -652,13 +652,15 @@ async fn wrong_credentials_and_unknown_vhosts_fail_at_connect() {
         "{}:{}",
         parsed.uri.authority.host, parsed.uri.authority.port
     );
+    let user = &parsed.uri.authority.userinfo;
+    let login = format!("{}:{}", user.username, user.password);
     for (bad, says) in [
         (
             format!("amqp://guest:wrong-password@{authority}/%2f"),
             "ACCESS_REFUSED",
         ),
         (
-            format!("amqp://guest:guest@{authority}/no-such-vhost"),
+            format!("amqp://{login}@{authority}/no-such-vhost"),
             "vhost no-such-vhost not found",
         ),
     ] {
