@@ -41,21 +41,24 @@ use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
-/// The Redis transport (`redis://`, `rediss://`).
-#[cfg(feature = "redis")]
-pub use babelqueue_transport_redis as redis;
-/// The Apache Kafka transport (`kafka://`).
-#[cfg(feature = "kafka")]
-pub use babelqueue_transport_kafka as kafka;
+/// The RabbitMQ (AMQP 0-9-1) transport (`amqp://`, `amqps://`).
+#[cfg(feature = "amqp")]
+pub use babelqueue_transport_amqp as amqp;
 /// The ActiveMQ Artemis transport (`artemis://`, `artemis+ssl://`).
 #[cfg(feature = "artemis")]
 pub use babelqueue_transport_artemis as artemis;
-/// The Apache Pulsar transport (`pulsar://`, `pulsar+ssl://`).
-#[cfg(feature = "pulsar")]
-pub use babelqueue_transport_pulsar as pulsar;
 /// The Azure Service Bus transport (`sb://`, `servicebus://`, `azureservicebus://`).
 #[cfg(feature = "asb")]
 pub use babelqueue_transport_asb as asb;
+/// The Apache Kafka transport (`kafka://`).
+#[cfg(feature = "kafka")]
+pub use babelqueue_transport_kafka as kafka;
+/// The Apache Pulsar transport (`pulsar://`, `pulsar+ssl://`).
+#[cfg(feature = "pulsar")]
+pub use babelqueue_transport_pulsar as pulsar;
+/// The Redis transport (`redis://`, `rediss://`).
+#[cfg(feature = "redis")]
+pub use babelqueue_transport_redis as redis;
 
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +185,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
         #[cfg(feature = "asb")]
         "sb" | "servicebus" | "azureservicebus" => Ok(Arc::new(
             babelqueue_transport_asb::AsbTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
+        #[cfg(feature = "amqp")]
+        "amqp" | "amqps" => Ok(Arc::new(
+            babelqueue_transport_amqp::AmqpTransport::connect(url)
                 .await
                 .map_err(TransportError::from)?,
         )),

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::{Case, Manifest};
 
+mod amqp;
 mod artemis;
 mod asb;
 mod codec;
@@ -11,8 +12,8 @@ mod core;
 mod kafka;
 mod own;
 mod poison;
-mod redis;
 mod pulsar;
+mod redis;
 
 /// What a case runner sees.
 pub(crate) struct Ctx<'m> {
@@ -131,6 +132,12 @@ pub(crate) fn registry() -> Vec<Runner> {
             section: "version_gate_pulsar",
             scope: "pulsar",
             run: pulsar::version_gate_pulsar,
+        },
+        // RabbitMQ (AMQP 0-9-1): every section of scope `amqp`.
+        Runner {
+            section: "rabbitmq",
+            scope: "amqp",
+            run: amqp::property_projection,
         },
     ]
 }

@@ -1,0 +1,355 @@
+//! Publish + consume + ack throughput on a real RabbitMQ, three ways, with the ratios:
+//!
+//! * the Rust worker: `App` over `AmqpTransport` (every publish confirmed, 64 in flight at once;
+//!   prefetch following
+//!   the concurrency, each message classified, decoded, routed, handled and acked);
+//! * the reference Python SDK 1.24.0 (`BabelQueue` over pika: unconfirmed publishes, a
+//!   `basic_get` per message), through `tests/python/bq_amqp.py bench`;
+//! * a bare lapin loop with the same publisher confirms and the same prefetch, no envelope
+//!   work at all: the ceiling the transport can approach.
+//!
+//! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
+//! and then prints one messages/s line per loop and the ratios (`BQ_BENCH_N` messages per
+//! run, default 5000). Under `cargo test` it runs a 50-message smoke pass of each loop.
+//! Needs `BQ_AMQP_URL` (default the loopback broker) and `BQ_PYTHON` (default the project
+//! venv); a missing broker fails when `BQ_REQUIRE_BROKERS` is set and is skipped otherwise.
+
+#![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use babelqueue_core::{App, Consume, Context, HandlerError};
+use babelqueue_transport_amqp::{AmqpTransport, AmqpUrl};
+use criterion::{Criterion, Throughput};
+use futures_lite::StreamExt as _;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+const URN: &str = "urn:babel:bench:ping";
+/// Confirmed publishes in flight at once (both Rust loops).
+const WINDOW: u64 = 64;
+
+fn url() -> String {
+    std::env::var("BQ_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+fn queue(kind: &str) -> String {
+    format!("bq-bench-{kind}-{:08x}", fastrand::u32(..))
+}
+
+fn reachable(url: &str) -> bool {
+    let parsed = AmqpUrl::parse(url).expect("BQ_AMQP_URL parses");
+    let address = format!(
+        "{}:{}",
+        parsed.uri.authority.host, parsed.uri.authority.port
+    );
+    std::net::ToSocketAddrs::to_socket_addrs(&address.as_str())
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok())
+}
+
+/// Timings of one run: publishing N, then consuming (and acking) N.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    n: u64,
+    publish: Duration,
+    consume: Duration,
+}
+
+impl Run {
+    fn total_rate(&self) -> f64 {
+        self.n as f64 / (self.publish + self.consume).as_secs_f64()
+    }
+    fn line(&self, name: &str) -> String {
+        format!(
+            "{name:<44} {n} messages: publish {p:>8.0}/s, consume+ack {c:>8.0}/s, publish+consume+ack {t:>8.0} messages/s",
+            n = self.n,
+            p = self.n as f64 / self.publish.as_secs_f64(),
+            c = self.n as f64 / self.consume.as_secs_f64(),
+            t = self.total_rate()
+        )
+    }
+}
+
+async fn rust_worker(transport: &AmqpTransport, n: u64, concurrency: usize) -> Run {
+    let q = queue("rust");
+    let app = App::builder(transport.clone())
+        .queue(&q)
+        .concurrency(concurrency)
+        .poll_timeout(Duration::from_secs(2))
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .expect("valid configuration");
+    let started = Instant::now();
+    // Up to WINDOW confirmed publishes in flight, as a producer with concurrent requests has.
+    let mut sent = 0;
+    while sent < n {
+        let batch = WINDOW.min(n - sent);
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..batch {
+            let app = app.clone();
+            tasks.spawn(async move {
+                app.publish(URN, &serde_json::json!({"i": sent + i, "total": 99.9}))
+                    .await
+                    .expect("publish")
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.expect("publish task");
+        }
+        sent += batch;
+    }
+    let published = Instant::now();
+    let summary = app
+        .consume(Consume::new().max_messages(n).handle_signals(false))
+        .await
+        .expect("consume");
+    let consumed = Instant::now();
+    assert_eq!(summary.processed, n);
+    delete(&q).await;
+    Run {
+        n,
+        publish: published - started,
+        consume: consumed - published,
+    }
+}
+
+async fn delete(q: &str) {
+    if let Ok(c) = connect().await
+        && let Ok(ch) = c.create_channel().await
+    {
+        let _ = ch
+            .queue_delete(q.into(), QueueDeleteOptions::default())
+            .await;
+        let _ = c.close(200, "bench done".into()).await;
+    }
+}
+
+async fn connect() -> lapin::Result<Connection> {
+    let uri = AmqpUrl::parse(&url()).expect("url").uri;
+    Connection::connect_uri(uri, ConnectionProperties::default()).await
+}
+
+/// The same work with nothing but lapin: confirmed publishes (the same window), a consumer with
+/// the same prefetch, an ack per message.
+async fn bare_lapin(n: u64, prefetch: u16) -> Run {
+    let q = queue("lapin");
+    let connection = connect().await.expect("connect");
+    let publisher = connection.create_channel().await.unwrap();
+    publisher
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    publisher
+        .queue_declare(
+            q.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let body = br#"{"job":"urn:babel:bench:ping","trace_id":"00000000-0000-4000-8000-000000000000","data":{"i":0,"total":99.9},"meta":{"id":"00000000-0000-4000-8000-000000000001","queue":"bench","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
+    let properties = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2);
+    let started = Instant::now();
+    let mut sent = 0;
+    while sent < n {
+        let batch = WINDOW.min(n - sent);
+        let mut confirms = Vec::new();
+        for _ in 0..batch {
+            confirms.push(
+                publisher
+                    .basic_publish(
+                        "".into(),
+                        q.as_str().into(),
+                        BasicPublishOptions::default(),
+                        body,
+                        properties.clone(),
+                    )
+                    .await
+                    .unwrap(),
+            );
+        }
+        for confirm in confirms {
+            assert!(confirm.await.unwrap().is_ack());
+        }
+        sent += batch;
+    }
+    let published = Instant::now();
+    let consumer_channel = connection.create_channel().await.unwrap();
+    consumer_channel
+        .basic_qos(prefetch, BasicQosOptions { global: true })
+        .await
+        .unwrap();
+    let mut consumer = consumer_channel
+        .basic_consume(
+            q.as_str().into(),
+            "bench".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut got = 0;
+    while got < n {
+        let delivery = consumer.next().await.expect("a delivery").expect("ok");
+        delivery.ack(BasicAckOptions::default()).await.unwrap();
+        got += 1;
+    }
+    let consumed = Instant::now();
+    let _ = publisher
+        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = connection.close(200, "bench done".into()).await;
+    Run {
+        n,
+        publish: published - started,
+        consume: consumed - published,
+    }
+}
+
+fn python_sdk(n: u64) -> Run {
+    let python = std::env::var_os("BQ_PYTHON").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python"),
+        PathBuf::from,
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/bq_amqp.py");
+    let q = queue("python");
+    let out = Command::new(&python)
+        .arg(&script)
+        .args(["bench", &url().replace("%2f", "%2F"), &q, &n.to_string()])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run the Python SDK at {} ({e}); set BQ_PYTHON",
+                python.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "the Python benchmark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.trim()).expect("the driver prints JSON");
+    assert_eq!(
+        v["n"].as_u64(),
+        Some(n),
+        "the Python worker handled every message"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(delete(&q));
+    Run {
+        n,
+        publish: Duration::from_secs_f64(v["publish_s"].as_f64().unwrap()),
+        consume: Duration::from_secs_f64(v["consume_s"].as_f64().unwrap()),
+    }
+}
+
+fn main() {
+    let url = url();
+    if !reachable(&url) {
+        if std::env::var_os("BQ_REQUIRE_BROKERS").is_some() {
+            panic!("RabbitMQ is not reachable at {url} and BQ_REQUIRE_BROKERS is set");
+        }
+        println!("SKIPPED: rabbitmq not reachable at {url}; the AMQP benchmark did not run");
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let transport = runtime
+        .block_on(AmqpTransport::connect(&url))
+        .expect("connect");
+    let benching = std::env::args().any(|a| a == "--bench");
+    if !benching {
+        // `cargo test --benches`: a smoke pass that every loop still works.
+        let rust = runtime.block_on(rust_worker(&transport, 50, 1));
+        let lapin = runtime.block_on(bare_lapin(50, 1));
+        let python = python_sdk(50);
+        for (name, run) in [("rust", rust), ("lapin", lapin), ("python", python)] {
+            println!("{}", run.line(&format!("smoke: {name}")));
+        }
+        return;
+    }
+
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut group = criterion.benchmark_group("amqp_publish_consume_ack");
+    const BATCH: u64 = 500;
+    group.throughput(Throughput::Elements(BATCH));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("rust_worker_concurrency_1", |b| {
+        b.to_async(&runtime).iter_custom(|iters| {
+            let transport = transport.clone();
+            async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let run = rust_worker(&transport, BATCH, 1).await;
+                    total += run.publish + run.consume;
+                }
+                total
+            }
+        });
+    });
+    group.finish();
+    criterion.final_summary();
+
+    let n: u64 = std::env::var("BQ_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000);
+    println!();
+    println!(
+        "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); Rust publishes keep {WINDOW} confirms in flight"
+    );
+    let rust_1 = runtime.block_on(rust_worker(&transport, n, 1));
+    let lapin_1 = runtime.block_on(bare_lapin(n, 1));
+    let rust_8 = runtime.block_on(rust_worker(&transport, n, 8));
+    let lapin_8 = runtime.block_on(bare_lapin(n, 8));
+    let python = python_sdk(n);
+    println!(
+        "{}",
+        rust_1.line("rust worker (App + AmqpTransport), concurrency 1")
+    );
+    println!("{}", lapin_1.line("bare lapin loop, confirms, prefetch 1"));
+    println!("{}", rust_8.line("rust worker, concurrency 8 (prefetch 8)"));
+    println!("{}", lapin_8.line("bare lapin loop, confirms, prefetch 8"));
+    println!(
+        "{}",
+        python.line("python SDK 1.24.0 (pika, basic_get, no confirms)")
+    );
+    let ratio = |a: &Run, b: &Run| a.total_rate() / b.total_rate();
+    println!(
+        "ratio rust worker / python SDK (concurrency 1): {:.2}x",
+        ratio(&rust_1, &python)
+    );
+    println!(
+        "ratio rust worker / bare lapin (prefetch 1):    {:.2}x",
+        ratio(&rust_1, &lapin_1)
+    );
+    println!(
+        "ratio rust worker / bare lapin (prefetch 8):    {:.2}x",
+        ratio(&rust_8, &lapin_8)
+    );
+    println!(
+        "consume+ack only, rust worker / python SDK:     {:.2}x",
+        (python.consume.as_secs_f64()) / (rust_1.consume.as_secs_f64())
+    );
+}

@@ -1,0 +1,376 @@
+//! The client seam: the few broker operations the transport needs, as traits, and their
+//! lapin implementation ([`LapinClient`]).
+//!
+//! The transport ([`AmqpTransport`](crate::AmqpTransport)) owns every rule above this line:
+//! lazy declaration, the connection supervisor, stale-delivery detection, the adaptive
+//! prefetch. Tests and the conformance runner drive it with a fake [`AmqpClient`]; production
+//! uses [`LapinClient`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_lite::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::{FieldTable, LongString, ShortString};
+use lapin::uri::AMQPUri;
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use tokio::sync::Mutex;
+
+use crate::error::AmqpError;
+
+/// Opens connections to the broker.
+#[async_trait]
+pub trait AmqpClient: Send + Sync + fmt::Debug {
+    /// Opens a new connection (one TCP connection, its channels opened as needed).
+    async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError>;
+}
+
+/// One open broker connection.
+#[async_trait]
+pub trait AmqpLink: Send + Sync + fmt::Debug {
+    /// Whether the connection is still usable.
+    fn is_open(&self) -> bool;
+    /// Declares `queue`: durable, not exclusive, not auto-delete, no arguments.
+    async fn declare(&self, queue: &str) -> Result<(), AmqpError>;
+    /// Publishes `body` to `queue` on the default exchange (mandatory), and returns once the
+    /// broker confirmed it (publisher confirms).
+    async fn publish(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<(), AmqpError>;
+    /// Starts consuming `queue` on a channel of its own, with manual acknowledgement and a
+    /// channel-wide prefetch.
+    async fn subscribe(
+        &self,
+        queue: &str,
+        prefetch: u16,
+    ) -> Result<Arc<dyn AmqpSubscription>, AmqpError>;
+    /// Closes the connection (best effort).
+    async fn close(&self);
+}
+
+/// A running consumer.
+#[async_trait]
+pub trait AmqpSubscription: Send + Sync + fmt::Debug {
+    /// The next delivery, waiting up to `timeout`; `Ok(None)` when none came. An error means
+    /// the consumer ended (its channel or connection closed, or the broker cancelled it).
+    async fn next(&self, timeout: Duration) -> Result<Option<Incoming>, AmqpError>;
+    /// Changes the channel-wide prefetch (takes effect at once).
+    async fn set_prefetch(&self, prefetch: u16) -> Result<(), AmqpError>;
+    /// Whether the consumer can still deliver.
+    fn is_open(&self) -> bool;
+}
+
+/// Settles one delivery on the channel it came on.
+#[async_trait]
+pub trait AmqpSettle: Send + Sync + fmt::Debug {
+    /// `basic.ack`. [`AmqpError::StaleDelivery`] when the channel has closed.
+    async fn ack(&self) -> Result<(), AmqpError>;
+    /// `basic.nack` with requeue. [`AmqpError::StaleDelivery`] when the channel has closed.
+    async fn requeue(&self) -> Result<(), AmqpError>;
+}
+
+/// A delivery as the client hands it over.
+#[derive(Debug)]
+pub struct Incoming {
+    /// The body, byte for byte.
+    pub body: Vec<u8>,
+    /// The AMQP header table.
+    pub headers: Option<FieldTable>,
+    /// Whether RabbitMQ delivered it before (after a requeue or a closed channel).
+    pub redelivered: bool,
+    /// How to settle it.
+    pub settle: Arc<dyn AmqpSettle>,
+}
+
+// ------------------------------------------------------------------------------------------
+// lapin
+
+/// The production client: lapin over tokio, rustls (aws-lc-rs) for `amqps://`.
+#[derive(Clone)]
+pub struct LapinClient {
+    uri: AMQPUri,
+    name: String,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for LapinClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LapinClient")
+            .field("host", &self.uri.authority.host)
+            .field("port", &self.uri.authority.port)
+            .field("vhost", &self.uri.vhost)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LapinClient {
+    /// A client for `uri`; `name` shows in the RabbitMQ management UI.
+    pub fn new(uri: AMQPUri, name: impl Into<String>) -> LapinClient {
+        let connect_timeout = Duration::from_millis(uri.query.connection_timeout.unwrap_or(10_000));
+        LapinClient {
+            uri,
+            name: name.into(),
+            connect_timeout,
+        }
+    }
+}
+
+#[async_trait]
+impl AmqpClient for LapinClient {
+    async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError> {
+        let properties = ConnectionProperties::default()
+            .with_connection_name(LongString::from(self.name.as_str()));
+        let connection = tokio::time::timeout(
+            self.connect_timeout,
+            Connection::connect_uri(self.uri.clone(), properties),
+        )
+        .await
+        .map_err(|_| {
+            AmqpError::Timeout(format!(
+                "connecting to {}:{} took longer than {:?}",
+                self.uri.authority.host, self.uri.authority.port, self.connect_timeout
+            ))
+        })?
+        .map_err(|e| match AmqpError::from(e) {
+            AmqpError::Other(text) => AmqpError::Connection(text),
+            other => other,
+        })?;
+        let link = LapinLink {
+            connection,
+            publisher: Mutex::new(None),
+            current: std::sync::Mutex::new(None),
+        };
+        link.publisher().await?;
+        Ok(Arc::new(link))
+    }
+}
+
+struct LapinLink {
+    connection: Connection,
+    /// The publishing channel (confirm mode), reopened when the broker closed it.
+    publisher: Mutex<Option<Channel>>,
+    /// The same channel, for the hot path (no await while it is healthy).
+    current: std::sync::Mutex<Option<Channel>>,
+}
+
+impl fmt::Debug for LapinLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LapinLink")
+            .field("connected", &self.connection.status().connected())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LapinLink {
+    async fn publisher(&self) -> Result<Channel, AmqpError> {
+        if let Some(channel) = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            && channel.status().connected()
+        {
+            return Ok(channel.clone());
+        }
+        let mut slot = self.publisher.lock().await;
+        if let Some(channel) = slot.as_ref()
+            && channel.status().connected()
+        {
+            return Ok(channel.clone());
+        }
+        let channel = self.connection.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        *slot = Some(channel.clone());
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(channel.clone());
+        Ok(channel)
+    }
+}
+
+#[async_trait]
+impl AmqpLink for LapinLink {
+    fn is_open(&self) -> bool {
+        self.connection.status().connected()
+    }
+
+    async fn declare(&self, queue: &str) -> Result<(), AmqpError> {
+        let channel = self.publisher().await?;
+        let options = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        match channel
+            .queue_declare(ShortString::from(queue), options, FieldTable::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(match &e.kind() {
+                lapin::ErrorKind::ProtocolError(amqp) if amqp.get_id() == 406 => {
+                    AmqpError::DeclareMismatch {
+                        queue: queue.to_owned(),
+                        detail: amqp.get_message().to_string(),
+                    }
+                }
+                _ => AmqpError::from(e),
+            }),
+        }
+    }
+
+    async fn publish(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<(), AmqpError> {
+        let channel = self.publisher().await?;
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
+        let confirm = channel
+            .basic_publish(
+                ShortString::from(""),
+                ShortString::from(queue),
+                options,
+                body,
+                properties,
+            )
+            .await?;
+        match confirm.await? {
+            Confirmation::Ack(None) => Ok(()),
+            Confirmation::Ack(Some(_)) => Err(AmqpError::Unroutable {
+                queue: queue.to_owned(),
+            }),
+            Confirmation::Nack(_) => Err(AmqpError::Nacked {
+                queue: queue.to_owned(),
+            }),
+            Confirmation::NotRequested => Err(AmqpError::Other(
+                "the publishing channel is not in confirm mode".to_owned(),
+            )),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        queue: &str,
+        prefetch: u16,
+    ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
+        let channel = self.connection.create_channel().await?;
+        channel
+            .basic_qos(prefetch, BasicQosOptions { global: true })
+            .await?;
+        let tag = format!("babelqueue-{queue}-{:08x}", fastrand::u32(..));
+        let consumer = channel
+            .basic_consume(
+                ShortString::from(queue),
+                ShortString::from(tag),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        Ok(Arc::new(LapinSubscription {
+            channel,
+            consumer: Mutex::new(consumer),
+        }))
+    }
+
+    async fn close(&self) {
+        if self.is_open() {
+            let _ = self
+                .connection
+                .close(200, ShortString::from("babelqueue: closing"))
+                .await;
+        }
+    }
+}
+
+struct LapinSubscription {
+    channel: Channel,
+    consumer: Mutex<lapin::Consumer>,
+}
+
+impl fmt::Debug for LapinSubscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LapinSubscription")
+            .field("channel", &self.channel.id())
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl AmqpSubscription for LapinSubscription {
+    async fn next(&self, timeout: Duration) -> Result<Option<Incoming>, AmqpError> {
+        let mut consumer = self.consumer.lock().await;
+        match tokio::time::timeout(timeout, consumer.next()).await {
+            Err(_) => Ok(None),
+            Ok(None) => Err(AmqpError::Connection(
+                "the consumer ended (its channel closed or RabbitMQ cancelled it)".to_owned(),
+            )),
+            Ok(Some(Err(e))) => Err(match AmqpError::from(e) {
+                AmqpError::Connection(text) | AmqpError::Refused(text) | AmqpError::Other(text) => {
+                    AmqpError::Connection(text)
+                }
+                other => other,
+            }),
+            Ok(Some(Ok(delivery))) => Ok(Some(Incoming {
+                headers: delivery.properties.headers().clone(),
+                redelivered: delivery.redelivered,
+                body: delivery.data,
+                settle: Arc::new(LapinSettle(delivery.acker)),
+            })),
+        }
+    }
+
+    async fn set_prefetch(&self, prefetch: u16) -> Result<(), AmqpError> {
+        self.channel
+            .basic_qos(prefetch, BasicQosOptions { global: true })
+            .await?;
+        Ok(())
+    }
+
+    fn is_open(&self) -> bool {
+        self.channel.status().connected()
+    }
+}
+
+#[derive(Debug)]
+struct LapinSettle(lapin::Acker);
+
+#[async_trait]
+impl AmqpSettle for LapinSettle {
+    async fn ack(&self) -> Result<(), AmqpError> {
+        match self.0.ack(BasicAckOptions::default()).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(AmqpError::StaleDelivery),
+            Err(e) => Err(match AmqpError::from(e) {
+                AmqpError::Connection(_) => AmqpError::StaleDelivery,
+                other => other,
+            }),
+        }
+    }
+
+    async fn requeue(&self) -> Result<(), AmqpError> {
+        let options = BasicNackOptions {
+            requeue: true,
+            ..BasicNackOptions::default()
+        };
+        match self.0.nack(options).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(AmqpError::StaleDelivery),
+            Err(e) => Err(match AmqpError::from(e) {
+                AmqpError::Connection(_) => AmqpError::StaleDelivery,
+                other => other,
+            }),
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The crate's one error type, [`AmqpError`], and how it maps onto the runtime's
+//! [`TransportError`](babelqueue_core::TransportError).
+
+use babelqueue_core::{TransportError, TransportErrorKind};
+
+/// Everything the AMQP transport can report.
+///
+/// `Display` is for people and logs; code branches on [`AmqpError::kind`] or
+/// [`AmqpError::is_transient`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AmqpError {
+    /// The broker URL cannot be used.
+    #[error("invalid AMQP URL: {0}")]
+    Url(String),
+    /// A property the contract carries in an AMQP short string (`type`, `correlation_id`,
+    /// `message_id` …) is longer than the 255 bytes AMQP 0-9-1 allows. Nothing is truncated.
+    #[error(
+        "the AMQP property `{property}` would be {len} bytes, above the 255-byte limit of an AMQP short string; the message was not sent"
+    )]
+    PropertyTooLong {
+        /// The AMQP property name.
+        property: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The broker cannot be reached, or the connection or channel dropped.
+    #[error("RabbitMQ connection: {0}")]
+    Connection(String),
+    /// The broker did not answer in time.
+    #[error("RabbitMQ did not answer in time: {0}")]
+    Timeout(String),
+    /// A delivery whose channel has closed since it was received: it cannot be acknowledged any
+    /// more, and the broker has already put it back in its queue.
+    #[error(
+        "the channel this delivery came on has closed (it cannot be settled any more; RabbitMQ requeued it and will deliver it again)"
+    )]
+    StaleDelivery,
+    /// The broker refused a publish (a negative publisher confirm).
+    #[error("RabbitMQ refused the message (negative publisher confirm) on queue {queue:?}")]
+    Nacked {
+        /// The target queue.
+        queue: String,
+    },
+    /// The broker returned a mandatory publish: no queue of that name exists.
+    #[error("RabbitMQ returned the message as unroutable: no queue {queue:?} exists")]
+    Unroutable {
+        /// The target queue.
+        queue: String,
+    },
+    /// The queue exists with other arguments (a quorum queue, a dead-letter exchange set by
+    /// another framework …): RabbitMQ refused the argument-free declaration.
+    #[error(
+        "queue {queue:?} already exists with different arguments (quorum type, x-dead-letter-exchange, TTL …); BabelQueue declares durable queues without arguments so every SDK can share them: {detail}"
+    )]
+    DeclareMismatch {
+        /// The queue.
+        queue: String,
+        /// RabbitMQ's reply text.
+        detail: String,
+    },
+    /// The broker refused an operation (access refused, not found, …).
+    #[error("RabbitMQ refused the operation: {0}")]
+    Refused(String),
+    /// Any other client failure.
+    #[error("AMQP client: {0}")]
+    Other(String),
+}
+
+/// The broad class of an [`AmqpError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AmqpErrorKind {
+    /// Bad configuration (URL).
+    Config,
+    /// The message cannot be sent as it is.
+    InvalidMessage,
+    /// Connection trouble; retrying later may work.
+    Connection,
+    /// The broker did not answer in time.
+    Timeout,
+    /// The broker said no.
+    Rejected,
+    /// Anything else.
+    Other,
+}
+
+impl AmqpError {
+    /// The class of the error.
+    pub fn kind(&self) -> AmqpErrorKind {
+        match self {
+            AmqpError::Url(_) => AmqpErrorKind::Config,
+            AmqpError::PropertyTooLong { .. } => AmqpErrorKind::InvalidMessage,
+            AmqpError::Connection(_) | AmqpError::StaleDelivery => AmqpErrorKind::Connection,
+            AmqpError::Timeout(_) => AmqpErrorKind::Timeout,
+            AmqpError::Nacked { .. }
+            | AmqpError::Unroutable { .. }
+            | AmqpError::DeclareMismatch { .. }
+            | AmqpError::Refused(_) => AmqpErrorKind::Rejected,
+            AmqpError::Other(_) => AmqpErrorKind::Other,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind(),
+            AmqpErrorKind::Connection | AmqpErrorKind::Timeout
+        )
+    }
+
+    /// Whether the error means the connection itself is gone (the supervisor then reconnects).
+    pub(crate) fn connection_lost(&self) -> bool {
+        matches!(self, AmqpError::Connection(_) | AmqpError::Timeout(_))
+    }
+}
+
+impl From<lapin::Error> for AmqpError {
+    fn from(e: lapin::Error) -> Self {
+        use lapin::ErrorKind as K;
+        match e.kind() {
+            K::IOError(_)
+            | K::InvalidConnectionState(_)
+            | K::InvalidChannelState(..)
+            | K::InvalidChannel(_)
+            | K::MissingHeartbeatError
+            | K::RuntimeShutdownError(_) => AmqpError::Connection(e.to_string()),
+            K::ProtocolError(amqp) => match amqp.get_id() {
+                // CONNECTION_FORCED (broker shutdown or restart), CHANNEL_ERROR, internal errors
+                320 | 504 | 541 => AmqpError::Connection(e.to_string()),
+                _ => AmqpError::Refused(e.to_string()),
+            },
+            K::AuthProviderError(_) => AmqpError::Refused(e.to_string()),
+            _ => AmqpError::Other(e.to_string()),
+        }
+    }
+}
+
+impl From<AmqpError> for TransportError {
+    fn from(e: AmqpError) -> Self {
+        let kind = match e.kind() {
+            AmqpErrorKind::Config => TransportErrorKind::Config,
+            AmqpErrorKind::InvalidMessage => TransportErrorKind::Unsupported,
+            AmqpErrorKind::Connection => TransportErrorKind::Connection,
+            AmqpErrorKind::Timeout => TransportErrorKind::Timeout,
+            AmqpErrorKind::Rejected => TransportErrorKind::Rejected,
+            AmqpErrorKind::Other => TransportErrorKind::Other,
+        };
+        TransportError::new(kind, "amqp").with_source(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_onto_the_runtime_kinds() {
+        let cases = [
+            (
+                AmqpError::Connection("x".into()),
+                TransportErrorKind::Connection,
+                true,
+            ),
+            (
+                AmqpError::StaleDelivery,
+                TransportErrorKind::Connection,
+                true,
+            ),
+            (
+                AmqpError::Timeout("x".into()),
+                TransportErrorKind::Timeout,
+                true,
+            ),
+            (
+                AmqpError::Nacked { queue: "q".into() },
+                TransportErrorKind::Rejected,
+                false,
+            ),
+            (
+                AmqpError::Url("x".into()),
+                TransportErrorKind::Config,
+                false,
+            ),
+            (
+                AmqpError::PropertyTooLong {
+                    property: "type",
+                    len: 300,
+                },
+                TransportErrorKind::Unsupported,
+                false,
+            ),
+        ];
+        for (error, kind, transient) in cases {
+            assert_eq!(error.is_transient(), transient, "{error}");
+            let text = error.to_string();
+            let mapped = TransportError::from(error);
+            assert_eq!(mapped.kind(), kind);
+            assert_eq!(mapped.is_transient(), transient);
+            assert!(mapped.to_string().contains(&text), "{mapped}");
+        }
+    }
+}

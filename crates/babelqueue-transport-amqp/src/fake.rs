@@ -1,0 +1,301 @@
+//! An in-memory [`AmqpClient`] for the supervisor's unit tests: queues, per-channel unacked
+//! deliveries that go back to their queue when the connection dies, prefetch limits, injected
+//! outages and refusals, and an ordered log of what reached the "broker".
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lapin::BasicProperties;
+use lapin::types::FieldTable;
+
+use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming};
+use crate::error::AmqpError;
+
+/// A stored message: body and header table.
+pub(crate) type Stored = (Vec<u8>, Option<FieldTable>);
+
+#[derive(Debug, Default)]
+pub(crate) struct World {
+    pub(crate) queues: HashMap<String, VecDeque<Stored>>,
+    pub(crate) log: Vec<String>,
+    pub(crate) down: bool,
+    pub(crate) connects: u32,
+    pub(crate) declares: u32,
+    pub(crate) nack_publishes_to: HashSet<String>,
+    pub(crate) prefetch_calls: Vec<u16>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FakeClient {
+    pub(crate) world: Arc<Mutex<World>>,
+    links: Arc<Mutex<Vec<Arc<FakeLink>>>>,
+}
+
+impl FakeClient {
+    pub(crate) fn world(&self) -> std::sync::MutexGuard<'_, World> {
+        self.world.lock().unwrap()
+    }
+
+    pub(crate) fn publish_raw(&self, queue: &str, body: &[u8]) {
+        self.world()
+            .queues
+            .entry(queue.to_owned())
+            .or_default()
+            .push_back((body.to_vec(), None));
+    }
+
+    pub(crate) fn bodies(&self, queue: &str) -> Vec<Vec<u8>> {
+        self.world()
+            .queues
+            .get(queue)
+            .map(|q| q.iter().map(|(b, _)| b.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Kills every open connection: their unacked deliveries go back to the head of their
+    /// queues, as RabbitMQ does when a channel closes.
+    pub(crate) fn kill_connections(&self) {
+        for link in self.links.lock().unwrap().drain(..) {
+            link.kill();
+        }
+    }
+}
+
+#[async_trait]
+impl AmqpClient for FakeClient {
+    async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError> {
+        let mut world = self.world();
+        if world.down {
+            return Err(AmqpError::Connection("connection refused (fake)".into()));
+        }
+        world.connects += 1;
+        world.log.push("connect".into());
+        let link = Arc::new(FakeLink {
+            world: self.world.clone(),
+            open: Arc::new(AtomicBool::new(true)),
+            unacked: Arc::new(Mutex::new(Vec::new())),
+        });
+        self.links.lock().unwrap().push(link.clone());
+        Ok(link)
+    }
+}
+
+type Unacked = Arc<Mutex<Vec<(u64, String, Vec<u8>)>>>;
+
+#[derive(Debug)]
+pub(crate) struct FakeLink {
+    world: Arc<Mutex<World>>,
+    open: Arc<AtomicBool>,
+    unacked: Unacked,
+}
+
+impl FakeLink {
+    fn kill(&self) {
+        if self.open.swap(false, Ordering::SeqCst) {
+            let mut world = self.world.lock().unwrap();
+            let mut back = std::mem::take(&mut *self.unacked.lock().unwrap());
+            back.sort_by_key(|(tag, _, _)| std::cmp::Reverse(*tag));
+            for (_, queue, body) in back {
+                world
+                    .queues
+                    .entry(queue)
+                    .or_default()
+                    .push_front((body, None));
+            }
+        }
+    }
+    fn check(&self) -> Result<(), AmqpError> {
+        if self.open.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(AmqpError::Connection("connection closed (fake)".into()))
+        }
+    }
+}
+
+#[async_trait]
+impl AmqpLink for FakeLink {
+    fn is_open(&self) -> bool {
+        self.open.load(Ordering::SeqCst)
+    }
+    async fn declare(&self, queue: &str) -> Result<(), AmqpError> {
+        self.check()?;
+        let mut world = self.world.lock().unwrap();
+        world.declares += 1;
+        world.queues.entry(queue.to_owned()).or_default();
+        Ok(())
+    }
+    async fn publish(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<(), AmqpError> {
+        self.check()?;
+        let mut world = self.world.lock().unwrap();
+        if world.nack_publishes_to.contains(queue) {
+            world.log.push(format!("nacked {queue}"));
+            return Err(AmqpError::Nacked {
+                queue: queue.to_owned(),
+            });
+        }
+        world.log.push(format!("confirmed {queue}"));
+        world
+            .queues
+            .entry(queue.to_owned())
+            .or_default()
+            .push_back((body.to_vec(), properties.headers().clone()));
+        Ok(())
+    }
+    async fn subscribe(
+        &self,
+        queue: &str,
+        prefetch: u16,
+    ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
+        self.check()?;
+        Ok(Arc::new(FakeSub {
+            world: self.world.clone(),
+            open: self.open.clone(),
+            unacked: self.unacked.clone(),
+            queue: queue.to_owned(),
+            prefetch: AtomicU16::new(prefetch),
+            next_tag: Mutex::new(0),
+        }))
+    }
+    async fn close(&self) {
+        self.kill();
+    }
+}
+
+#[derive(Debug)]
+struct FakeSub {
+    world: Arc<Mutex<World>>,
+    open: Arc<AtomicBool>,
+    unacked: Unacked,
+    queue: String,
+    prefetch: AtomicU16,
+    next_tag: Mutex<u64>,
+}
+
+impl FakeSub {
+    fn try_take(&self) -> Result<Option<Incoming>, AmqpError> {
+        if !self.open.load(Ordering::SeqCst) {
+            return Err(AmqpError::Connection("consumer ended (fake)".into()));
+        }
+        let held = self
+            .unacked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, q, _)| *q == self.queue)
+            .count();
+        if held >= usize::from(self.prefetch.load(Ordering::SeqCst)) {
+            return Ok(None);
+        }
+        let Some((body, headers)) = self
+            .world
+            .lock()
+            .unwrap()
+            .queues
+            .get_mut(&self.queue)
+            .and_then(VecDeque::pop_front)
+        else {
+            return Ok(None);
+        };
+        let tag = {
+            let mut t = self.next_tag.lock().unwrap();
+            *t += 1;
+            *t
+        };
+        self.unacked
+            .lock()
+            .unwrap()
+            .push((tag, self.queue.clone(), body.clone()));
+        Ok(Some(Incoming {
+            body,
+            headers,
+            redelivered: false,
+            settle: Arc::new(FakeSettle {
+                world: self.world.clone(),
+                open: self.open.clone(),
+                unacked: self.unacked.clone(),
+                tag,
+                queue: self.queue.clone(),
+            }),
+        }))
+    }
+}
+
+#[async_trait]
+impl AmqpSubscription for FakeSub {
+    async fn next(&self, timeout: Duration) -> Result<Option<Incoming>, AmqpError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(incoming) = self.try_take()? {
+                return Ok(Some(incoming));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    async fn set_prefetch(&self, prefetch: u16) -> Result<(), AmqpError> {
+        self.prefetch.store(prefetch, Ordering::SeqCst);
+        self.world.lock().unwrap().prefetch_calls.push(prefetch);
+        Ok(())
+    }
+    fn is_open(&self) -> bool {
+        self.open.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Debug)]
+struct FakeSettle {
+    world: Arc<Mutex<World>>,
+    open: Arc<AtomicBool>,
+    unacked: Unacked,
+    tag: u64,
+    queue: String,
+}
+
+impl FakeSettle {
+    fn take(&self) -> Result<Vec<u8>, AmqpError> {
+        if !self.open.load(Ordering::SeqCst) {
+            return Err(AmqpError::StaleDelivery);
+        }
+        let mut unacked = self.unacked.lock().unwrap();
+        let i = unacked
+            .iter()
+            .position(|(t, q, _)| *t == self.tag && *q == self.queue)
+            .ok_or(AmqpError::StaleDelivery)?;
+        Ok(unacked.remove(i).2)
+    }
+}
+
+#[async_trait]
+impl AmqpSettle for FakeSettle {
+    async fn ack(&self) -> Result<(), AmqpError> {
+        self.take()?;
+        self.world
+            .lock()
+            .unwrap()
+            .log
+            .push(format!("ack {}", self.queue));
+        Ok(())
+    }
+    async fn requeue(&self) -> Result<(), AmqpError> {
+        let body = self.take()?;
+        let mut world = self.world.lock().unwrap();
+        world.log.push(format!("requeue {}", self.queue));
+        world
+            .queues
+            .entry(self.queue.clone())
+            .or_default()
+            .push_front((body, None));
+        Ok(())
+    }
+}

@@ -1,0 +1,136 @@
+//! RabbitMQ (AMQP 0-9-1) for BabelQueue, on [lapin](https://docs.rs/lapin).
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use babelqueue_core::{App, Consume, Context, HandlerError};
+//! use babelqueue_transport_amqp::AmqpTransport;
+//!
+//! let transport = AmqpTransport::connect("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
+//! let app = App::builder(transport)
+//!     .queue("orders")
+//!     .max_attempts(3)
+//!     .dead_letter(true)
+//!     .concurrency(4) // the basic_qos prefetch follows it
+//!     .handle("urn:babel:orders:created", |ctx: Context| async move {
+//!         let order: serde_json::Value = ctx.data_as()?;
+//!         tracing::info!(order = %order["order_id"], "order created");
+//!         Ok::<(), HandlerError>(())
+//!     })
+//!     .build()?;
+//! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+//! app.run().await?; // until SIGTERM / SIGINT
+//! # Ok(()) }
+//! ```
+//!
+//! Messages are shared with every other BabelQueue SDK on the same queues: the Python
+//! (`pika`), Go (`amqp091-go`) and PHP workers read what this crate writes and the other way
+//! round, byte for byte.
+//!
+//! # URL
+//!
+//! `amqp://user:pass@host:5672/vhost?heartbeat=30&connection_timeout=5000&prefetch=8`
+//! (`amqps://` for TLS through rustls with the aws-lc-rs provider and the platform's roots).
+//!
+//! * vhost: an absent, empty or `/` path is the vhost `/` (as pika reads it), `%2f` is `/`,
+//!   anything else is percent-decoded ([`AmqpUrl`]).
+//! * `heartbeat` (seconds), `connection_timeout` (milliseconds, default 10 000), `frame_max`,
+//!   `channel_max`, `auth_mechanism`: passed to lapin.
+//! * `prefetch=N`: a fixed `basic_qos` prefetch. Without it the prefetch follows the runtime's
+//!   `concurrency` (see below).
+//! * `declare=0`: do not declare queues (they are provisioned elsewhere).
+//! * Anything else (pika-only options) is ignored with a warning.
+//!
+//! # Wire format
+//!
+//! * Topology: publish to the default exchange with routing key = queue name. `<queue>` and
+//!   `<queue>.dlq` are declared lazily, once per connection: durable, not exclusive, not
+//!   auto-delete, **no arguments**, exactly as the other SDKs declare them, so they can share
+//!   them. A queue that exists with other arguments (quorum, a dead-letter exchange) fails with
+//!   [`AmqpError::DeclareMismatch`], which names the problem; the publishing channel is
+//!   reopened.
+//! * Body: the envelope, byte for byte. Properties and headers: [`projection::properties`]
+//!   (`type` = URN, `correlation_id` = `trace_id`, `message_id` = `meta.id`, `app_id`
+//!   `babelqueue`, `content_type` `application/json`, persistent, and the native-typed headers
+//!   `x-schema-version`, `x-source-lang`, `x-attempts`, plus `traceparent` when given).
+//! * Consume: `basic.consume` with manual acknowledgement on a channel per queue; the handler
+//!   sees the header table as text ([`projection::received_headers`]); `attempts` is read
+//!   from the body by the runtime (`x-attempts` is a produce-side mirror).
+//!
+//! # Capabilities
+//!
+//! | capability | |
+//! |---|---|
+//! | `HeaderPublisher` | `traceparent` and other out-of-band headers in the AMQP header table |
+//! | `SettlePublisher` | every retry copy, dead-letter record and shutdown copy waits for its **publisher confirm** before the original is acknowledged |
+//! | `Rewinder` | a delivery left unsettled (its dead-letter write failed) is `basic.nack`ed with requeue, then the runtime pauses 1 s |
+//!
+//! No `Redeliverer` (a retry is a confirmed copy plus an ack, the back-off delay is not
+//! applied), no `DelayedPublisher` (RabbitMQ has no native delay without a plugin), no
+//! schema-version gate (the binding has none), no `Browser`.
+//!
+//! # Prefetch and concurrency
+//!
+//! The consumer channel's prefetch (`basic_qos`, channel-wide) starts at 1 and is raised
+//! whenever the runtime asks for another message while every delivery it holds is still
+//! unsettled: the runtime only asks while a handler slot is free, so the prefetch settles at
+//! the runtime's `concurrency`, never above it, and no message waits in a local buffer while
+//! another worker could take it. `prefetch=N` in the URL or [`AmqpOptions::prefetch`] fixes it
+//! instead.
+//!
+//! # Reconnect supervision
+//!
+//! lapin 4.12 ships an opt-in `enable_auto_recover`; this crate does not use it, and
+//! supervises the connection itself (see [`transport`] for the details): when the connection
+//! or a channel drops (a broker restart, `rabbitmqctl stop_app`), the next operation
+//! reconnects with exponential back-off (100 ms doubling to 5 s, with jitter), declares its
+//! queues again and re-subscribes. Unacknowledged deliveries are requeued by RabbitMQ when
+//! their channel closes; their old delivery tags are never sent on the new connection (their
+//! ack reports [`AmqpError::StaleDelivery`] and the message is handled again: at least once,
+//! never lost).
+//!
+//! # Deviations from the reference (Python `pika_transport.py`, babelqueue 1.24.0)
+//!
+//! * Publisher confirms: the reference publishes without them, so a retry copy or dead-letter
+//!   record could be lost if the broker failed right after the original was acknowledged. Here
+//!   every publish waits for RabbitMQ's confirm, and is `mandatory` (an unroutable message is
+//!   an error, not silently dropped).
+//! * Consuming uses `basic.consume` with a prefetch tied to the concurrency instead of
+//!   polling `basic.get`.
+//! * A delivery left unsettled is requeued at once (`Rewinder`), where the reference keeps it
+//!   until its channel closes.
+//! * A body that is not an envelope still gets `content_encoding` and `app_id` (like Go); the
+//!   reference sends only `content_type` and `delivery_mode`.
+//! * `type` is the body's URN (`job`, or the legacy `urn` alias when `job` is not a valid
+//!   string); the reference copies `job` whatever it holds.
+//! * A `type`, `correlation_id` or `message_id` over 255 bytes is a clear error
+//!   ([`AmqpError::PropertyTooLong`]); nothing is truncated.
+//! * Header values of a received message are surfaced as text like the reference (booleans as
+//!   `True`/`False`), but nested tables, arrays and decimals are left out.
+//! * Reconnection, with the stale-delivery rule above: the reference reconnects lazily on
+//!   the next call but has no back-off and no re-subscription (it polls).
+
+//!
+//! # Limits
+//!
+//! * No delay: the retry back-off is not applied and `publish_delayed` is refused (RabbitMQ
+//!   has no per-message delay without a plugin).
+//! * A retry copy carries the contract properties only: out-of-band headers such as
+//!   `traceparent` are not copied (as in every SDK).
+//! * The prefetch is channel-wide (`global=true`, one consumer per channel), which quorum
+//!   queues do not support; the transport declares classic queues.
+//! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier); the local test
+//!   broker has no TLS listener, so only the client side is exercised by the tests.
+//! * No `Browser`: `babelqueue dlq list` is not available on `amqp://`.
+
+mod client;
+mod error;
+#[cfg(test)]
+mod fake;
+pub mod projection;
+pub mod transport;
+mod url;
+
+pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
+pub use error::{AmqpError, AmqpErrorKind};
+pub use transport::{AmqpOptions, AmqpTransport};
+pub use url::AmqpUrl;

@@ -1,0 +1,876 @@
+//! [`AmqpTransport`]: the runtime's [`Transport`] over an [`AmqpClient`], with the connection
+//! supervisor.
+//!
+//! # Supervision
+//!
+//! The transport holds at most one live connection. Every operation asks for it; when it is
+//! gone (a broker restart, a network drop, a heartbeat timeout) the caller that notices
+//! reconnects, with exponential back-off and jitter between failed attempts, while the others
+//! wait for it. Each connection has a generation number:
+//!
+//! * queue declarations are cached per generation, so a new connection declares again;
+//! * a consumer belongs to a generation: `pop` re-subscribes on the new connection;
+//! * a delivery remembers its generation and its channel; once that channel closed, RabbitMQ
+//!   has already requeued it, so its ack is refused locally ([`AmqpError::StaleDelivery`]),
+//!   never sent as a foreign delivery tag on a new channel (which would close that channel).
+//!
+//! `pop` waits for a reconnect within its own timeout and reports the outage as a transient
+//! error when the budget runs out (the runtime logs it and polls again); `publish` waits up to
+//! [`AmqpOptions::reconnect_wait`] and re-sends after a connection loss (a message may then
+//! arrive twice, never zero times).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use babelqueue_core::{
+    Delivery, HeaderPublisher, Headers, Rewinder, Route, SettlePublisher, Transport, TransportError,
+};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, LapinClient};
+use crate::error::AmqpError;
+use crate::projection;
+use crate::url::{AmqpUrl, redact};
+
+const LOG: &str = "babelqueue::amqp";
+
+/// How the transport behaves beyond the URL.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AmqpOptions {
+    /// A fixed `basic_qos` prefetch. `None` (the default) follows the runtime's concurrency:
+    /// the prefetch starts at 1 and grows whenever the runtime asks for another message while
+    /// every prefetched one is still held by a handler, so it settles at exactly the number of
+    /// handlers that run at once.
+    pub prefetch: Option<u16>,
+    /// Declare queues (durable, no arguments) before first use. Default `true`.
+    pub declare: bool,
+    /// The first pause after a failed reconnect (default 100 ms); it doubles per failure.
+    pub reconnect_min: Duration,
+    /// The longest pause between reconnect attempts (default 5 s).
+    pub reconnect_max: Duration,
+    /// How long a publish waits for a lost connection to come back (default 10 s).
+    pub reconnect_wait: Duration,
+}
+
+impl Default for AmqpOptions {
+    fn default() -> Self {
+        AmqpOptions {
+            prefetch: None,
+            declare: true,
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_secs(5),
+            reconnect_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+impl AmqpOptions {
+    /// Sets a fixed prefetch (`None`: follow the runtime's concurrency).
+    #[must_use]
+    pub fn prefetch(mut self, prefetch: Option<u16>) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+    /// Turns queue declaration on or off.
+    #[must_use]
+    pub fn declare(mut self, declare: bool) -> Self {
+        self.declare = declare;
+        self
+    }
+    /// Sets the reconnect back-off bounds.
+    #[must_use]
+    pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.reconnect_min = min;
+        self.reconnect_max = max.max(min);
+        self
+    }
+    /// Sets how long a publish waits for a reconnect.
+    #[must_use]
+    pub fn reconnect_wait(mut self, wait: Duration) -> Self {
+        self.reconnect_wait = wait;
+        self
+    }
+}
+
+/// One live connection and what was set up on it.
+struct Live {
+    link: Arc<dyn AmqpLink>,
+    generation: u64,
+    declared: StdMutex<HashSet<String>>,
+}
+
+#[derive(Default)]
+struct Supervisor {
+    live: Option<Arc<Live>>,
+    generation: u64,
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// A consumer of one queue on one connection.
+struct Sub {
+    generation: u64,
+    sub: Arc<dyn AmqpSubscription>,
+    /// Deliveries handed out and not settled yet.
+    outstanding: Arc<AtomicUsize>,
+    prefetch: AtomicU16,
+}
+
+struct Inner {
+    client: Arc<dyn AmqpClient>,
+    options: AmqpOptions,
+    supervisor: Mutex<Supervisor>,
+    /// The live connection, readable without awaiting (the hot path of every operation); only
+    /// the supervisor (under its async lock) replaces it.
+    current: StdMutex<Option<Arc<Live>>>,
+    subs: StdMutex<HashMap<String, Arc<Sub>>>,
+    /// The prefetch each queue grew to, kept across reconnects.
+    grown: StdMutex<HashMap<String, u16>>,
+    reconnects: AtomicU64,
+}
+
+/// The settle handle of an AMQP delivery.
+struct Handle {
+    settle: Arc<dyn AmqpSettle>,
+    generation: u64,
+    outstanding: Arc<AtomicUsize>,
+    settled: AtomicBool,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    /// Marks the delivery settled (once); `false` when it already was.
+    fn take(&self) -> bool {
+        if self.settled.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.outstanding.fetch_sub(1, Ordering::SeqCst);
+        true
+    }
+}
+
+/// The RabbitMQ transport. Cheap to clone (clones share the connection).
+///
+/// See the [crate documentation](crate) for the URL, the capabilities and the deviations from
+/// the reference SDK.
+#[derive(Clone)]
+pub struct AmqpTransport {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for AmqpTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpTransport")
+            .field("client", &self.inner.client)
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AmqpTransport {
+    /// Parses `url` and connects once, so a wrong host, port, credential or vhost fails here.
+    /// Later drops are reconnected by the supervisor.
+    pub async fn connect(url: &str) -> Result<AmqpTransport, AmqpError> {
+        let transport = AmqpTransport::lazy(url)?;
+        transport
+            .inner
+            .link(Instant::now())
+            .await
+            .map_err(|e| match e {
+                AmqpError::Connection(text) => {
+                    AmqpError::Connection(format!("{text} (connecting to {})", redact(url)))
+                }
+                other => other,
+            })?;
+        Ok(transport)
+    }
+
+    /// Parses `url` without connecting: the first operation connects.
+    pub fn lazy(url: &str) -> Result<AmqpTransport, AmqpError> {
+        let parsed = AmqpUrl::parse(url)?;
+        let options = AmqpOptions::default()
+            .prefetch(parsed.prefetch)
+            .declare(parsed.declare);
+        let name = format!("babelqueue-rust pid {}", std::process::id());
+        Ok(AmqpTransport::with_client(
+            Arc::new(LapinClient::new(parsed.uri, name)),
+            options,
+        ))
+    }
+
+    /// A transport over any [`AmqpClient`] (a fake one in tests).
+    pub fn with_client(client: Arc<dyn AmqpClient>, options: AmqpOptions) -> AmqpTransport {
+        AmqpTransport {
+            inner: Arc::new(Inner {
+                client,
+                options,
+                supervisor: Mutex::new(Supervisor::default()),
+                current: StdMutex::new(None),
+                subs: StdMutex::new(HashMap::new()),
+                grown: StdMutex::new(HashMap::new()),
+                reconnects: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// How many times a lost connection was re-established (0 while the first one lives).
+    pub fn reconnects(&self) -> u64 {
+        self.inner.reconnects.load(Ordering::SeqCst)
+    }
+
+    /// The prefetch the consumer of `queue` currently runs with, when it has one.
+    pub fn prefetch_of(&self, queue: &str) -> Option<u16> {
+        lock(&self.inner.subs)
+            .get(queue)
+            .map(|s| s.prefetch.load(Ordering::SeqCst))
+    }
+
+    /// Publishes `body` to `queue` with out-of-band `headers`, waiting for the publisher
+    /// confirm. The properties are [`projection::properties`] of the body.
+    pub async fn publish_confirmed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), AmqpError> {
+        let properties = projection::properties(body, headers)?;
+        self.inner.publish(queue, body, properties).await
+    }
+}
+
+fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is a single map operation, so a poisoned lock is still consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    fn backoff(&self, failures: u32) -> Duration {
+        let min = self.options.reconnect_min.as_secs_f64();
+        let max = self.options.reconnect_max.as_secs_f64();
+        let exp = min
+            * 2f64.powi(
+                i32::try_from(failures.saturating_sub(1))
+                    .unwrap_or(30)
+                    .min(30),
+            );
+        let capped = exp.min(max);
+        // Jitter in [50 %, 100 %] so a fleet of workers does not reconnect in lock step.
+        Duration::from_secs_f64(capped * (0.5 + 0.5 * fastrand::f64()))
+    }
+
+    /// The live connection, reconnecting (with back-off) until `deadline` when there is none.
+    /// A `deadline` in the past still makes one attempt when no back-off pause is pending.
+    async fn link(&self, deadline: Instant) -> Result<Arc<Live>, AmqpError> {
+        if let Some(live) = lock(&self.current).as_ref()
+            && live.link.is_open()
+        {
+            return Ok(live.clone());
+        }
+        loop {
+            let mut sup = self.supervisor.lock().await;
+            if let Some(live) = &sup.live {
+                if live.link.is_open() {
+                    return Ok(live.clone());
+                }
+                tracing::warn!(target: LOG, generation = live.generation, "The RabbitMQ connection was lost; reconnecting");
+                sup.live = None;
+                *lock(&self.current) = None;
+            }
+            let now = Instant::now();
+            if let Some(at) = sup.retry_at
+                && at > now
+            {
+                if at > deadline {
+                    return Err(AmqpError::Connection(format!(
+                        "RabbitMQ is unreachable ({} failed attempts); the next reconnect is in {:?}",
+                        sup.failures,
+                        at - now
+                    )));
+                }
+                drop(sup);
+                tokio::time::sleep_until(at).await;
+                continue;
+            }
+            match self.client.connect().await {
+                Ok(link) => {
+                    sup.generation += 1;
+                    if sup.generation > 1 {
+                        self.reconnects.fetch_add(1, Ordering::SeqCst);
+                        tracing::info!(target: LOG, generation = sup.generation, failures = sup.failures, "Reconnected to RabbitMQ");
+                    }
+                    sup.failures = 0;
+                    sup.retry_at = None;
+                    let live = Arc::new(Live {
+                        link,
+                        generation: sup.generation,
+                        declared: StdMutex::new(HashSet::new()),
+                    });
+                    sup.live = Some(live.clone());
+                    *lock(&self.current) = Some(live.clone());
+                    return Ok(live);
+                }
+                Err(e) => {
+                    sup.failures = sup.failures.saturating_add(1);
+                    let pause = self.backoff(sup.failures);
+                    sup.retry_at = Some(Instant::now() + pause);
+                    tracing::warn!(target: LOG, error = %e, failures = sup.failures, retry_in = ?pause, "Connecting to RabbitMQ failed");
+                    if !e.is_transient() || Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets the connection of `generation` after it failed (a newer one is left alone).
+    async fn lost(&self, generation: u64) {
+        let dead = {
+            let mut sup = self.supervisor.lock().await;
+            match &sup.live {
+                Some(live) if live.generation == generation => {
+                    *lock(&self.current) = None;
+                    sup.live.take()
+                }
+                _ => None,
+            }
+        };
+        if let Some(dead) = dead {
+            tracing::warn!(target: LOG, generation, "The RabbitMQ connection failed; it will be re-established");
+            tokio::spawn(async move { dead.link.close().await });
+        }
+    }
+
+    async fn declare(&self, live: &Live, queue: &str) -> Result<(), AmqpError> {
+        if !self.options.declare || lock(&live.declared).contains(queue) {
+            return Ok(());
+        }
+        live.link.declare(queue).await?;
+        lock(&live.declared).insert(queue.to_owned());
+        Ok(())
+    }
+
+    async fn publish_on(
+        &self,
+        live: &Live,
+        queue: &str,
+        body: &[u8],
+        properties: &lapin::BasicProperties,
+    ) -> Result<(), AmqpError> {
+        self.declare(live, queue).await?;
+        match live.link.publish(queue, body, properties.clone()).await {
+            Err(AmqpError::Unroutable { .. }) if self.options.declare => {
+                // The queue vanished since it was declared (deleted by hand): declare it again
+                // and send once more; the returned copy was not stored anywhere.
+                lock(&live.declared).remove(queue);
+                self.declare(live, queue).await?;
+                live.link.publish(queue, body, properties.clone()).await
+            }
+            other => other,
+        }
+    }
+
+    async fn publish(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: lapin::BasicProperties,
+    ) -> Result<(), AmqpError> {
+        let deadline = Instant::now() + self.options.reconnect_wait;
+        loop {
+            let live = self.link(deadline).await?;
+            match self.publish_on(&live, queue, body, &properties).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let lost = e.connection_lost() || !live.link.is_open();
+                    if lost {
+                        self.lost(live.generation).await;
+                    }
+                    if !lost || Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                    tracing::warn!(target: LOG, queue, error = %e, "Publishing failed on a lost connection; sending again after reconnecting");
+                }
+            }
+        }
+    }
+
+    async fn subscription(&self, queue: &str, deadline: Instant) -> Result<Arc<Sub>, AmqpError> {
+        let live = self.link(deadline).await?;
+        if let Some(sub) = lock(&self.subs).get(queue)
+            && sub.generation == live.generation
+            && sub.sub.is_open()
+        {
+            return Ok(sub.clone());
+        }
+        let result = async {
+            self.declare(&live, queue).await?;
+            let prefetch = match self.options.prefetch {
+                Some(fixed) => fixed,
+                None => lock(&self.grown).get(queue).copied().unwrap_or(1),
+            };
+            let sub = live.link.subscribe(queue, prefetch).await?;
+            Ok::<_, AmqpError>(Arc::new(Sub {
+                generation: live.generation,
+                sub,
+                outstanding: Arc::new(AtomicUsize::new(0)),
+                prefetch: AtomicU16::new(prefetch),
+            }))
+        }
+        .await;
+        match result {
+            Ok(sub) => {
+                tracing::debug!(target: LOG, queue, generation = live.generation, "Consuming");
+                lock(&self.subs).insert(queue.to_owned(), sub.clone());
+                Ok(sub)
+            }
+            Err(e) => {
+                // Declare again next time: the queue may have been deleted under us.
+                lock(&live.declared).remove(queue);
+                if e.connection_lost() || !live.link.is_open() {
+                    self.lost(live.generation).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Follows the runtime's concurrency: the runtime only asks for a message while a handler
+    /// slot is free, so when every prefetched delivery is still held, one more slot exists.
+    async fn grow_prefetch(&self, queue: &str, sub: &Sub) -> Result<(), AmqpError> {
+        if self.options.prefetch.is_some() {
+            return Ok(());
+        }
+        let held = sub.outstanding.load(Ordering::SeqCst);
+        let current = sub.prefetch.load(Ordering::SeqCst);
+        if held < usize::from(current) || current == u16::MAX {
+            return Ok(());
+        }
+        let wanted = u16::try_from(held + 1).unwrap_or(u16::MAX);
+        sub.sub.set_prefetch(wanted).await?;
+        sub.prefetch.store(wanted, Ordering::SeqCst);
+        lock(&self.grown).insert(queue.to_owned(), wanted);
+        tracing::debug!(target: LOG, queue, prefetch = wanted, "Prefetch raised to follow the runtime's concurrency");
+        Ok(())
+    }
+
+    async fn pop(&self, queue: &str, timeout: Duration) -> Result<Option<Delivery>, AmqpError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let sub = self.subscription(queue, deadline).await?;
+            let step = async {
+                self.grow_prefetch(queue, &sub).await?;
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                sub.sub.next(remaining).await
+            }
+            .await;
+            match step {
+                Ok(Some(incoming)) => {
+                    sub.outstanding.fetch_add(1, Ordering::SeqCst);
+                    let headers = projection::received_headers(incoming.headers.as_ref());
+                    let handle = Handle {
+                        settle: incoming.settle,
+                        generation: sub.generation,
+                        outstanding: sub.outstanding.clone(),
+                        settled: AtomicBool::new(false),
+                    };
+                    return Ok(Some(
+                        Delivery::new(queue, incoming.body)
+                            .with_headers(headers)
+                            .with_handle(handle),
+                    ));
+                }
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    // The consumer ended: forget it (and the connection, when that is what
+                    // died); the next round re-subscribes, within this pop's budget.
+                    {
+                        let mut subs = lock(&self.subs);
+                        if subs.get(queue).is_some_and(|s| Arc::ptr_eq(s, &sub)) {
+                            subs.remove(queue);
+                        }
+                    }
+                    let link_dead = {
+                        let sup = self.supervisor.lock().await;
+                        sup.live
+                            .as_ref()
+                            .is_none_or(|l| l.generation != sub.generation || !l.link.is_open())
+                    };
+                    if link_dead {
+                        self.lost(sub.generation).await;
+                    } else if let Some(live) = self.supervisor.lock().await.live.clone() {
+                        // RabbitMQ cancels the consumer of a deleted queue: declare it again.
+                        lock(&live.declared).remove(queue);
+                    }
+                    tracing::warn!(target: LOG, queue, error = %e, "The consumer stopped; subscribing again");
+                    if Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                    // A consumer cancelled on a healthy connection (the queue was deleted) must
+                    // not spin: pause briefly before subscribing again.
+                    if !link_dead {
+                        tokio::time::sleep(
+                            self.options
+                                .reconnect_min
+                                .min(deadline.saturating_duration_since(Instant::now())),
+                        )
+                        .await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn settle(&self, delivery: &Delivery, requeue: bool) -> Result<(), AmqpError> {
+        let Some(handle) = delivery.handle::<Handle>() else {
+            return Err(AmqpError::Other(
+                "this delivery did not come from the AMQP transport".to_owned(),
+            ));
+        };
+        if !handle.take() {
+            return Err(AmqpError::Other(
+                "this delivery was already settled".to_owned(),
+            ));
+        }
+        let result = if requeue {
+            handle.settle.requeue().await
+        } else {
+            handle.settle.ack().await
+        };
+        if let Err(e) = &result
+            && e.connection_lost()
+        {
+            self.lost(handle.generation).await;
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl Transport for AmqpTransport {
+    fn name(&self) -> &'static str {
+        "amqp"
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        Ok(self.publish_confirmed(queue, body, &Headers::new()).await?)
+    }
+
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        Ok(self.inner.pop(queue, timeout).await?)
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        Ok(self.inner.settle(delivery, false).await?)
+    }
+
+    async fn close(&self) -> Result<(), TransportError> {
+        lock(&self.inner.subs).clear();
+        let live = {
+            let mut sup = self.inner.supervisor.lock().await;
+            *lock(&self.inner.current) = None;
+            sup.live.take()
+        };
+        if let Some(live) = live {
+            live.link.close().await;
+        }
+        Ok(())
+    }
+
+    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
+        Some(self)
+    }
+    fn settle_publisher(&self) -> Option<&dyn SettlePublisher> {
+        Some(self)
+    }
+    fn rewinder(&self) -> Option<&dyn Rewinder> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl HeaderPublisher for AmqpTransport {
+    async fn publish_with_headers(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), TransportError> {
+        Ok(self.publish_confirmed(queue, body, headers).await?)
+    }
+}
+
+/// Every settle write (retry copy, release, dead-letter record, shutdown copy) returns only
+/// once RabbitMQ confirmed it; the runtime acknowledges the original after that.
+#[async_trait]
+impl SettlePublisher for AmqpTransport {
+    async fn publish_settle(
+        &self,
+        queue: &str,
+        body: &[u8],
+        _route: &Route,
+        _key: Option<&[u8]>,
+    ) -> Result<(), TransportError> {
+        Ok(self.publish_confirmed(queue, body, &Headers::new()).await?)
+    }
+}
+
+/// `basic.nack` with requeue: an unsettled delivery goes back to its queue at once instead of
+/// holding a prefetch slot until the channel closes.
+#[async_trait]
+impl Rewinder for AmqpTransport {
+    async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        Ok(self.inner.settle(delivery, true).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use babelqueue_core::{App, Consume, Context, HandlerError, Outcome};
+
+    use super::*;
+    use crate::fake::FakeClient;
+
+    const URN: &str = "urn:babel:orders:created";
+
+    fn transport(fake: &FakeClient) -> AmqpTransport {
+        AmqpTransport::with_client(
+            Arc::new(fake.clone()),
+            AmqpOptions::default()
+                .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(40)),
+        )
+    }
+
+    fn body(n: u32) -> Vec<u8> {
+        format!(r#"{{"job":"{URN}","trace_id":"t{n}","data":{{"n":{n}}},"meta":{{"id":"m{n}","queue":"q","lang":"rust","schema_version":1}},"attempts":0}}"#).into_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_is_re_established_and_stale_tags_are_never_sent() {
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        t.publish("q", &body(1)).await.unwrap();
+        let first = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        fake.kill_connections();
+        // The delivery's channel is gone: its ack is refused locally, as a transient error.
+        let err = t.ack(&first).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        // The broker requeued it; the next pop reconnects, declares again, re-subscribes.
+        let again = t
+            .pop("q", Duration::from_millis(200))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.body(), first.body());
+        t.ack(&again).await.unwrap();
+        assert_eq!(t.reconnects(), 1);
+        let world = fake.world();
+        assert_eq!(world.connects, 2);
+        assert_eq!(
+            world.declares, 2,
+            "the queue is declared once per connection"
+        );
+        assert!(world.queues["q"].is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_outage_is_a_transient_error_then_backs_off_until_the_broker_returns() {
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        t.publish("q", &body(1)).await.unwrap();
+        fake.world().down = true;
+        fake.kill_connections();
+        let err = t.pop("q", Duration::from_millis(100)).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        let connects_while_down = fake.world().connects;
+        fake.world().down = false;
+        let got = t.pop("q", Duration::from_secs(1)).await.unwrap().unwrap();
+        t.ack(&got).await.unwrap();
+        assert_eq!(connects_while_down, 1);
+        assert_eq!(t.reconnects(), 1);
+    }
+
+    #[tokio::test]
+    async fn publish_waits_for_the_reconnect_and_refusals_surface() {
+        let fake = FakeClient::default();
+        let t = AmqpTransport::with_client(
+            Arc::new(fake.clone()),
+            AmqpOptions::default()
+                .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(20))
+                .reconnect_wait(Duration::from_millis(150)),
+        );
+        t.publish("q", &body(1)).await.unwrap();
+        fake.kill_connections();
+        t.publish("q", &body(2)).await.unwrap();
+        assert_eq!(fake.bodies("q").len(), 2);
+        fake.world().down = true;
+        fake.kill_connections();
+        let err = t.publish("q", &body(3)).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        fake.world().down = false;
+        fake.world().nack_publishes_to.insert("q".into());
+        let err = t.publish("q", &body(4)).await.unwrap_err();
+        assert!(
+            !err.is_transient() && err.to_string().contains("negative publisher confirm"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn prefetch_follows_the_runtime_concurrency() {
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        for n in 0..3 {
+            fake.publish_raw("q", &body(n));
+        }
+        let a = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.prefetch_of("q"), Some(1));
+        let b = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        let c = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.prefetch_of("q"), Some(3));
+        t.ack(&a).await.unwrap();
+        assert!(
+            t.pop("q", Duration::from_millis(20))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(t.prefetch_of("q"), Some(3), "a free slot does not raise it");
+        t.ack(&b).await.unwrap();
+        t.ack(&c).await.unwrap();
+
+        // Through the runtime: 4 handlers at once, the prefetch never goes above 4.
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        for n in 0..40 {
+            fake.publish_raw("q", &body(n));
+        }
+        let app = App::builder(t.clone())
+            .queue("q")
+            .concurrency(4)
+            .poll_timeout(Duration::from_millis(20))
+            .handle(URN, |_ctx: Context| async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Ok::<(), HandlerError>(())
+            })
+            .build()
+            .unwrap();
+        let summary = app
+            .consume(Consume::new().max_messages(40).handle_signals(false))
+            .await
+            .unwrap();
+        assert_eq!(summary.processed, 40);
+        assert_eq!(t.prefetch_of("q"), Some(4));
+        assert_eq!(fake.world().prefetch_calls, vec![2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn settle_writes_are_confirmed_before_the_ack_and_a_refused_one_requeues() {
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        let app = App::builder(t.clone())
+            .queue("q")
+            .max_attempts(2)
+            .dead_letter(true)
+            .rewind_pause(Duration::from_millis(1))
+            .poll_timeout(Duration::from_millis(20))
+            .handle(URN, |_ctx: Context| async {
+                Err::<(), _>(HandlerError::new("boom"))
+            })
+            .build()
+            .unwrap();
+        fake.publish_raw("q", &body(1));
+        let first = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(app.dispatch(first).await, Outcome::Retried);
+        let second = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(String::from_utf8_lossy(second.body()).contains(r#""attempts":1"#));
+        fake.world().nack_publishes_to.insert("q.dlq".into());
+        assert_eq!(app.dispatch(second).await, Outcome::Unsettled);
+        assert_eq!(
+            fake.world().log,
+            [
+                "connect",
+                "confirmed q",
+                "ack q",
+                "nacked q.dlq",
+                "requeue q"
+            ],
+            "the copy is confirmed before the ack; a refused dead-letter write acks nothing"
+        );
+        fake.world().nack_publishes_to.clear();
+        let third = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(app.dispatch(third).await, Outcome::DeadLettered);
+        assert_eq!(fake.bodies("q.dlq").len(), 1);
+        assert!(fake.bodies("q").is_empty());
+    }
+
+    #[tokio::test]
+    async fn headers_ride_beside_the_body_and_come_back_as_text() {
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        let headers = Headers::from([("traceparent".to_owned(), "00-aa-bb-01".to_owned())]);
+        t.publish_with_headers("q", &body(1), &headers)
+            .await
+            .unwrap();
+        let got = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.body(), body(1).as_slice());
+        assert_eq!(got.headers()["traceparent"], "00-aa-bb-01");
+        assert_eq!(got.headers()["x-attempts"], "0");
+        assert_eq!(got.headers()["x-schema-version"], "1");
+        t.ack(&got).await.unwrap();
+        assert!(
+            t.ack(&got).await.is_err(),
+            "a second ack is refused locally"
+        );
+    }
+}

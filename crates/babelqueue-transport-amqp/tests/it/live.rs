@@ -1,0 +1,686 @@
+//! The transport against RabbitMQ: round trip, retry then dead-letter, poison kept byte for
+//! byte, a worker killed with SIGKILL mid-handler, a broker restart mid-stream.
+
+use std::collections::HashSet;
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Headers, Transport};
+use babelqueue_transport_amqp::AmqpTransport;
+use babelqueue_transport_amqp::projection::properties_json;
+use serde_json::json;
+
+use crate::common::{self, Raw, json};
+
+const URN: &str = "urn:babel:orders:created";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trip_with_the_contract_properties_and_traceparent() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("roundtrip");
+    let raw = Raw::new(&url).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let app = App::builder(transport.clone())
+        .queue(&q)
+        .poll_timeout(Duration::from_secs(2))
+        .handle(URN, move |ctx: Context| {
+            let s = s.clone();
+            async move {
+                let data: serde_json::Value = ctx.data_as()?;
+                s.lock()
+                    .unwrap()
+                    .push((data, ctx.headers().clone(), ctx.envelope().attempts()));
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+
+    // 1. The wire: body byte for byte, the cross-SDK properties, native-typed headers.
+    let envelope = Envelope::builder(URN)
+        .queue(&q)
+        .trace_id("trace-rt")
+        .data(&json!({"order_id": 1042, "note": "é/ü"}))
+        .build()
+        .unwrap();
+    let headers = Headers::from([(
+        "traceparent".to_owned(),
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned(),
+    )]);
+    app.publish_envelope(&q, &envelope, &headers).await.unwrap();
+    let mut on_wire = raw.drain(&q).await;
+    assert_eq!(on_wire.len(), 1);
+    let (body, props) = on_wire.remove(0);
+    assert_eq!(
+        body,
+        envelope.encode().unwrap().into_bytes(),
+        "the body is the envelope, byte for byte"
+    );
+    let view = properties_json(&props);
+    assert_eq!(
+        view["properties"],
+        json!({"type": URN, "correlation_id": "trace-rt", "message_id": envelope.message_id().unwrap(),
+            "app_id": "babelqueue", "content_type": "application/json", "content_encoding": "utf-8",
+            "delivery_mode": 2})
+    );
+    assert_eq!(
+        view["headers"],
+        json!({"x-schema-version": 1, "x-source-lang": "rust", "x-attempts": 0,
+            "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    );
+
+    // 2. Through the worker: handled once, headers surfaced, acknowledged.
+    app.publish_envelope(&q, &envelope, &headers).await.unwrap();
+    let summary = app
+        .consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 1);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].0, json!({"order_id": 1042, "note": "é/ü"}));
+    assert_eq!(seen[0].1["traceparent"], headers["traceparent"]);
+    assert_eq!(seen[0].1["x-attempts"], "0");
+    assert_eq!(seen[0].2, 0);
+    assert_eq!(
+        raw.wait_depth(&q, 0, Duration::from_secs(2)).await,
+        0,
+        "acknowledged"
+    );
+    // Nothing left unacknowledged either: closing the transport requeues nothing.
+    transport.close().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(raw.declare(&q).await, 0);
+    raw.delete(&[&q]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_then_dead_letter() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("retry");
+    let dlq = format!("{q}.dlq");
+    let raw = Raw::new(&url).await;
+    let attempts_seen = Arc::new(Mutex::new(Vec::new()));
+    let a = attempts_seen.clone();
+    let app = App::builder(AmqpTransport::connect(&url).await.unwrap())
+        .queue(&q)
+        .max_attempts(3)
+        .dead_letter(true)
+        .poll_timeout(Duration::from_secs(2))
+        .handle(URN, move |ctx: Context| {
+            let a = a.clone();
+            async move {
+                a.lock().unwrap().push(ctx.envelope().attempts());
+                Err::<(), _>(
+                    HandlerError::new("payment service down").with_exception("PaymentError"),
+                )
+            }
+        })
+        .build()
+        .unwrap();
+    let id = app.publish(URN, &json!({"order_id": 7})).await.unwrap();
+    let summary = app
+        .consume(Consume::new().max_messages(3).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 3);
+    assert_eq!(
+        *attempts_seen.lock().unwrap(),
+        vec![0, 1, 2],
+        "two retries, counted in the body"
+    );
+    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(2)).await, 0);
+    let records = raw.drain(&dlq).await;
+    assert_eq!(records.len(), 1, "exactly one dead-letter record");
+    let (record, props) = &records[0];
+    let record = json(record);
+    assert_eq!(record["meta"]["id"], id.as_str());
+    assert_eq!(record["attempts"], 3);
+    assert_eq!(record["data"], json!({"order_id": 7}));
+    let block = &record["dead_letter"];
+    assert_eq!(block["reason"], "failed");
+    assert_eq!(block["error"], "payment service down");
+    assert_eq!(block["exception"], "PaymentError");
+    assert_eq!(block["original_queue"], q.as_str());
+    assert_eq!(block["attempts"], 3);
+    assert_eq!(block["lang"], "rust");
+    assert_eq!(properties_json(props)["headers"]["x-attempts"], 3);
+    raw.delete(&[&q, &dlq]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_is_dead_lettered_byte_for_byte() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("poison");
+    let dlq = format!("{q}.dlq");
+    let raw = Raw::new(&url).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let handled = Arc::new(AtomicU64::new(0));
+    let h = handled.clone();
+    let app = App::builder(transport.clone())
+        .queue(&q)
+        .dead_letter(true)
+        .poll_timeout(Duration::from_secs(2))
+        .handle_any(move |_ctx: Context| {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let bodies: [&[u8]; 3] = [
+        b"\xff\xfe{not utf-8 \x00 at all",
+        br#"{"job":"urn:babel:orders:created","data":{"x":1},"attempts":"three"}"#,
+        b"plain text, not JSON",
+    ];
+    for body in bodies {
+        transport.publish(&q, body).await.unwrap();
+    }
+    let summary = app
+        .consume(Consume::new().max_messages(3).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 3);
+    assert_eq!(
+        handled.load(Ordering::SeqCst),
+        0,
+        "poison never reaches a handler"
+    );
+    let records = raw.drain(&dlq).await;
+    assert_eq!(records.len(), 3);
+    // Non-UTF-8: the exact bytes, base64 in `raw`.
+    let first = json(&records[0].0);
+    assert_eq!(first["raw_encoding"], "base64");
+    let b64 = first["raw"].as_str().unwrap();
+    assert_eq!(base64_decode(b64), bodies[0]);
+    assert_eq!(first["dead_letter"]["reason"], "poison");
+    assert_eq!(first["dead_letter"]["original_queue"], q.as_str());
+    // A valid object with a wrong-typed member: spliced, every original byte kept in place.
+    let second = String::from_utf8(records[1].0.clone()).unwrap();
+    let original = std::str::from_utf8(bodies[1]).unwrap();
+    assert!(
+        second.starts_with(&original[..original.len() - 1])
+            && second.contains(r#","dead_letter":{"reason":"poison""#),
+        "{second}"
+    );
+    // Text: carried verbatim in `raw`.
+    let third = json(&records[2].0);
+    assert_eq!(third["raw"], "plain text, not JSON");
+    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(2)).await, 0);
+    raw.delete(&[&q, &dlq]).await;
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == c).expect("base64") as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+/// The worker the SIGKILL test starts in a child process (this same test binary, re-executed
+/// with `BQ_IT_WORKER=<queue>`); as an ordinary test it returns at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_worker_process() {
+    let Ok(q) = std::env::var("BQ_IT_WORKER") else {
+        return;
+    };
+    let app = App::builder(AmqpTransport::connect(&common::url()).await.unwrap())
+        .queue(&q)
+        .poll_timeout(Duration::from_secs(2))
+        .handle(URN, |ctx: Context| async move {
+            println!(
+                "BQ-WORKER-HANDLING {}",
+                ctx.envelope().message_id().unwrap_or_default()
+            );
+            // Mid-handler, forever: the parent kills this process here.
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<(), HandlerError>(())
+        })
+        .build()
+        .unwrap();
+    app.consume(Consume::new().handle_signals(false))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_with_sigkill_mid_handler_loses_nothing() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("sigkill");
+    let raw = Raw::new(&url).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let producer = App::builder(transport.clone()).queue(&q).build().unwrap();
+    let id = producer
+        .publish(URN, &json!({"order_id": 99}))
+        .await
+        .unwrap();
+
+    let mut child = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "live::sigkill_worker_process",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("BQ_IT_WORKER", &q)
+            .env("BQ_AMQP_URL", &url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the worker process starts"),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            // libtest prints `test … ... ` without a newline first: find the marker anywhere.
+            if let Some(at) = line.find("BQ-WORKER-HANDLING ") {
+                let _ = tx.send(line[at + "BQ-WORKER-HANDLING ".len()..].trim().to_owned());
+            }
+        }
+    });
+    let handling = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the worker process picked the message up");
+    assert_eq!(handling, id);
+    // While the handler runs, the message is held by the worker (not in the ready queue).
+    assert_eq!(raw.declare(&q).await, 0);
+    child.0.kill().expect("SIGKILL"); // std sends SIGKILL on unix
+    let status = child.0.wait().unwrap();
+    assert!(!status.success(), "the worker was killed: {status:?}");
+
+    // A second worker gets it back (RabbitMQ requeues unacknowledged deliveries when the
+    // connection dies) and handles it.
+    let handled = Arc::new(Mutex::new(Vec::new()));
+    let h = handled.clone();
+    let second = App::builder(transport.clone())
+        .queue(&q)
+        .poll_timeout(Duration::from_secs(5))
+        .handle(URN, move |ctx: Context| {
+            let h = h.clone();
+            async move {
+                h.lock().unwrap().push((
+                    ctx.envelope().message_id().unwrap_or_default().into_owned(),
+                    ctx.envelope().attempts(),
+                ));
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let summary = second
+        .consume(
+            Consume::new()
+                .max_messages(1)
+                .idle_timeout(Duration::from_secs(20))
+                .handle_signals(false),
+        )
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 1);
+    assert_eq!(
+        *handled.lock().unwrap(),
+        vec![(id, 0)],
+        "the same message, attempts unchanged"
+    );
+    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(2)).await, 0);
+    raw.delete(&[&q]).await;
+}
+
+/// Kills the worker process when the test ends early, so no orphan keeps consuming.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Restarts the RabbitMQ application (`rabbitmqctl start_app`) when dropped, so a failing
+/// assertion cannot leave the broker down for the tests that follow.
+struct StartAppOnDrop;
+
+impl Drop for StartAppOnDrop {
+    fn drop(&mut self) {
+        let _ = rabbitmqctl("start_app");
+    }
+}
+
+fn rabbitmqctl(command: &str) -> std::process::Output {
+    let ctl = std::env::var("BQ_RABBITMQCTL").unwrap_or_else(|_| "rabbitmqctl".to_owned());
+    let out = Command::new(&ctl)
+        .arg(command)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {ctl} {command}: {e}"));
+    assert!(
+        out.status.success(),
+        "{ctl} {command} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_restart_mid_stream_loses_nothing_and_the_worker_keeps_running() {
+    const N: usize = 1_000;
+    let Some(url) = common::broker() else { return };
+    let _exclusive = common::BROKER.write().await;
+    common::init_tracing();
+    let q = common::queue("restart");
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let producer = App::builder(transport.clone()).queue(&q).build().unwrap();
+    let mut ids = HashSet::new();
+    for i in 0..N {
+        ids.insert(producer.publish(URN, &json!({"i": i})).await.unwrap());
+    }
+
+    let handled: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let calls = Arc::new(AtomicU64::new(0));
+    let (h, c) = (handled.clone(), calls.clone());
+    let worker = App::builder(transport.clone())
+        .queue(&q)
+        .concurrency(2)
+        .poll_timeout(Duration::from_millis(500))
+        .handle(URN, move |ctx: Context| {
+            let (h, c) = (h.clone(), c.clone());
+            async move {
+                // ~15 s for the whole stream, so the restart lands in the middle of it.
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                c.fetch_add(1, Ordering::SeqCst);
+                h.lock()
+                    .unwrap()
+                    .insert(ctx.envelope().message_id().unwrap_or_default().into_owned());
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let stop = worker.stop_handle();
+    let running =
+        tokio::spawn(async move { worker.consume(Consume::new().handle_signals(false)).await });
+
+    let distinct = |h: &Arc<Mutex<HashSet<String>>>| h.lock().unwrap().len();
+    let wait_until = |target: usize, within: Duration| {
+        let h = handled.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + within;
+            while distinct(&h) < target && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            distinct(&h)
+        }
+    };
+    let before = wait_until(N / 10, Duration::from_secs(60)).await;
+    assert!(
+        before >= N / 10,
+        "the worker started: {before} of {N} handled"
+    );
+
+    {
+        let _restart = StartAppOnDrop;
+        rabbitmqctl("stop_app");
+        let during = distinct(&handled);
+        assert!(
+            during < N,
+            "the broker must stop in the middle of the stream, but all {N} were already handled"
+        );
+        println!("broker restart: {during} of {N} handled when the broker stopped");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            !running.is_finished(),
+            "the worker survives the broker going away"
+        );
+    } // start_app
+
+    let after = wait_until(N, Duration::from_secs(120)).await;
+    assert_eq!(after, N, "all {N} messages handled at least once");
+    assert!(handled.lock().unwrap().is_subset(&ids));
+    assert!(transport.reconnects() >= 1, "the supervisor reconnected");
+    // Still running and still consuming: a message published after the restart is handled.
+    producer.publish(URN, &json!({"i": "after"})).await.unwrap();
+    let last = wait_until(N + 1, Duration::from_secs(30)).await;
+    assert_eq!(last, N + 1, "the worker keeps consuming after the restart");
+    assert!(!running.is_finished(), "the worker is still running");
+    println!(
+        "broker restart: {} distinct messages handled in {} handler calls, {} reconnect(s)",
+        N + 1,
+        calls.load(Ordering::SeqCst),
+        transport.reconnects()
+    );
+    stop.stop();
+    let summary = running.await.unwrap().unwrap();
+    assert!(summary.processed > N as u64);
+    let raw = Raw::new(&url).await;
+    assert_eq!(
+        raw.wait_depth(&q, 0, Duration::from_secs(5)).await,
+        0,
+        "nothing left behind"
+    );
+    raw.delete(&[&q]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_declared_with_other_arguments_is_a_clear_error_and_the_channel_recovers() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("mismatch");
+    let fine = common::queue("after-mismatch");
+    let raw = Raw::new(&url).await;
+    raw.declare_with_ttl(&q).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let err = transport.publish(&q, b"{}").await.unwrap_err();
+    let text = format!("{err} {:?}", std::error::Error::source(&err));
+    assert!(
+        !err.is_transient() && text.contains("already exists with different arguments"),
+        "{text}"
+    );
+    // RabbitMQ closed the publishing channel; the next publish reopens it.
+    transport.publish(&fine, b"{}").await.unwrap();
+    assert_eq!(raw.wait_depth(&fine, 1, Duration::from_secs(2)).await, 1);
+    raw.delete(&[&q, &fine]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqps_goes_through_rustls_and_fails_cleanly_against_a_plain_listener() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    // The local broker has no TLS listener: the handshake must fail as an error (no panic
+    // about a missing rustls crypto provider), within the connection timeout.
+    let tls = url
+        .replacen("amqp://", "amqps://", 1)
+        .replace("%2f", "%2f?connection_timeout=3000");
+    let started = std::time::Instant::now();
+    let err = AmqpTransport::connect(&tls).await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_deleted_under_a_running_worker_is_declared_again_and_consumed() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("deleted");
+    let raw = Raw::new(&url).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    let handled = Arc::new(AtomicU64::new(0));
+    let h = handled.clone();
+    let worker = App::builder(transport.clone())
+        .queue(&q)
+        .poll_timeout(Duration::from_secs(2))
+        .handle(URN, move |_ctx: Context| {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let stop = worker.stop_handle();
+    let running =
+        tokio::spawn(async move { worker.consume(Consume::new().handle_signals(false)).await });
+    let producer = App::builder(transport.clone()).queue(&q).build().unwrap();
+    producer.publish(URN, &json!({"n": 1})).await.unwrap();
+    let wait = |n: u64| {
+        let h = handled.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            while h.load(Ordering::SeqCst) < n && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            h.load(Ordering::SeqCst)
+        }
+    };
+    assert_eq!(wait(1).await, 1);
+    raw.delete(&[&q]).await; // RabbitMQ cancels the worker's consumer
+    // The publish finds the queue gone (a mandatory publish comes back unroutable), declares
+    // it again and sends once more; the worker subscribes again and handles it.
+    producer.publish(URN, &json!({"n": 2})).await.unwrap();
+    assert_eq!(wait(2).await, 2);
+    assert!(!running.is_finished());
+    stop.stop();
+    running.await.unwrap().unwrap();
+    raw.delete(&[&q]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_dead_letter_write_acknowledges_nothing_and_the_message_comes_back() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    common::init_tracing();
+    let q = common::queue("dlq-refused");
+    let dlq = format!("{q}.dlq");
+    let raw = Raw::new(&url).await;
+    // Another framework owns a queue of the DLQ's name with different arguments: every
+    // dead-letter write is refused.
+    raw.declare_with_ttl(&dlq).await;
+    let calls = Arc::new(AtomicU64::new(0));
+    let worker = |transport: AmqpTransport| {
+        let c = calls.clone();
+        App::builder(transport)
+            .queue(&q)
+            .max_attempts(1)
+            .dead_letter(true)
+            .rewind_pause(Duration::from_millis(200))
+            .poll_timeout(Duration::from_secs(2))
+            .handle(URN, move |_ctx: Context| {
+                let c = c.clone();
+                async move {
+                    c.fetch_add(1, Ordering::SeqCst);
+                    Err::<(), _>(HandlerError::new("always fails"))
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let first = AmqpTransport::connect(&url).await.unwrap();
+    let id = App::builder(first.clone())
+        .queue(&q)
+        .build()
+        .unwrap()
+        .publish(URN, &json!({"n": 1}))
+        .await
+        .unwrap();
+    let summary = worker(first.clone())
+        .consume(Consume::new().max_messages(2).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        summary.processed, 2,
+        "handled twice: the refused write requeued it"
+    );
+    first.close().await.unwrap();
+    assert_eq!(
+        raw.wait_depth(&q, 1, Duration::from_secs(5)).await,
+        1,
+        "the message is still in its queue"
+    );
+
+    // Once the DLQ can be written, the next worker dead-letters it.
+    raw.delete(&[&dlq]).await;
+    let second = AmqpTransport::connect(&url).await.unwrap();
+    worker(second)
+        .consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    let records = raw.drain(&dlq).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(json(&records[0].0)["meta"]["id"], id.as_str());
+    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(5)).await, 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    raw.delete(&[&q, &dlq]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_credentials_and_unknown_vhosts_fail_at_connect() {
+    let Some(url) = common::broker() else { return };
+    let _shared = common::shared().await;
+    let parsed = babelqueue_transport_amqp::AmqpUrl::parse(&url).unwrap();
+    let authority = format!(
+        "{}:{}",
+        parsed.uri.authority.host, parsed.uri.authority.port
+    );
+    let user = &parsed.uri.authority.userinfo;
+    let login = format!("{}:{}", user.username, user.password);
+    for (bad, says) in [
+        (
+            format!("amqp://guest:wrong-password@{authority}/%2f"),
+            "ACCESS_REFUSED",
+        ),
+        (
+            format!("amqp://{login}@{authority}/no-such-vhost"),
+            "vhost no-such-vhost not found",
+        ),
+    ] {
+        let err = AmqpTransport::connect(&bad).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            !err.is_transient(),
+            "a configuration error is not retried: {text}"
+        );
+        assert!(
+            text.contains(says) && !text.contains("wrong-password"),
+            "{text}"
+        );
+    }
+    // The README's spelling, a trailing `/`, is the vhost `/` (lapin alone would ask for "").
+    for good in [
+        format!("amqp://{login}@{authority}/"),
+        format!("amqp://{login}@{authority}"),
+    ] {
+        let transport = AmqpTransport::connect(&good).await.unwrap();
+        transport.close().await.unwrap();
+    }
+}
