@@ -8,6 +8,7 @@ mod codec;
 mod core;
 mod own;
 mod poison;
+mod sqs;
 
 /// What a case runner sees.
 pub(crate) struct Ctx<'m> {
@@ -58,6 +59,22 @@ pub(crate) fn registry() -> Vec<Runner> {
         core("codec_reemit", own::codec_reemit),
         core("verdict", own::verdict),
         core("make_shape", own::make_shape),
+        // Scope `sqs`: all three sections together (carrying one puts every case in scope).
+        Runner {
+            section: "sqs",
+            scope: "sqs",
+            run: sqs::sqs,
+        },
+        Runner {
+            section: "delay",
+            scope: "sqs",
+            run: sqs::delay,
+        },
+        Runner {
+            section: "version_gate_sqs",
+            scope: "sqs",
+            run: sqs::version_gate_sqs,
+        },
     ]
 }
 
