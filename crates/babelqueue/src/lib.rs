@@ -140,6 +140,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     let scheme = scheme_of(url);
     match scheme {
         "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        #[cfg(feature = "sqs")]
+        "sqs" => Ok(Arc::new(
+            babelqueue_transport_sqs::SqsTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
@@ -185,6 +191,18 @@ mod tests {
             err.contains("\"Redis\""),
             "schemes are case-sensitive: {err}"
         );
+    }
+
+    #[cfg(feature = "sqs")]
+    #[tokio::test]
+    async fn sqs_urls_connect_without_touching_the_network() {
+        let transport = connect("sqs://us-east-1?endpoint=http://127.0.0.1:9&max_messages=4")
+            .await
+            .unwrap();
+        assert_eq!(transport.name(), "sqs");
+        assert!(transport.redeliverer().is_some() && transport.native_settler().is_some());
+        let err = connect("sqs://us-east-1?bogus=1").await.unwrap_err();
+        assert!(err.to_string().contains("unknown option"), "{err}");
     }
 
     #[test]
