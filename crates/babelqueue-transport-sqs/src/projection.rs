@@ -423,6 +423,7 @@ mod tests {
     fn reconciliation() {
         for (body, count, want) in [
             (0, Some("1"), 0),
+            (0, Some("2"), 1),
             (0, Some("3"), 2),
             (2, Some("5"), 4),
             (5, Some("1"), 5),
