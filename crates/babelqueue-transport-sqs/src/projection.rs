@@ -3,7 +3,7 @@
 //! * [`attributes`]: the `bq-*` MessageAttributes a body projects to on produce;
 //! * [`merge_headers`]: out-of-band headers added beside them (contract first, at most 10);
 //! * [`reconcile`] / [`native_attempts`]: `attempts` from `ApproximateReceiveCount`;
-//! * [`gate`]: the schema-version gate on `bq-schema-version`, read before any decode;
+//! * [`gate()`]: the schema-version gate on `bq-schema-version`, read before any decode;
 //! * [`headers`]: the attributes a consumer surfaces as headers;
 //! * [`visibility_timeout`], [`publish_delay`], [`wait_time_seconds`]: the clamps and limits;
 //! * [`dead_letter_queue_name`], [`deduplication_id`], [`is_fifo_queue`]: naming.

@@ -56,8 +56,9 @@ impl fmt::Debug for SqsTransport {
 
 impl SqsTransport {
     /// Connects from an `sqs://` URL: the options of [`SqsConfig::from_url`], credentials from
-    /// the default AWS provider chain. Makes no network call (queue URLs and credentials are
-    /// resolved on first use).
+    /// the default AWS provider chain. Queue URLs and credentials are resolved on first use; with
+    /// a region in the URL nothing is sent until then (without one, the provider chain may ask
+    /// the instance metadata service for the region).
     pub async fn connect(url: &str) -> Result<SqsTransport, SqsError> {
         let config = SqsConfig::from_url(url)?;
         let client = AwsSqs::from_env(&config).await?;
@@ -640,6 +641,185 @@ mod tests {
                 .await
                 .unwrap_err()
                 .is_transient()
+        );
+    }
+
+    /// Captures the WARN+ log lines emitted on this thread.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    impl Captured {
+        fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+            let captured = Captured::default();
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(captured.clone())
+                .with_ansi(false)
+                .with_max_level(tracing::Level::WARN)
+                .finish();
+            (captured, tracing::subscriber::set_default(subscriber))
+        }
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    #[tokio::test]
+    async fn out_of_range_release_delays_are_clamped_with_a_warning() {
+        let (fake, t) = transport(SqsConfig::default());
+        for _ in 0..2 {
+            t.publish("orders", ORDER.as_bytes()).await.unwrap();
+        }
+        let (logs, _guard) = Captured::start();
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, b"", Duration::from_secs(30)).await.unwrap();
+        assert_eq!(logs.text(), "", "an in-range delay does not warn");
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, b"", Duration::from_secs(50_000))
+            .await
+            .unwrap();
+        assert!(
+            logs.text().contains("clamped to 43200 s"),
+            "{}",
+            logs.text()
+        );
+        let sent: Vec<i32> = fake.visibility_changes().iter().map(|c| c.2).collect();
+        assert_eq!(sent, [30, 43_200]);
+    }
+
+    #[tokio::test]
+    async fn the_gate_warns_with_the_version_and_the_queue() {
+        let (fake, t) = transport(SqsConfig::default());
+        let long = "9".repeat(70);
+        for version in ["2", long.as_str()] {
+            let mut attrs = Attributes::new();
+            attrs.insert("bq-schema-version".into(), AttributeValue::string(version));
+            fake.seed("orders", ORDER, attrs, Some("1"));
+        }
+        let (logs, _guard) = Captured::start();
+        t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert!(
+            logs.text()
+                .contains("\"orders\" declares unsupported bq-schema-version \"2\""),
+            "{}",
+            logs.text()
+        );
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        let capped = format!("\"{}...\"", "9".repeat(64));
+        assert!(logs.text().contains(&capped), "{}", logs.text());
+        // The route keeps its own (escaped, capped) form; the declared value stays whole.
+        assert!(matches!(d.route(), Route::Gated { declared, .. } if *declared == long));
+    }
+
+    #[tokio::test]
+    async fn releases_that_cannot_count_or_cannot_happen_warn() {
+        let (fake, t) = transport(SqsConfig::default());
+        fake.seed("orders", ORDER, Attributes::new(), None);
+        let (logs, _guard) = Captured::start();
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, b"", Duration::ZERO).await.unwrap();
+        assert!(
+            logs.text()
+                .contains("did not report ApproximateReceiveCount")
+        );
+        t.redeliver(&Delivery::new("orders", ORDER), b"", Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(logs.text().contains("has no receipt handle"));
+    }
+
+    fn failing_app(
+        t: SqsTransport,
+        configure: impl FnOnce(babelqueue_core::AppBuilder) -> babelqueue_core::AppBuilder,
+    ) -> babelqueue_core::App {
+        configure(
+            babelqueue_core::App::builder(t)
+                .queue("orders")
+                .poll_timeout(Duration::ZERO)
+                .handle(
+                    "urn:babel:orders:created",
+                    |_ctx: babelqueue_core::Context| async {
+                        Err::<(), _>(babelqueue_core::HandlerError::new("always"))
+                    },
+                ),
+        )
+        .build()
+        .unwrap()
+    }
+
+    async fn settle_once(app: &babelqueue_core::App) -> babelqueue_core::Outcome {
+        let d = app
+            .transport()
+            .pop("orders", Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        app.dispatch(d).await
+    }
+
+    #[tokio::test]
+    async fn the_dead_letter_queue_is_overridable() {
+        use babelqueue_core::Outcome;
+        for (configure, want) in [
+            (None, "http://fake/orders-dlq"),
+            (Some(("suffix", "_dead")), "http://fake/orders_dead"),
+            (Some(("queue", "all-failures")), "http://fake/all-failures"),
+        ] {
+            let (fake, t) = transport(SqsConfig::default());
+            let app = failing_app(t, |b| {
+                let b = b.max_attempts(1).dead_letter(true);
+                match configure {
+                    Some(("suffix", s)) => b.dead_letter_suffix(s),
+                    Some((_, q)) => b.dead_letter_queue(q),
+                    None => b,
+                }
+            });
+            fake.seed("orders", ORDER, Attributes::new(), Some("1"));
+            assert_eq!(settle_once(&app).await, Outcome::DeadLettered);
+            assert_eq!(fake.sent()[0].queue_url, want);
+            assert_eq!(fake.deleted().len(), 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn poison_without_dead_lettering_is_left_to_sqs() {
+        use babelqueue_core::Outcome;
+        let (fake, t) = transport(SqsConfig::default());
+        let app = failing_app(t, |b| b.dead_letter(false));
+        fake.seed("orders", "not an envelope", Attributes::new(), Some("7"));
+        assert_eq!(settle_once(&app).await, Outcome::Native);
+        assert!(fake.sent().is_empty() && fake.deleted().is_empty());
+        assert!(fake.visibility_changes().is_empty());
+        assert_eq!(
+            fake.in_flight(),
+            1,
+            "left in flight until its visibility timeout"
+        );
+        // With dead-lettering on, the record counts the receives SQS reported (7 - 1).
+        let (fake, t) = transport(SqsConfig::default());
+        let app = failing_app(t, |b| b.dead_letter(true));
+        fake.seed("orders", "not an envelope", Attributes::new(), Some("7"));
+        assert_eq!(settle_once(&app).await, Outcome::DeadLettered);
+        assert!(
+            fake.sent()[0].body.contains(r#""attempts":6"#),
+            "{}",
+            fake.sent()[0].body
         );
     }
 

@@ -1,10 +1,8 @@
 //! The `babelqueue` command-line tool against `sqs://`: built with the `sqs` feature (or taken
 //! from `BQ_CLI`), run as a child process.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use serde_json::Value;
+use std::path::PathBuf;
 
 use crate::support::{self, Env};
 
@@ -119,10 +117,33 @@ async fn babelqueue_publish_and_consume_work_against_sqs() {
         })
         .collect();
     assert_eq!(attempts, [0, 1]);
-    let records = env.drain(&dlq_url, Duration::from_secs(5)).await;
-    assert_eq!(records.len(), 1);
-    let record: Value = serde_json::from_str(records[0].body().unwrap()).unwrap();
-    assert_eq!(record["dead_letter"]["reason"], "failed");
+
+    // `dlq list` reads the record (drained and put back), `dlq redrive` sends it back to work.
+    let listed =
+        support::run(babelqueue(&env, &exe).args(["dlq", "list", &env.url, "--queue", &queue]))
+            .await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let summary: Value = serde_json::from_str(&listed[0]).unwrap();
+    assert_eq!(summary["reason"], "failed");
+    assert_eq!(summary["urn"], URN);
+    assert_eq!(summary["original_queue"], queue.as_str());
+    let out = babelqueue(&env, &exe)
+        .args(["dlq", "redrive", &env.url, "--queue", &queue])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.contains("1 redriven"),
+        "{stderr}"
+    );
+    assert_eq!(env.depth(&dlq_url).await, 0);
+    let again = support::run(
+        babelqueue(&env, &exe).args(["consume", &env.url, "--queue", &queue, "--max", "1"]),
+    )
+    .await;
+    let call: Value = serde_json::from_str(&again[0]).unwrap();
+    assert_eq!(call["attempts"], 0, "a redriven message starts over");
 
     // A delay SQS cannot honour is an error, and nothing is sent.
     let out = babelqueue(&env, &exe)
