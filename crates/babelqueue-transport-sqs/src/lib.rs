@@ -47,8 +47,12 @@
 //! | `max_messages` | messages per ReceiveMessage, 1..=10 | 1 |
 //!
 //! Booleans accept `1`, `true`, `yes`, `on`. Credentials always come from the default AWS
-//! provider chain. An unknown option or an out-of-range number is an error. Queue URLs are
-//! resolved once per name for the transport's life.
+//! provider chain: environment, shared profile (static keys, assumed roles), web identity, ECS
+//! and EC2 instance metadata. `aws-config` is built without its `sso` and `credentials-process`
+//! features, so SSO profiles and `credential_process` entries are not read; build an
+//! [`AwsSqs`] over your own `aws_sdk_sqs::Client` for those. An unknown option or an
+//! out-of-range number is an error. Queue URLs are resolved once per name for the transport's
+//! life.
 //!
 //! # What goes on the wire
 //!
