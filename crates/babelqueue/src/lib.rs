@@ -59,6 +59,9 @@ pub use babelqueue_transport_pulsar as pulsar;
 /// The Redis transport (`redis://`, `rediss://`).
 #[cfg(feature = "redis")]
 pub use babelqueue_transport_redis as redis;
+/// The Amazon SQS transport (`sqs://`).
+#[cfg(feature = "sqs")]
+pub use babelqueue_transport_sqs as sqs;
 
 /// One row of the URL scheme table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +197,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
                 .await
                 .map_err(TransportError::from)?,
         )),
+        #[cfg(feature = "sqs")]
+        "sqs" => Ok(Arc::new(
+            babelqueue_transport_sqs::SqsTransport::connect(url)
+                .await
+                .map_err(TransportError::from)?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
@@ -283,6 +292,18 @@ mod tests {
             let err = connect(&format!("{scheme}://")).await.unwrap_err();
             assert!(err.to_string().contains("Azure Service Bus"), "{err}");
         }
+    }
+
+    #[cfg(feature = "sqs")]
+    #[tokio::test]
+    async fn sqs_urls_connect_without_touching_the_network() {
+        let transport = connect("sqs://us-east-1?endpoint=http://127.0.0.1:9&max_messages=4")
+            .await
+            .unwrap();
+        assert_eq!(transport.name(), "sqs");
+        assert!(transport.redeliverer().is_some() && transport.native_settler().is_some());
+        let err = connect("sqs://us-east-1?bogus=1").await.unwrap_err();
+        assert!(err.to_string().contains("unknown option"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod own;
 mod poison;
 mod pulsar;
 mod redis;
+mod sqs;
 
 /// What a case runner sees.
 pub(crate) struct Ctx<'m> {
@@ -138,6 +139,22 @@ pub(crate) fn registry() -> Vec<Runner> {
             section: "rabbitmq",
             scope: "amqp",
             run: amqp::property_projection,
+        },
+        // Scope `sqs`: all three sections together (carrying one puts every case in scope).
+        Runner {
+            section: "sqs",
+            scope: "sqs",
+            run: sqs::sqs,
+        },
+        Runner {
+            section: "delay",
+            scope: "sqs",
+            run: sqs::delay,
+        },
+        Runner {
+            section: "version_gate_sqs",
+            scope: "sqs",
+            run: sqs::version_gate_sqs,
         },
     ]
 }

@@ -1,0 +1,360 @@
+//! Messages per second through a local SQS endpoint (moto's server, `scripts/brokers.sh up sqs`):
+//! the Rust worker (the real `App` on `SqsTransport`, a no-op handler, every message received,
+//! classified, decoded, routed, handled and deleted) and the reference Python SDK 1.24.0 doing
+//! the same on the same server.
+//!
+//! ```text
+//! cargo bench -p babelqueue-transport-sqs --bench throughput
+//! ```
+//!
+//! prints criterion's figures for the Rust worker (on moto, and on the in-process `FakeSqs` to
+//! show the transport's own cost), then one messages/s line per measurement: Rust publish, Rust
+//! consume (concurrency 1; concurrency 8 with 8 messages per receive), and Python publish and
+//! consume (`tests/python/sqs_peer.py` on `$BQ_PYTHON`). Each measurement runs in rounds of
+//! `BQ_BENCH_BACKLOG` messages (default 100) on a fresh queue, `BQ_BENCH_MESSAGES` in all
+//! (default 1000): moto's receive and delete scan the whole queue, so a deeper backlog only
+//! measures moto. Under `cargo test` the benchmarks run once, briefly. Without the broker it
+//! prints `SKIPPED` (or fails when `BQ_REQUIRE_BROKERS` is set).
+
+#![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
+use babelqueue_transport_sqs::aws_sdk_sqs;
+use babelqueue_transport_sqs::{AwsSqs, SqsConfig, SqsTransport};
+use criterion::{Criterion, Throughput};
+
+const URN: &str = "urn:babel:orders:created";
+const CRITERION_BATCH: u64 = 100;
+const FAKE_BATCH: u64 = 1000;
+
+struct Bench {
+    url: String,
+    region: String,
+    endpoint: String,
+    sdk: aws_sdk_sqs::Client,
+}
+
+fn sdk(region: &str, endpoint: &str) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new(region.to_owned()))
+            .endpoint_url(endpoint)
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "test", "test", None, None, "bench",
+            ))
+            .build(),
+    )
+}
+
+impl Bench {
+    fn from_env() -> Option<Bench> {
+        let url = std::env::var("BQ_SQS_URL")
+            .unwrap_or_else(|_| "sqs://us-east-1?endpoint=http://127.0.0.1:5000".to_owned());
+        let config = SqsConfig::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
+        let endpoint = config
+            .endpoint
+            .clone()
+            .expect("BQ_SQS_URL names an endpoint");
+        let region = config.region.clone().unwrap_or_else(|| "us-east-1".into());
+        let authority = endpoint
+            .split("://")
+            .nth(1)
+            .unwrap_or(&endpoint)
+            .trim_end_matches('/');
+        let up = authority
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+        if !up {
+            let what = format!("sqs not reachable at {endpoint}");
+            if std::env::var_os("BQ_REQUIRE_BROKERS").is_some_and(|v| !v.is_empty()) {
+                panic!("{what}, and BQ_REQUIRE_BROKERS is set: scripts/brokers.sh up sqs");
+            }
+            println!("SKIPPED: {what}; start it with scripts/brokers.sh up sqs");
+            return None;
+        }
+        let sdk = sdk(&region, &endpoint);
+        Some(Bench {
+            url,
+            region,
+            endpoint,
+            sdk,
+        })
+    }
+
+    fn transport(&self, max_messages: usize) -> SqsTransport {
+        let config = SqsConfig::from_url(&self.url)
+            .expect("a valid URL")
+            .max_messages(max_messages);
+        SqsTransport::new(AwsSqs::new(sdk(&self.region, &self.endpoint)), config)
+    }
+
+    async fn queue(&self, label: &str) -> String {
+        let name = format!(
+            "bq-bench-{label}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        self.sdk
+            .create_queue()
+            .queue_name(&name)
+            .send()
+            .await
+            .expect("create the benchmark queue");
+        name
+    }
+
+    async fn delete_queue(&self, name: &str) {
+        if let Ok(url) = self.sdk.get_queue_url().queue_name(name).send().await
+            && let Some(url) = url.queue_url()
+        {
+            let _ = self.sdk.delete_queue().queue_url(url).send().await;
+        }
+    }
+}
+
+fn envelope_body() -> String {
+    babelqueue_core::Envelope::builder(URN)
+        .queue("bench")
+        .data(&serde_json::json!({"order_id": 1042, "total": 99.9}))
+        .build()
+        .unwrap()
+        .encode()
+        .unwrap()
+}
+
+/// Publishes `n` messages, 16 at a time (not timed).
+async fn fill(transport: Arc<SqsTransport>, queue: &str, n: u64) {
+    let body = envelope_body();
+    let mut tasks = tokio::task::JoinSet::new();
+    let per = n.div_ceil(16);
+    for lane in 0..16 {
+        let (transport, queue, body) = (transport.clone(), queue.to_owned(), body.clone());
+        let count = per.min(n.saturating_sub(lane * per));
+        tasks.spawn(async move {
+            for _ in 0..count {
+                transport.publish(&queue, body.as_bytes()).await.unwrap();
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Times publishing `n` messages one after the other.
+async fn rust_publish(bench: &Bench, n: u64) -> Duration {
+    let queue = bench.queue("rpub").await;
+    let transport = bench.transport(1);
+    let app = App::builder(transport)
+        .queue(queue.clone())
+        .build()
+        .unwrap();
+    let data = serde_json::json!({"order_id": 1042, "total": 99.9});
+    let started = Instant::now();
+    for _ in 0..n {
+        app.publish(URN, &data).await.unwrap();
+    }
+    let took = started.elapsed();
+    bench.delete_queue(&queue).await;
+    took
+}
+
+/// Fills a fresh queue with `n` messages, then times a worker consuming them all.
+async fn rust_consume(bench: &Bench, n: u64, concurrency: usize) -> Duration {
+    let queue = bench.queue("rcon").await;
+    let transport = Arc::new(bench.transport(concurrency));
+    fill(transport.clone(), &queue, n).await;
+    let app = App::builder_arc(transport)
+        .queue(queue.clone())
+        .concurrency(concurrency)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let summary = app
+        .consume(Consume::new().max_messages(n).handle_signals(false))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(summary.processed, n, "every message consumed");
+    bench.delete_queue(&queue).await;
+    took
+}
+
+/// Times a worker consuming `n` messages from the in-process `FakeSqs`.
+async fn fake_consume(n: u64) -> Duration {
+    let fake = babelqueue_transport_sqs::fake::FakeSqs::new();
+    let transport = SqsTransport::new(fake, SqsConfig::default());
+    let body = envelope_body();
+    for _ in 0..n {
+        transport.publish("bench", body.as_bytes()).await.unwrap();
+    }
+    let app = App::builder(transport)
+        .queue("bench")
+        .poll_timeout(Duration::ZERO)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let summary = app
+        .consume(Consume::new().max_messages(n).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, n);
+    started.elapsed()
+}
+
+fn python() -> Option<PathBuf> {
+    let path = std::env::var_os("BQ_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python")
+        });
+    path.exists().then_some(path)
+}
+
+/// Runs the Python peer and returns the seconds it measured for `n` messages.
+async fn python_run(bench: &Bench, python: &PathBuf, command: &str, queue: &str, n: u64) -> f64 {
+    let out = tokio::process::Command::new(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/sqs_peer.py"))
+        .args([command, "--url", &bench.url, "--queue", queue, "--urn", URN])
+        .args(["--count", &n.to_string()])
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_DEFAULT_REGION", &bench.region)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .expect("python starts");
+    assert!(
+        out.status.success(),
+        "the Python peer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value =
+        serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
+    assert_eq!(line["messages"].as_u64(), Some(n), "{line}");
+    line["seconds"].as_f64().expect("seconds")
+}
+
+fn rate(n: u64, seconds: f64) -> String {
+    format!(
+        "{n} messages in {seconds:.2} s = {:.0} messages/s",
+        n as f64 / seconds
+    )
+}
+
+fn main() {
+    let Some(bench) = Bench::from_env() else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut criterion = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .configure_from_args();
+    let mut group = criterion.benchmark_group("sqs_moto");
+    group.throughput(Throughput::Elements(CRITERION_BATCH));
+    for concurrency in [1, 8] {
+        group.bench_function(
+            format!("rust_consume_noop_concurrency_{concurrency}"),
+            |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let bench = &bench;
+                    async move {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            total += rust_consume(bench, CRITERION_BATCH, concurrency).await;
+                        }
+                        total
+                    }
+                });
+            },
+        );
+    }
+    group.finish();
+    // The same worker over the in-process FakeSqs: the cost of the transport and the runtime
+    // alone, without HTTP or a server.
+    let mut group = criterion.benchmark_group("sqs_fake");
+    group.throughput(Throughput::Elements(FAKE_BATCH));
+    group.bench_function("rust_consume_noop_concurrency_1", |b| {
+        b.to_async(&runtime)
+            .iter_custom(|iters| async move { fake_consume(FAKE_BATCH * iters).await });
+    });
+    group.finish();
+    criterion.final_summary();
+
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    // moto scans a queue's whole list on every receive and delete, so a consumer's rate falls
+    // with the backlog (O(n) per call). Every measurement therefore runs in rounds with the same
+    // backlog (a fresh queue each round), for both SDKs.
+    let setting = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(default)
+    };
+    let backlog = setting("BQ_BENCH_BACKLOG", 100);
+    let rounds = setting("BQ_BENCH_MESSAGES", 1000).div_ceil(backlog);
+    let n = rounds * backlog;
+    let shape = format!("{rounds} rounds of {backlog}");
+    let python = python();
+    if python.is_none() {
+        println!("python: SKIPPED (no interpreter at $BQ_PYTHON / ../cache/venv/bin/python)");
+    }
+    // The machine is shared: the measurements are interleaved round by round, so a change of
+    // load weighs on every one of them alike.
+    let mut totals = [0.0_f64; 5];
+    for _ in 0..rounds {
+        totals[0] += runtime
+            .block_on(rust_publish(&bench, backlog))
+            .as_secs_f64();
+        totals[1] += runtime
+            .block_on(rust_consume(&bench, backlog, 1))
+            .as_secs_f64();
+        totals[2] += runtime
+            .block_on(rust_consume(&bench, backlog, 8))
+            .as_secs_f64();
+        let Some(python) = &python else { continue };
+        totals[3] += runtime.block_on(async {
+            let queue = bench.queue("ppub").await;
+            let s = python_run(&bench, python, "bench-publish", &queue, backlog).await;
+            bench.delete_queue(&queue).await;
+            s
+        });
+        totals[4] += runtime.block_on(async {
+            let queue = bench.queue("pcon").await;
+            fill(Arc::new(bench.transport(1)), &queue, backlog).await;
+            let s = python_run(&bench, python, "bench-consume", &queue, backlog).await;
+            bench.delete_queue(&queue).await;
+            s
+        });
+    }
+    let labels = [
+        "rust   publish, one at a time         ",
+        "rust   consume, concurrency 1, batch 1",
+        "rust   consume, concurrency 8, batch 8",
+        "python publish, one at a time         ",
+        "python consume, one at a time         ",
+    ];
+    let shown = if python.is_some() { 5 } else { 3 };
+    for (label, seconds) in labels.iter().zip(totals).take(shown) {
+        println!("{label}: {} ({shape})", rate(n, seconds));
+    }
+}

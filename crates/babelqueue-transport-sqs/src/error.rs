@@ -1,0 +1,225 @@
+//! The crate's one error type, [`SqsError`], and how it maps onto the runtime's
+//! [`TransportError`].
+
+use babelqueue_core::{TransportError, TransportErrorKind};
+
+/// Everything the SQS transport can fail with.
+///
+/// Code branches on [`SqsError::kind`] / [`SqsError::is_transient`], never on the text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SqsError {
+    /// The `sqs://` URL or an option cannot work.
+    #[error("invalid SQS configuration: {0}")]
+    Config(String),
+    /// Neither the URL nor the AWS provider chain names a region.
+    #[error(
+        "no AWS region: put it in the URL (sqs://us-east-1) or set AWS_REGION / a profile region"
+    )]
+    NoRegion,
+    /// A per-message delay SQS cannot honour (above 900 s, not whole seconds, or any delay on a
+    /// FIFO queue). Nothing was sent.
+    #[error("SQS per-message delay refused: {0}; nothing was sent")]
+    Delay(String),
+    /// The body cannot be an SQS message body (SQS bodies are text in a restricted character
+    /// set). Nothing was sent.
+    #[error("SQS cannot carry this body: {0}; nothing was sent")]
+    Body(String),
+    /// An out-of-band header cannot be an SQS message attribute. Nothing was sent.
+    #[error("header {name:?} cannot be an SQS message attribute: {reason}; nothing was sent")]
+    Attribute {
+        /// The header name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The queue does not exist (`AWS.SimpleQueueService.NonExistentQueue`).
+    #[error("SQS {operation}: the queue {queue:?} does not exist")]
+    QueueDoesNotExist {
+        /// The API operation.
+        operation: &'static str,
+        /// The queue name or URL.
+        queue: String,
+    },
+    /// SQS answered with an error.
+    #[error("SQS {operation} failed: {code}: {message}")]
+    Service {
+        /// The API operation.
+        operation: &'static str,
+        /// The AWS error code (`ReceiptHandleIsInvalid`, `RequestThrottled` …).
+        code: String,
+        /// The AWS error message.
+        message: String,
+    },
+    /// The endpoint could not be reached, or the connection dropped.
+    #[error("SQS {operation}: cannot reach the endpoint: {message}")]
+    Connection {
+        /// The API operation.
+        operation: &'static str,
+        /// What the HTTP client said.
+        message: String,
+    },
+    /// The call timed out.
+    #[error("SQS {operation} timed out: {message}")]
+    Timeout {
+        /// The API operation.
+        operation: &'static str,
+        /// What the SDK said.
+        message: String,
+    },
+    /// Anything else the SDK reported (a request it could not build, an unreadable response).
+    #[error("SQS {operation}: {message}")]
+    Other {
+        /// The API operation.
+        operation: &'static str,
+        /// What the SDK said.
+        message: String,
+    },
+}
+
+/// AWS error codes that mean "busy or briefly unavailable, try again".
+const TRANSIENT_CODES: &[&str] = &[
+    "RequestThrottled",
+    "ThrottlingException",
+    "Throttling",
+    "KmsThrottled",
+    "ServiceUnavailable",
+    "InternalError",
+    "InternalFailure",
+    "RequestTimeout",
+];
+
+impl SqsError {
+    /// The runtime's class of this error.
+    pub fn kind(&self) -> TransportErrorKind {
+        match self {
+            SqsError::Config(_) | SqsError::NoRegion => TransportErrorKind::Config,
+            SqsError::Delay(_) | SqsError::Body(_) | SqsError::Attribute { .. } => {
+                TransportErrorKind::Unsupported
+            }
+            SqsError::QueueDoesNotExist { .. } => TransportErrorKind::Rejected,
+            // Throttling and 5xx codes are "the broker is busy": transient, like a timeout.
+            SqsError::Service { code, .. } if TRANSIENT_CODES.contains(&code.as_str()) => {
+                TransportErrorKind::Timeout
+            }
+            SqsError::Service { .. } => TransportErrorKind::Rejected,
+            SqsError::Connection { .. } => TransportErrorKind::Connection,
+            SqsError::Timeout { .. } => TransportErrorKind::Timeout,
+            SqsError::Other { .. } => TransportErrorKind::Other,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind(),
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
+        )
+    }
+
+    /// The AWS error code, when SQS answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            SqsError::Service { code, .. } => Some(code),
+            SqsError::QueueDoesNotExist { .. } => Some("AWS.SimpleQueueService.NonExistentQueue"),
+            _ => None,
+        }
+    }
+}
+
+impl From<SqsError> for TransportError {
+    fn from(e: SqsError) -> TransportError {
+        TransportError::new(e.kind(), "sqs").with_source(e)
+    }
+}
+
+/// Converts an SDK error of one operation into an [`SqsError`], by its class and AWS error code.
+pub(crate) fn from_sdk<E, R>(
+    operation: &'static str,
+    queue: &str,
+    err: &aws_sdk_sqs::error::SdkError<E, R>,
+) -> SqsError
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    use aws_sdk_sqs::error::{DisplayErrorContext, SdkError};
+    match err {
+        SdkError::ServiceError(service) => {
+            let inner = service.err();
+            let code = inner.code().unwrap_or("Unknown").to_owned();
+            if code == "AWS.SimpleQueueService.NonExistentQueue" || code == "QueueDoesNotExist" {
+                return SqsError::QueueDoesNotExist {
+                    operation,
+                    queue: queue.to_owned(),
+                };
+            }
+            SqsError::Service {
+                operation,
+                code,
+                message: inner.message().unwrap_or_default().to_owned(),
+            }
+        }
+        SdkError::TimeoutError(_) => SqsError::Timeout {
+            operation,
+            message: DisplayErrorContext(err).to_string(),
+        },
+        SdkError::DispatchFailure(failure) if failure.is_timeout() => SqsError::Timeout {
+            operation,
+            message: DisplayErrorContext(err).to_string(),
+        },
+        SdkError::DispatchFailure(failure) if failure.is_io() || failure.is_other() => {
+            SqsError::Connection {
+                operation,
+                message: DisplayErrorContext(err).to_string(),
+            }
+        }
+        _ => SqsError::Other {
+            operation,
+            message: DisplayErrorContext(err).to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_transience() {
+        let service = |code: &str| SqsError::Service {
+            operation: "SendMessage",
+            code: code.into(),
+            message: "m".into(),
+        };
+        assert_eq!(
+            service("ReceiptHandleIsInvalid").kind(),
+            TransportErrorKind::Rejected
+        );
+        assert!(!service("InvalidParameterValue").is_transient());
+        assert!(service("RequestThrottled").is_transient());
+        assert!(
+            SqsError::Connection {
+                operation: "ReceiveMessage",
+                message: "refused".into()
+            }
+            .is_transient()
+        );
+        assert_eq!(
+            SqsError::Delay("x".into()).kind(),
+            TransportErrorKind::Unsupported
+        );
+        assert_eq!(SqsError::NoRegion.kind(), TransportErrorKind::Config);
+        let missing = SqsError::QueueDoesNotExist {
+            operation: "GetQueueUrl",
+            queue: "orders".into(),
+        };
+        assert_eq!(
+            missing.code(),
+            Some("AWS.SimpleQueueService.NonExistentQueue")
+        );
+        let t: TransportError = missing.into();
+        assert_eq!(t.kind(), TransportErrorKind::Rejected);
+        assert!(t.to_string().contains("\"orders\" does not exist"), "{t}");
+    }
+}

@@ -1,0 +1,136 @@
+//! Amazon SQS for BabelQueue, on `aws-sdk-sqs`.
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use babelqueue_core::{App, Consume, Context, HandlerError};
+//! use babelqueue_transport_sqs::SqsTransport;
+//!
+//! // Credentials come from the default AWS chain (here: AWS_ACCESS_KEY_ID / _SECRET_ACCESS_KEY).
+//! let transport = SqsTransport::connect("sqs://us-east-1?endpoint=http://127.0.0.1:5000").await?;
+//! transport.set_max_messages(4); // one ReceiveMessage feeds the 4 handler slots below
+//! let app = App::builder(transport)
+//!     .queue("orders")
+//!     .concurrency(4)
+//!     .max_attempts(5)
+//!     .dead_letter(true) // exhausted and poison messages go to `orders-dlq`
+//!     .retry_backoff(std::time::Duration::from_secs(10)) // ChangeMessageVisibility(10)
+//!     .handle("urn:babel:orders:created", |ctx: Context| async move {
+//!         println!("order {}", ctx.data());
+//!         Ok::<(), HandlerError>(())
+//!     })
+//!     .build()?;
+//! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+//! app.run().await?; // until SIGTERM / SIGINT
+//! # Ok(()) }
+//! ```
+//!
+//! The body of every SQS message is the canonical envelope, byte for byte. The transport adds
+//! a routable view of it as message attributes, reconciles `attempts` with SQS's own receive
+//! count, releases with the visibility timeout, and gates on the declared schema version. Every
+//! retry, poison, unknown-URN and gate *decision* is the runtime's (`babelqueue_core::decide`);
+//! this crate only carries them out on SQS.
+//!
+//! # URL
+//!
+//! `sqs://[region][?endpoint=URL&prefix=URL&fifo=1&group_id=ID&wait_time=N&visibility_timeout=N&content_dedup=1&max_messages=N]`
+//!
+//! | option | meaning | default |
+//! |---|---|---|
+//! | region (the host) | the AWS region | the provider chain (`AWS_REGION`, profile) |
+//! | `endpoint` | a custom endpoint (moto, LocalStack, ElasticMQ) | AWS |
+//! | `prefix` | queue URL = `<prefix>/<name>`, no `GetQueueUrl` | `GetQueueUrl`, cached per name |
+//! | `fifo` | FIFO sends: `MessageGroupId`, `MessageDeduplicationId` | off (a `*.fifo` name is FIFO anyway) |
+//! | `group_id` | the FIFO `MessageGroupId` | the target queue's name |
+//! | `wait_time` | cap of the long poll, 0..=20 s | the runtime's poll timeout (1 s), max 20 |
+//! | `visibility_timeout` | `VisibilityTimeout` on ReceiveMessage, 0..=43200 | the queue's |
+//! | `content_dedup` | FIFO: rely on content-based deduplication | off |
+//! | `max_messages` | messages per ReceiveMessage, 1..=10 | 1 |
+//!
+//! Booleans accept `1`, `true`, `yes`, `on`. Credentials always come from the default AWS
+//! provider chain: environment, shared profile (static keys, assumed roles), web identity, ECS
+//! and EC2 instance metadata. `aws-config` is built without its `sso` and `credentials-process`
+//! features, so SSO profiles and `credential_process` entries are not read; build an
+//! [`AwsSqs`] over your own `aws_sdk_sqs::Client` for those. An unknown option or an
+//! out-of-range number is an error. Queue URLs are resolved once per name for the transport's
+//! life.
+//!
+//! # What goes on the wire
+//!
+//! * **Produce**: `SendMessage` with the body unchanged and the contract attributes
+//!   ([`projection::attributes`]): `bq-job`, `bq-trace-id`, `bq-message-id`, `bq-source-lang`
+//!   (String) and `bq-schema-version`, `bq-created-at` (Number). Out-of-band headers (a W3C
+//!   `traceparent`, `bq-replay-bypass` …) are added as String attributes in key order; the
+//!   contract attributes win a collision and SQS's cap of 10 attributes cuts the rest.
+//! * **Delayed publish**: `DelaySeconds` in whole seconds, 0..=900. More, a fraction, or any
+//!   delay on a FIFO queue is an [`SqsError::Delay`] and nothing is sent.
+//! * **Consume**: `ReceiveMessage` with all message attributes, the `ApproximateReceiveCount`
+//!   system attribute, `WaitTimeSeconds` = the poll timeout (truncated, ≤ 20, ≤ `wait_time`).
+//!   The `bq-schema-version` attribute is read first; a declared version other than `1` (not
+//!   blank, compared untrimmed) hands the raw body over under the gate route and is never
+//!   decoded. Otherwise `attempts` becomes `max(body, ApproximateReceiveCount − 1)`: the body is
+//!   re-encoded only when that raises it. Every attribute with a text value is a header.
+//! * **Ack**: `DeleteMessage`.
+//! * **Retry, unknown-URN release, shutdown release**: `ChangeMessageVisibility` with the delay
+//!   (truncated, clamped to 0..=43200 s with a warning). Never a delete and re-send: SQS's
+//!   receive count is the attempt counter, and attributes (the `traceparent` included) survive.
+//!   A shutdown release therefore also counts as a delivery.
+//! * **Dead-letter**: `SendMessage` of the record to `<queue>-dlq` (FIFO: `<base>-dlq.fifo`;
+//!   `dead_letter_suffix` replaces `-dlq`; `dead_letter_queue` overrides it), attributes
+//!   re-derived from the record, then `DeleteMessage`. A failed write leaves the message alone:
+//!   it comes back after its visibility timeout and the write is tried again.
+//! * **Native settle** (dead-lettering off, a poison body or a gated message): nothing at all.
+//!   Visibility expiry redelivers it and the queue's `RedrivePolicy` moves it to the queue's
+//!   own dead-letter queue after `maxReceiveCount` receives. **Configure a RedrivePolicy with
+//!   `maxReceiveCount` ≥ `max_attempts`** on every queue you consume with dead-lettering off;
+//!   without one such a message comes back until the retention period ends.
+//!
+//! # Capabilities
+//!
+//! `HeaderPublisher`, `DelayedPublisher`, `Redeliverer` (visibility), `NativeSettler` (no-op),
+//! `DeadLetterNamer` (`-dlq`), `DeliveryCounter` (`ApproximateReceiveCount − 1`). No rewinder,
+//! no dead-letter writer, no browser, no batch popper.
+//!
+//! # Batches and concurrency
+//!
+//! With `max_messages` N (URL option, [`SqsConfig::max_messages`] or
+//! [`SqsTransport::set_max_messages`]) one `ReceiveMessage` takes up to N messages; the first
+//! is handed to the runtime and the others wait in the transport, already received (their
+//! visibility timeout running), until the runtime's next `pop`. Give it the runtime's
+//! `concurrency`, and a visibility timeout comfortably above two handler runs.
+//! [`Transport::close`](babelqueue_core::Transport::close) (after a signal) and
+//! [`SqsTransport::release_buffered`] make buffered messages visible again.
+//! The runtime does not tell a transport its `concurrency` yet, so this is set by hand.
+//!
+//! # Testing without AWS
+//!
+//! [`SqsTransport::new`] takes any [`SqsClient`]; [`fake::FakeSqs`] records every call. The
+//! crate's integration tests and benchmark run against moto's server on 127.0.0.1 (see
+//! `docs/transports/sqs.md`).
+//!
+//! # Deviations from the reference SDK (Python 1.24.0)
+//!
+//! * FIFO without `meta.id` (a gate or poison dead-letter record): the `MessageDeduplicationId`
+//!   is the SHA-256 of the body, so the send works without content-based deduplication.
+//! * A queue name ending in `.fifo` is FIFO even without `fifo=1` (group id, dedup id, no
+//!   per-message delay).
+//! * Number attributes are projected only from 64-bit integers, and text attributes only when
+//!   SQS accepts their characters; other values are left out instead of failing the send (a
+//!   dead-letter record of a malformed body must still be writable).
+//! * A header SQS cannot carry (bad name, forbidden characters) and a body outside SQS's
+//!   character set are errors before sending, instead of an SQS rejection.
+//! * A per-message delay must be whole seconds (a `Duration` can hold fractions).
+//! * An unknown URL option or an out-of-range number is an error (the reference ignores them).
+//! * `max_messages` batching (the reference always receives one message).
+
+mod client;
+mod config;
+mod error;
+pub mod fake;
+pub mod projection;
+mod transport;
+
+pub use aws_sdk_sqs;
+pub use client::{AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient};
+pub use config::{SqsConfig, URL_OPTIONS};
+pub use error::SqsError;
+pub use transport::SqsTransport;

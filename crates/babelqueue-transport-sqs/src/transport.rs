@@ -1,0 +1,838 @@
+//! [`SqsTransport`]: the [`Transport`] and its capabilities on top of an [`SqsClient`].
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use babelqueue_core::gate::DECLARED_VERSION_MAX_CHARS;
+use babelqueue_core::{
+    DeadLetterNamer, DelayedPublisher, Delivery, DeliveryCounter, HeaderPublisher, Headers,
+    NativeSettler, Redeliverer, Route, Transport, TransportError,
+};
+use tokio::sync::OnceCell;
+
+use crate::client::{AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient};
+use crate::config::SqsConfig;
+use crate::error::SqsError;
+use crate::projection::{self, MAX_RECEIVE_BATCH};
+
+const LOG: &str = "babelqueue::sqs";
+
+/// What a delivery remembers for its settlement.
+#[derive(Debug, Clone)]
+struct Receipt {
+    /// The receipt handle (`None` when SQS sent none: nothing can settle it).
+    handle: Option<String>,
+    /// `max(ApproximateReceiveCount − 1, 0)`.
+    native_attempts: i64,
+    /// Whether SQS reported `ApproximateReceiveCount` at all.
+    counted: bool,
+}
+
+/// The Amazon SQS transport.
+///
+/// Build it from a URL with [`SqsTransport::connect`], or over any [`SqsClient`] with
+/// [`SqsTransport::new`] (an [`AwsSqs`] you configured yourself, or a
+/// [`FakeSqs`](crate::fake::FakeSqs) in tests). See the [crate docs](crate) for the behaviour.
+pub struct SqsTransport {
+    client: Arc<dyn SqsClient>,
+    config: SqsConfig,
+    urls: Mutex<HashMap<String, Arc<OnceCell<String>>>>,
+    batch: AtomicUsize,
+    buffered: Mutex<HashMap<String, VecDeque<Delivery>>>,
+}
+
+impl fmt::Debug for SqsTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqsTransport")
+            .field("config", &self.config)
+            .field("max_messages", &self.batch.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsTransport {
+    /// Connects from an `sqs://` URL: the options of [`SqsConfig::from_url`], credentials from
+    /// the default AWS provider chain. Queue URLs and credentials are resolved on first use; with
+    /// a region in the URL nothing is sent until then (without one, the provider chain may ask
+    /// the instance metadata service for the region).
+    pub async fn connect(url: &str) -> Result<SqsTransport, SqsError> {
+        let config = SqsConfig::from_url(url)?;
+        let client = AwsSqs::from_env(&config).await?;
+        Ok(SqsTransport::new(client, config))
+    }
+
+    /// A transport over `client` with `config` (its `region` and `endpoint` are then only
+    /// informative: the client is already built).
+    pub fn new(client: impl SqsClient + 'static, config: SqsConfig) -> SqsTransport {
+        SqsTransport::with_client(Arc::new(client), config)
+    }
+
+    /// A transport over a shared client.
+    pub fn with_client(client: Arc<dyn SqsClient>, config: SqsConfig) -> SqsTransport {
+        let batch = config.max_messages.clamp(1, MAX_RECEIVE_BATCH);
+        SqsTransport {
+            client,
+            config,
+            urls: Mutex::new(HashMap::new()),
+            batch: AtomicUsize::new(batch),
+            buffered: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SqsConfig {
+        &self.config
+    }
+
+    /// Sets how many messages one ReceiveMessage takes (clamped to 1..=10): give it the
+    /// runtime's `concurrency`. Takes effect on the next receive.
+    pub fn set_max_messages(&self, n: usize) {
+        self.batch
+            .store(n.clamp(1, MAX_RECEIVE_BATCH), Ordering::Relaxed);
+    }
+
+    /// Messages received in a batch and not handed to the runtime yet, over all queues.
+    pub fn buffered(&self) -> usize {
+        self.buffer().values().map(VecDeque::len).sum()
+    }
+
+    /// Makes every buffered message visible again at once (`ChangeMessageVisibility` 0; SQS
+    /// counts that receive). [`Transport::close`] calls it; call it yourself when a consume loop
+    /// ended on its own (`max_messages`, an idle timeout) and the transport lives on.
+    pub async fn release_buffered(&self) -> Result<(), TransportError> {
+        let drained: Vec<Delivery> = self.buffer().drain().flat_map(|(_, queue)| queue).collect();
+        let mut first_error = None;
+        for delivery in drained {
+            if let Err(e) = self.change_visibility(&delivery, 0).await {
+                tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
+                    "Releasing a buffered SQS message failed; it comes back after its visibility timeout");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), |e| Err(e.into()))
+    }
+
+    fn buffer(&self) -> MutexGuard<'_, HashMap<String, VecDeque<Delivery>>> {
+        self.buffered.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_fifo(&self, queue: &str) -> bool {
+        self.config.fifo || projection::is_fifo_queue(queue)
+    }
+
+    /// The queue URL of `name`: `<prefix>/<name>` with a prefix, else GetQueueUrl, resolved
+    /// once per name for the transport's life (concurrent first uses share one lookup; a failed
+    /// lookup is not cached).
+    pub async fn queue_url(&self, name: &str) -> Result<String, SqsError> {
+        if let Some(prefix) = &self.config.prefix {
+            return Ok(format!("{}/{name}", prefix.trim_end_matches('/')));
+        }
+        let cell = {
+            let mut urls = self.urls.lock().unwrap_or_else(|p| p.into_inner());
+            urls.entry(name.to_owned()).or_default().clone()
+        };
+        cell.get_or_try_init(|| self.client.get_queue_url(name))
+            .await
+            .cloned()
+    }
+
+    async fn send(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: Option<&Headers>,
+        delay: Option<Duration>,
+    ) -> Result<(), SqsError> {
+        let fifo = self.is_fifo(queue);
+        let delay_seconds = projection::publish_delay(delay, fifo)?;
+        let text = std::str::from_utf8(body).map_err(|e| {
+            SqsError::Body(format!(
+                "it is not valid UTF-8 (at byte {}); SQS bodies are text",
+                e.valid_up_to()
+            ))
+        })?;
+        if let Some((at, c)) = projection::first_invalid_char(text) {
+            return Err(SqsError::Body(format!(
+                "character {c:?} at byte {at} is outside SQS's character set"
+            )));
+        }
+        let mut attributes = projection::attributes(body);
+        if let Some(headers) = headers {
+            projection::merge_headers(&mut attributes, headers)?;
+        }
+        let (group_id, deduplication_id) = if fifo {
+            let group = self
+                .config
+                .group_id
+                .clone()
+                .unwrap_or_else(|| queue.to_owned());
+            let dedup = (!self.config.content_dedup).then(|| projection::deduplication_id(body));
+            (Some(group), dedup)
+        } else {
+            (None, None)
+        };
+        let queue_url = self.queue_url(queue).await?;
+        self.client
+            .send_message(SendMessage {
+                queue_url,
+                body: text.to_owned(),
+                attributes,
+                delay_seconds,
+                group_id,
+                deduplication_id,
+            })
+            .await
+    }
+
+    /// Turns one received message into a delivery: the gate first (a rejected message keeps its
+    /// raw body and gets the gate route, no reconcile), else the attempts reconcile.
+    fn delivery(&self, queue: &str, message: ReceivedMessage) -> Delivery {
+        let ReceivedMessage {
+            body,
+            receipt_handle,
+            attributes,
+            receive_count,
+        } = message;
+        let declared = projection::gate(&attributes);
+        let receipt = Receipt {
+            handle: receipt_handle,
+            native_attempts: projection::native_attempts(receive_count.as_deref()),
+            counted: receive_count.is_some(),
+        };
+        let headers = projection::headers(&attributes);
+        let (body, route) = match declared {
+            Some(declared) => {
+                tracing::warn!(target: LOG, queue, version = %capped(&declared),
+                    "SQS message on queue {queue:?} declares unsupported bq-schema-version {:?} (supported: 1); not decoding it",
+                    capped(&declared));
+                (
+                    body.into_bytes(),
+                    Route::Gated {
+                        declared,
+                        urn: None,
+                    },
+                )
+            }
+            None => {
+                let reconciled =
+                    projection::reconcile(body.as_bytes(), receive_count.as_deref()).into_owned();
+                (reconciled, Route::Body)
+            }
+        };
+        Delivery::new(queue, body)
+            .with_headers(headers)
+            .with_route(route)
+            .with_handle(receipt)
+    }
+
+    async fn change_visibility(&self, delivery: &Delivery, seconds: i32) -> Result<(), SqsError> {
+        let Some(handle) = delivery
+            .handle::<Receipt>()
+            .and_then(|r| r.handle.as_deref())
+        else {
+            return Ok(());
+        };
+        let url = self.queue_url(delivery.queue()).await?;
+        self.client
+            .change_message_visibility(&url, handle, seconds)
+            .await
+    }
+}
+
+/// A declared version as logs show it: cut to 64 characters plus `...`.
+fn capped(declared: &str) -> String {
+    if declared.chars().count() > DECLARED_VERSION_MAX_CHARS {
+        let mut cut: String = declared.chars().take(DECLARED_VERSION_MAX_CHARS).collect();
+        cut.push_str("...");
+        cut
+    } else {
+        declared.to_owned()
+    }
+}
+
+#[async_trait]
+impl Transport for SqsTransport {
+    fn name(&self) -> &'static str {
+        "sqs"
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        Ok(self.send(queue, body, None, None).await?)
+    }
+
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        if let Some(delivery) = self.buffer().get_mut(queue).and_then(VecDeque::pop_front) {
+            return Ok(Some(delivery));
+        }
+        let queue_url = self.queue_url(queue).await?;
+        let batch = self
+            .batch
+            .load(Ordering::Relaxed)
+            .clamp(1, MAX_RECEIVE_BATCH);
+        let messages = self
+            .client
+            .receive_message(ReceiveMessage {
+                queue_url,
+                max_messages: i32::try_from(batch).unwrap_or(1),
+                wait_time_seconds: projection::wait_time_seconds(timeout, self.config.wait_time),
+                visibility_timeout: self.config.visibility_timeout,
+            })
+            .await?;
+        let mut deliveries = messages.into_iter().map(|m| self.delivery(queue, m));
+        let first = deliveries.next();
+        let rest: VecDeque<Delivery> = deliveries.collect();
+        if !rest.is_empty() {
+            self.buffer()
+                .entry(queue.to_owned())
+                .or_default()
+                .extend(rest);
+        }
+        Ok(first)
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let Some(handle) = delivery
+            .handle::<Receipt>()
+            .and_then(|r| r.handle.as_deref())
+        else {
+            return Ok(());
+        };
+        let url = self.queue_url(delivery.queue()).await?;
+        Ok(self.client.delete_message(&url, handle).await?)
+    }
+
+    /// Makes the messages received in a batch and not handed out visible again.
+    async fn close(&self) -> Result<(), TransportError> {
+        self.release_buffered().await
+    }
+
+    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
+        Some(self)
+    }
+    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
+        Some(self)
+    }
+    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
+        Some(self)
+    }
+    fn dead_letter_namer(&self) -> Option<&dyn DeadLetterNamer> {
+        Some(self)
+    }
+    fn native_settler(&self) -> Option<&dyn NativeSettler> {
+        Some(self)
+    }
+    fn delivery_counter(&self) -> Option<&dyn DeliveryCounter> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl HeaderPublisher for SqsTransport {
+    /// Sends `body` with `headers` as String message attributes beside the contract ones.
+    async fn publish_with_headers(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), TransportError> {
+        Ok(self.send(queue, body, Some(headers), None).await?)
+    }
+}
+
+#[async_trait]
+impl DelayedPublisher for SqsTransport {
+    /// `DelaySeconds` = `delay`: whole seconds in 0..=900 on a standard queue; anything else,
+    /// and any delay on a FIFO queue, is an error and nothing is sent.
+    async fn publish_delayed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        Ok(self.send(queue, body, None, Some(delay)).await?)
+    }
+}
+
+#[async_trait]
+impl Redeliverer for SqsTransport {
+    /// `ChangeMessageVisibility(VisibilityTimeout = delay)` on the received message: never a
+    /// delete, never a copy, so `body` is unused; SQS's receive count carries the attempt.
+    async fn redeliver(
+        &self,
+        delivery: &Delivery,
+        _body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        let queue = delivery.queue();
+        let receipt = delivery.handle::<Receipt>();
+        if receipt.and_then(|r| r.handle.as_deref()).is_none() {
+            tracing::warn!(target: LOG, queue,
+                "SQS message on queue {queue:?} has no receipt handle: it cannot be released and comes back after the queue's visibility timeout");
+            return Ok(());
+        }
+        if receipt.is_some_and(|r| !r.counted) {
+            tracing::warn!(target: LOG, queue,
+                "SQS delivery on queue {queue:?} did not report ApproximateReceiveCount: releasing it cannot advance attempts; rely on the queue's RedrivePolicy to stop a poison loop");
+        }
+        let visibility = projection::visibility_timeout(delay.as_secs_f64());
+        if visibility.clamped {
+            tracing::warn!(target: LOG, queue, requested = ?delay, seconds = visibility.seconds,
+                "SQS release delay {delay:?} is outside 0..=43200 s; clamped to {} s", visibility.seconds);
+        }
+        Ok(self.change_visibility(delivery, visibility.seconds).await?)
+    }
+}
+
+impl DeadLetterNamer for SqsTransport {
+    /// `<queue>-dlq`, or `<base>-dlq.fifo` for a FIFO queue; an explicit suffix replaces `-dlq`.
+    fn dead_letter_queue_name(&self, queue: &str, suffix: Option<&str>) -> String {
+        projection::dead_letter_queue_name(queue, suffix)
+    }
+}
+
+#[async_trait]
+impl NativeSettler for SqsTransport {
+    /// Deliberately nothing on the wire: no delete, no visibility change, no copy. The message
+    /// comes back when its visibility timeout lapses, and the queue's `RedrivePolicy` moves it to
+    /// the queue's own dead-letter queue after `maxReceiveCount` receives.
+    async fn settle_native(
+        &self,
+        delivery: &Delivery,
+        reason: &str,
+        _description: &str,
+    ) -> Result<(), TransportError> {
+        tracing::debug!(target: LOG, queue = delivery.queue(), reason,
+            "left to SQS: visibility expiry, then the queue's RedrivePolicy");
+        Ok(())
+    }
+}
+
+impl DeliveryCounter for SqsTransport {
+    /// `max(ApproximateReceiveCount − 1, 0)`.
+    fn native_attempts(&self, delivery: &Delivery) -> i64 {
+        delivery
+            .handle::<Receipt>()
+            .map_or(0, |r| r.native_attempts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeSqs;
+    use crate::projection::{AttributeValue, Attributes};
+
+    const ORDER: &str = r#"{"job":"urn:babel:orders:created","trace_id":"t-1","data":{"order_id":1042},"meta":{"id":"m-1","queue":"orders","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
+
+    fn transport(config: SqsConfig) -> (FakeSqs, SqsTransport) {
+        let fake = FakeSqs::new();
+        (fake.clone(), SqsTransport::new(fake, config))
+    }
+
+    #[tokio::test]
+    async fn publish_projects_and_resolves_the_url_once() {
+        let (fake, t) = transport(SqsConfig::default());
+        t.publish("orders", ORDER.as_bytes()).await.unwrap();
+        t.publish("orders", ORDER.as_bytes()).await.unwrap();
+        assert_eq!(fake.url_lookups(), vec!["orders".to_owned()]);
+        let sent = fake.sent();
+        assert_eq!(sent[0].body, ORDER);
+        assert_eq!(sent[0].attributes.len(), 6);
+        assert_eq!(
+            (
+                sent[0].delay_seconds,
+                &sent[0].group_id,
+                &sent[0].deduplication_id
+            ),
+            (None, &None, &None)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_prefix_skips_get_queue_url() {
+        let (fake, t) = transport(SqsConfig::default().prefix("http://q/123/"));
+        t.publish("orders", ORDER.as_bytes()).await.unwrap();
+        assert!(fake.url_lookups().is_empty());
+        assert_eq!(fake.sent()[0].queue_url, "http://q/123/orders");
+    }
+
+    #[tokio::test]
+    async fn headers_ride_as_attributes_and_come_back() {
+        let (_, t) = transport(SqsConfig::default());
+        let headers: Headers = [("traceparent".to_owned(), "00-abc".to_owned())].into();
+        t.publish_with_headers("orders", ORDER.as_bytes(), &headers)
+            .await
+            .unwrap();
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(d.headers()["traceparent"], "00-abc");
+        assert_eq!(d.headers()["bq-job"], "urn:babel:orders:created");
+        assert_eq!(d.body(), ORDER.as_bytes());
+    }
+
+    #[tokio::test]
+    async fn bodies_sqs_cannot_carry_are_refused_before_sending() {
+        let (fake, t) = transport(SqsConfig::default());
+        for body in [&b"\xff\xfe"[..], "a\u{1}b".as_bytes()] {
+            let err = t.publish("orders", body).await.unwrap_err();
+            assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Unsupported);
+        }
+        let bad: Headers = [("has space".to_owned(), "v".to_owned())].into();
+        assert!(
+            t.publish_with_headers("orders", ORDER.as_bytes(), &bad)
+                .await
+                .is_err()
+        );
+        assert!(fake.sent().is_empty());
+    }
+
+    #[tokio::test]
+    async fn fifo_sends_group_and_dedup_ids() {
+        let (fake, t) = transport(SqsConfig::default().fifo(true));
+        t.publish("orders.fifo", ORDER.as_bytes()).await.unwrap();
+        t.publish("orders-dlq.fifo", b"plain").await.unwrap();
+        let sent = fake.sent();
+        assert_eq!(sent[0].group_id.as_deref(), Some("orders.fifo"));
+        assert_eq!(sent[0].deduplication_id.as_deref(), Some("m-1"));
+        assert_eq!(sent[1].group_id.as_deref(), Some("orders-dlq.fifo"));
+        assert_eq!(sent[1].deduplication_id.as_ref().map(String::len), Some(64));
+
+        let (fake, t) = transport(SqsConfig::default().group_id("g").content_dedup(true));
+        t.publish("jobs.fifo", ORDER.as_bytes()).await.unwrap();
+        let sent = fake.sent();
+        assert_eq!(
+            (
+                sent[0].group_id.as_deref(),
+                sent[0].deduplication_id.as_deref()
+            ),
+            (Some("g"), None)
+        );
+        // A FIFO name never takes a per-message delay, flag or not.
+        let err = t
+            .publish_delayed("jobs.fifo", ORDER.as_bytes(), Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Unsupported);
+        assert_eq!(fake.sent().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn pop_asks_for_everything_and_long_polls() {
+        let (fake, t) = transport(SqsConfig::default().wait_time(3).visibility_timeout(45));
+        assert!(
+            t.pop("orders", Duration::from_secs(30))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let r = &fake.receives()[0];
+        assert_eq!(
+            (r.max_messages, r.wait_time_seconds, r.visibility_timeout),
+            (1, 3, Some(45))
+        );
+    }
+
+    #[tokio::test]
+    async fn pop_reconciles_and_counts() {
+        let (fake, t) = transport(SqsConfig::default());
+        fake.seed("orders", ORDER, Attributes::new(), Some("3"));
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert!(
+            std::str::from_utf8(d.body())
+                .unwrap()
+                .ends_with(r#""attempts":2}"#)
+        );
+        assert_eq!(t.native_attempts(&d), 2);
+        assert_eq!(d.route(), &Route::Body);
+    }
+
+    #[tokio::test]
+    async fn gated_messages_keep_their_raw_body() {
+        let (fake, t) = transport(SqsConfig::default());
+        let mut attrs = Attributes::new();
+        attrs.insert("bq-schema-version".into(), AttributeValue::number("2"));
+        let raw = "{ \"job\" : \"urn:x\", \"attempts\": 0 }";
+        fake.seed("orders", raw, attrs, Some("5"));
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(d.body(), raw.as_bytes(), "no reconcile on a gated message");
+        assert_eq!(
+            d.route(),
+            &Route::Gated {
+                declared: "2".into(),
+                urn: None
+            }
+        );
+        assert_eq!(
+            d.route().as_str(),
+            "babelqueue:unsupported-schema-version:2"
+        );
+    }
+
+    #[tokio::test]
+    async fn redeliver_changes_visibility_only() {
+        let (fake, t) = transport(SqsConfig::default());
+        t.publish("orders", ORDER.as_bytes()).await.unwrap();
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, b"ignored", Duration::from_secs(99_999))
+            .await
+            .unwrap();
+        assert_eq!(
+            fake.visibility_changes(),
+            vec![("http://fake/orders".into(), "rh-1".into(), 43_200)]
+        );
+        assert!(fake.deleted().is_empty());
+        assert_eq!(fake.sent().len(), 1);
+        // Without a receipt handle nothing is sent at all.
+        let orphan = Delivery::new("orders", ORDER);
+        t.redeliver(&orphan, b"", Duration::ZERO).await.unwrap();
+        t.ack(&orphan).await.unwrap();
+        assert_eq!(fake.visibility_changes().len(), 1);
+        assert!(fake.deleted().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_uncounted_delivery_is_still_released() {
+        let (fake, t) = transport(SqsConfig::default());
+        fake.seed("orders", ORDER, Attributes::new(), None);
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(t.native_attempts(&d), 0);
+        t.redeliver(&d, b"", Duration::ZERO).await.unwrap();
+        assert_eq!(fake.visibility_changes().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn batches_are_buffered_and_released_on_close() {
+        let (fake, t) = transport(SqsConfig::default().max_messages(4));
+        for _ in 0..3 {
+            t.publish("orders", ORDER.as_bytes()).await.unwrap();
+        }
+        let first = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(fake.receives()[0].max_messages, 4);
+        assert_eq!(t.buffered(), 2);
+        let second = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(fake.receives().len(), 1, "served from the buffer");
+        t.ack(&first).await.unwrap();
+        t.ack(&second).await.unwrap();
+        t.close().await.unwrap();
+        assert_eq!(t.buffered(), 0);
+        assert_eq!(fake.visibility_changes().len(), 1);
+        assert_eq!(fake.bodies("orders").len(), 1, "visible again");
+        t.set_max_messages(50);
+        t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(fake.receives()[1].max_messages, 10);
+    }
+
+    #[tokio::test]
+    async fn errors_keep_their_kind() {
+        let (fake, t) = transport(SqsConfig::default());
+        fake.fail_receives(true);
+        let err = t.pop("orders", Duration::ZERO).await.unwrap_err();
+        assert!(err.is_transient());
+        fake.fail_sends_to("orders", true);
+        assert!(
+            t.publish("orders", ORDER.as_bytes())
+                .await
+                .unwrap_err()
+                .is_transient()
+        );
+    }
+
+    /// Captures the WARN+ log lines emitted on this thread.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    impl Captured {
+        fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+            let captured = Captured::default();
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(captured.clone())
+                .with_ansi(false)
+                .with_max_level(tracing::Level::WARN)
+                .finish();
+            (captured, tracing::subscriber::set_default(subscriber))
+        }
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    #[tokio::test]
+    async fn out_of_range_release_delays_are_clamped_with_a_warning() {
+        let (fake, t) = transport(SqsConfig::default());
+        for _ in 0..2 {
+            t.publish("orders", ORDER.as_bytes()).await.unwrap();
+        }
+        let (logs, _guard) = Captured::start();
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, b"", Duration::from_secs(30)).await.unwrap();
+        assert_eq!(logs.text(), "", "an in-range delay does not warn");
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, b"", Duration::from_secs(50_000))
+            .await
+            .unwrap();
+        assert!(
+            logs.text().contains("clamped to 43200 s"),
+            "{}",
+            logs.text()
+        );
+        let sent: Vec<i32> = fake.visibility_changes().iter().map(|c| c.2).collect();
+        assert_eq!(sent, [30, 43_200]);
+    }
+
+    #[tokio::test]
+    async fn the_gate_warns_with_the_version_and_the_queue() {
+        let (fake, t) = transport(SqsConfig::default());
+        let long = "9".repeat(70);
+        for version in ["2", long.as_str()] {
+            let mut attrs = Attributes::new();
+            attrs.insert("bq-schema-version".into(), AttributeValue::string(version));
+            fake.seed("orders", ORDER, attrs, Some("1"));
+        }
+        let (logs, _guard) = Captured::start();
+        t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert!(
+            logs.text()
+                .contains("\"orders\" declares unsupported bq-schema-version \"2\""),
+            "{}",
+            logs.text()
+        );
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        let capped = format!("\"{}...\"", "9".repeat(64));
+        assert!(logs.text().contains(&capped), "{}", logs.text());
+        // The route keeps its own (escaped, capped) form; the declared value stays whole.
+        assert!(matches!(d.route(), Route::Gated { declared, .. } if *declared == long));
+    }
+
+    #[tokio::test]
+    async fn releases_that_cannot_count_or_cannot_happen_warn() {
+        let (fake, t) = transport(SqsConfig::default());
+        fake.seed("orders", ORDER, Attributes::new(), None);
+        let (logs, _guard) = Captured::start();
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, b"", Duration::ZERO).await.unwrap();
+        assert!(
+            logs.text()
+                .contains("did not report ApproximateReceiveCount")
+        );
+        t.redeliver(&Delivery::new("orders", ORDER), b"", Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(logs.text().contains("has no receipt handle"));
+    }
+
+    fn failing_app(
+        t: SqsTransport,
+        configure: impl FnOnce(babelqueue_core::AppBuilder) -> babelqueue_core::AppBuilder,
+    ) -> babelqueue_core::App {
+        configure(
+            babelqueue_core::App::builder(t)
+                .queue("orders")
+                .poll_timeout(Duration::ZERO)
+                .handle(
+                    "urn:babel:orders:created",
+                    |_ctx: babelqueue_core::Context| async {
+                        Err::<(), _>(babelqueue_core::HandlerError::new("always"))
+                    },
+                ),
+        )
+        .build()
+        .unwrap()
+    }
+
+    async fn settle_once(app: &babelqueue_core::App) -> babelqueue_core::Outcome {
+        let d = app
+            .transport()
+            .pop("orders", Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        app.dispatch(d).await
+    }
+
+    #[tokio::test]
+    async fn the_dead_letter_queue_is_overridable() {
+        use babelqueue_core::Outcome;
+        for (configure, want) in [
+            (None, "http://fake/orders-dlq"),
+            (Some(("suffix", "_dead")), "http://fake/orders_dead"),
+            (Some(("queue", "all-failures")), "http://fake/all-failures"),
+        ] {
+            let (fake, t) = transport(SqsConfig::default());
+            let app = failing_app(t, |b| {
+                let b = b.max_attempts(1).dead_letter(true);
+                match configure {
+                    Some(("suffix", s)) => b.dead_letter_suffix(s),
+                    Some((_, q)) => b.dead_letter_queue(q),
+                    None => b,
+                }
+            });
+            fake.seed("orders", ORDER, Attributes::new(), Some("1"));
+            assert_eq!(settle_once(&app).await, Outcome::DeadLettered);
+            assert_eq!(fake.sent()[0].queue_url, want);
+            assert_eq!(fake.deleted().len(), 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn poison_without_dead_lettering_is_left_to_sqs() {
+        use babelqueue_core::Outcome;
+        let (fake, t) = transport(SqsConfig::default());
+        let app = failing_app(t, |b| b.dead_letter(false));
+        fake.seed("orders", "not an envelope", Attributes::new(), Some("7"));
+        assert_eq!(settle_once(&app).await, Outcome::Native);
+        assert!(fake.sent().is_empty() && fake.deleted().is_empty());
+        assert!(fake.visibility_changes().is_empty());
+        assert_eq!(
+            fake.in_flight(),
+            1,
+            "left in flight until its visibility timeout"
+        );
+        // With dead-lettering on, the record counts the receives SQS reported (7 - 1).
+        let (fake, t) = transport(SqsConfig::default());
+        let app = failing_app(t, |b| b.dead_letter(true));
+        fake.seed("orders", "not an envelope", Attributes::new(), Some("7"));
+        assert_eq!(settle_once(&app).await, Outcome::DeadLettered);
+        assert!(
+            fake.sent()[0].body.contains(r#""attempts":6"#),
+            "{}",
+            fake.sent()[0].body
+        );
+    }
+
+    #[test]
+    fn the_namer_and_the_capabilities() {
+        let (_, t) = transport(SqsConfig::default());
+        assert_eq!(t.dead_letter_queue_name("orders", None), "orders-dlq");
+        assert_eq!(t.dead_letter_queue_name("o.fifo", None), "o-dlq.fifo");
+        assert!(t.redeliverer().is_some() && t.native_settler().is_some());
+        assert!(t.delivery_counter().is_some() && t.dead_letter_namer().is_some());
+        assert!(t.header_publisher().is_some() && t.delayed_publisher().is_some());
+        assert!(t.rewinder().is_none() && t.dead_letter_writer().is_none());
+        assert!(!t.classifies_poison());
+        assert_eq!(capped(&"v".repeat(70)), format!("{}...", "v".repeat(64)));
+    }
+}
