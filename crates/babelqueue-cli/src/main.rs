@@ -180,11 +180,17 @@ async fn publish(args: PublishArgs) -> CliResult {
     let transport = babelqueue::connect(&args.url)
         .await
         .map_err(|e| e.to_string())?;
-    let data = RawJson::parse(&args.data).map_err(|e| format!("--data is not JSON: {e}"))?;
-    let app = App::builder_arc(transport)
+    let app = App::builder_arc(transport.clone())
         .queue(args.queue.clone())
         .build()
         .map_err(|e| e.to_string())?;
+    let result = publish_all(&app, args).await;
+    close(transport.as_ref()).await;
+    result
+}
+
+async fn publish_all(app: &App, args: PublishArgs) -> CliResult {
+    let data = RawJson::parse(&args.data).map_err(|e| format!("--data is not JSON: {e}"))?;
     let headers: Headers = args.headers.into_iter().collect();
     for _ in 0..args.count {
         let mut builder = app.envelope(&args.urn).data_raw(data.clone());
@@ -232,7 +238,7 @@ async fn consume(args: ConsumeArgs) -> CliResult {
         .map_err(|e: babelqueue::Error| e.to_string())?;
     let calls = Arc::new(AtomicU64::new(0));
     let stop_after = args.max;
-    let mut builder = App::builder_arc(transport)
+    let mut builder = App::builder_arc(transport.clone())
         .queue(args.queue.clone())
         .max_attempts(args.max_attempts)
         .dead_letter(args.dead_letter)
@@ -274,13 +280,19 @@ async fn consume(args: ConsumeArgs) -> CliResult {
     let app = builder.build().map_err(|e| e.to_string())?;
     let _ = stop.set(app.stop_handle());
     if args.max == Some(0) {
+        close(transport.as_ref()).await;
         return Ok(());
     }
     let mut options = Consume::new();
     if let Some(idle) = args.idle_timeout {
         options = options.idle_timeout(seconds(idle, "idle-timeout")?);
     }
-    let summary = app.consume(options).await.map_err(|e| e.to_string())?;
+    let summary = app.consume(options).await;
+    // After a signal the runtime has closed the transport itself.
+    if !summary.as_ref().is_ok_and(|s| s.signalled) {
+        close(transport.as_ref()).await;
+    }
+    let summary = summary.map_err(|e| e.to_string())?;
     eprintln!(
         "babelqueue: {} handler call(s), {} deliveries settled, {} released at shutdown",
         calls.load(Ordering::SeqCst),
@@ -329,7 +341,6 @@ fn summary_line(body: &[u8]) -> String {
 }
 
 async fn dlq(command: DlqCommand) -> CliResult {
-    use babelqueue::redrive::{Redrive, list, redrive};
     let args = match &command {
         DlqCommand::List(a) => a,
         DlqCommand::Redrive(r) => &r.dlq,
@@ -342,9 +353,32 @@ async fn dlq(command: DlqCommand) -> CliResult {
         .build()
         .map_err(|e| e.to_string())?;
     let dlq = dlq_name(args, &app).await;
+    let result = dlq_command(transport.as_ref(), &dlq, command).await;
+    close(transport.as_ref()).await;
+    result
+}
+
+/// Releases the transport's connections (and, on SQS, any batch-received messages) before the
+/// process exits; a failure is reported, never fatal: nothing unsettled is lost, it only comes
+/// back later.
+async fn close(transport: &dyn babelqueue::Transport) {
+    if let Err(e) = transport.close().await {
+        eprintln!(
+            "babelqueue: closing the {} transport failed: {e}",
+            transport.name()
+        );
+    }
+}
+
+async fn dlq_command(
+    transport: &dyn babelqueue::Transport,
+    dlq: &str,
+    command: DlqCommand,
+) -> CliResult {
+    use babelqueue::redrive::{Redrive, list, redrive};
     match command {
         DlqCommand::List(args) => {
-            let bodies = list(transport.as_ref(), &dlq, args.max)
+            let bodies = list(transport, dlq, args.max)
                 .await
                 .map_err(|e| e.to_string())?;
             for body in &bodies {
@@ -375,7 +409,7 @@ async fn dlq(command: DlqCommand) -> CliResult {
                         .map_or_else(|| "null".to_owned(), |s| RawJson::string(s).into_string()),
                 ));
             };
-            let report = redrive(transport.as_ref(), &dlq, &options, &mut on_item).await;
+            let report = redrive(transport, dlq, &options, &mut on_item).await;
             bar.finish_and_clear();
             let report = report.map_err(|e| e.to_string())?;
             eprintln!(

@@ -91,8 +91,10 @@ impl Consume {
         self.queue = Some(queue.into());
         self
     }
-    /// Stop after this many deliveries were settled, or as soon as a poll finds the queue empty
-    /// (a delayed message that is not visible yet counts as absent).
+    /// Stop after this many deliveries were settled. Without an
+    /// [`idle_timeout`](Consume::idle_timeout) it also stops as soon as a poll finds the queue
+    /// empty (a delayed message that is not visible yet counts as absent); with one, an empty
+    /// poll waits for more until the queue has been idle that long.
     pub fn max_messages(mut self, max: u64) -> Consume {
         self.max_messages = Some(max);
         self
@@ -571,6 +573,18 @@ impl App {
                 inner.policy.max_attempts
             );
         }
+        match inner
+            .transport
+            .prepare_consume(&queue, inner.concurrency)
+            .await
+        {
+            Ok(()) => {}
+            // A broker that is down now may be back by the first poll; the loop retries.
+            Err(e) if e.is_transient() => {
+                tracing::warn!(target: LOG, queue = %queue, error = %e, "Preparing to consume {queue:?} failed; polling anyway");
+            }
+            Err(e) => return Err(e.into()),
+        }
         let (deadline_tx, deadline_rx) = watch::channel(false);
         let deadline_tx = Arc::new(deadline_tx);
         let signalled = Arc::new(AtomicBool::new(false));
@@ -624,7 +638,7 @@ impl App {
                 }
                 Ok(None) => {
                     if running.is_empty() {
-                        if options.max_messages.is_some() {
+                        if options.max_messages.is_some() && options.idle_timeout.is_none() {
                             break;
                         }
                         if options

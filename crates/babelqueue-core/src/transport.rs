@@ -234,6 +234,17 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// Acknowledges (removes) a delivery.
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError>;
 
+    /// Called once by [`App::consume`](crate::App::consume) before its first `pop` of `queue`,
+    /// with the number of deliveries it will hold at once (its `concurrency`). A transport that
+    /// receives in batches or prefetches sizes itself here; the default does nothing.
+    ///
+    /// A transient error is logged and consuming starts anyway; any other error ends
+    /// `consume` before anything is received.
+    async fn prepare_consume(&self, queue: &str, concurrency: usize) -> Result<(), TransportError> {
+        let _ = (queue, concurrency);
+        Ok(())
+    }
+
     /// Releases connections. The runtime calls it after a signal-driven shutdown only.
     async fn close(&self) -> Result<(), TransportError> {
         Ok(())

@@ -834,3 +834,130 @@ impl Name for MemoryTransport {
         Transport::name(self)
     }
 }
+
+/// Delegates to a [`MemoryTransport`] and records (or refuses) `prepare_consume`.
+#[derive(Debug)]
+struct Preparing {
+    memory: MemoryTransport,
+    prepared: Mutex<Vec<(String, usize)>>,
+    refuse: Option<babelqueue_core::TransportErrorKind>,
+}
+
+#[async_trait::async_trait]
+impl Transport for Preparing {
+    fn name(&self) -> &'static str {
+        "preparing"
+    }
+    async fn publish(
+        &self,
+        queue: &str,
+        body: &[u8],
+    ) -> Result<(), babelqueue_core::TransportError> {
+        self.memory.publish(queue, body).await
+    }
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<babelqueue_core::Delivery>, babelqueue_core::TransportError> {
+        self.memory.pop(queue, timeout).await
+    }
+    async fn ack(
+        &self,
+        delivery: &babelqueue_core::Delivery,
+    ) -> Result<(), babelqueue_core::TransportError> {
+        self.memory.ack(delivery).await
+    }
+    async fn prepare_consume(
+        &self,
+        queue: &str,
+        concurrency: usize,
+    ) -> Result<(), babelqueue_core::TransportError> {
+        self.prepared
+            .lock()
+            .unwrap()
+            .push((queue.to_owned(), concurrency));
+        match self.refuse {
+            Some(kind) => Err(babelqueue_core::TransportError::new(kind, "refused")),
+            None => Ok(()),
+        }
+    }
+}
+
+fn preparing(refuse: Option<babelqueue_core::TransportErrorKind>) -> Arc<Preparing> {
+    Arc::new(Preparing {
+        memory: MemoryTransport::new(),
+        prepared: Mutex::new(Vec::new()),
+        refuse,
+    })
+}
+
+#[tokio::test]
+async fn consume_tells_the_transport_its_queue_and_concurrency_first() {
+    use babelqueue_core::TransportErrorKind;
+    for (refuse, consumed) in [
+        (None, true),
+        (Some(TransportErrorKind::Connection), true),
+        (Some(TransportErrorKind::Config), false),
+    ] {
+        let transport = preparing(refuse);
+        let app = App::builder_arc(transport.clone())
+            .queue("orders")
+            .concurrency(3)
+            .poll_timeout(Duration::from_millis(20))
+            .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+            .build()
+            .unwrap();
+        app.publish(URN, &json!({})).await.unwrap();
+        let result = app.consume(drain().queue("orders")).await;
+        assert_eq!(
+            *transport.prepared.lock().unwrap(),
+            vec![("orders".to_owned(), 3)],
+            "{refuse:?}"
+        );
+        if consumed {
+            assert_eq!(result.unwrap().processed, 1, "{refuse:?}");
+            assert_eq!(transport.memory.len("orders"), 0);
+        } else {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), babelqueue_core::ErrorKind::Config, "{err}");
+            assert_eq!(transport.memory.len("orders"), 1, "nothing was received");
+        }
+    }
+}
+
+#[tokio::test]
+async fn max_messages_with_an_idle_timeout_waits_for_more_instead_of_stopping_when_empty() {
+    let memory = MemoryTransport::new();
+    let app = app(&memory)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    app.publish(URN, &json!({"n": 1})).await.unwrap();
+    let late = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            app.publish(URN, &json!({"n": 2})).await.unwrap();
+        })
+    };
+    let summary = app
+        .consume(
+            Consume::new()
+                .max_messages(2)
+                .idle_timeout(Duration::from_secs(5))
+                .handle_signals(false),
+        )
+        .await
+        .unwrap();
+    late.await.unwrap();
+    assert_eq!(summary.processed, 2);
+
+    // Without an idle timeout, an empty poll ends it (drain what is there).
+    app.publish(URN, &json!({"n": 3})).await.unwrap();
+    let summary = app
+        .consume(Consume::new().max_messages(2).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 1);
+}

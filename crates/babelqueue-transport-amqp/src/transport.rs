@@ -44,9 +44,10 @@ const LOG: &str = "babelqueue::amqp";
 #[non_exhaustive]
 pub struct AmqpOptions {
     /// A fixed `basic_qos` prefetch. `None` (the default) follows the runtime's concurrency:
-    /// the prefetch starts at 1 and grows whenever the runtime asks for another message while
-    /// every prefetched one is still held by a handler, so it settles at exactly the number of
-    /// handlers that run at once.
+    /// `App::consume` announces it before the first receive and the consumer starts with that
+    /// prefetch; without that announcement (a bare `pop` loop) the prefetch starts at 1 and
+    /// grows whenever another message is asked for while every prefetched one is still held,
+    /// so it settles at exactly the number of handlers that run at once.
     pub prefetch: Option<u16>,
     /// Declare queues (durable, no arguments) before first use. Default `true`.
     pub declare: bool,
@@ -568,6 +569,18 @@ impl Transport for AmqpTransport {
         Ok(self.publish_confirmed(queue, body, &Headers::new()).await?)
     }
 
+    /// The consumer of `queue` starts with a prefetch of the runtime's `concurrency` (unless a
+    /// fixed `prefetch` was configured), instead of growing to it one delivery at a time.
+    async fn prepare_consume(&self, queue: &str, concurrency: usize) -> Result<(), TransportError> {
+        if self.inner.options.prefetch.is_none() {
+            let wanted = u16::try_from(concurrency.max(1)).unwrap_or(u16::MAX);
+            let mut grown = lock(&self.inner.grown);
+            let entry = grown.entry(queue.to_owned()).or_insert(wanted);
+            *entry = (*entry).max(wanted);
+        }
+        Ok(())
+    }
+
     async fn pop(
         &self,
         queue: &str,
@@ -773,7 +786,7 @@ mod tests {
         t.ack(&b).await.unwrap();
         t.ack(&c).await.unwrap();
 
-        // Through the runtime: 4 handlers at once, the prefetch never goes above 4.
+        // Through the runtime: 4 handlers at once; the prefetch is 4 from the start.
         let fake = FakeClient::default();
         let t = transport(&fake);
         for n in 0..40 {
@@ -795,7 +808,10 @@ mod tests {
             .unwrap();
         assert_eq!(summary.processed, 40);
         assert_eq!(t.prefetch_of("q"), Some(4));
-        assert_eq!(fake.world().prefetch_calls, vec![2, 3, 4]);
+        assert!(
+            fake.world().prefetch_calls.is_empty(),
+            "App::consume announced its concurrency: the consumer started at 4, nothing to grow"
+        );
     }
 
     #[tokio::test]

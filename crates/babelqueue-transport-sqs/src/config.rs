@@ -15,10 +15,10 @@ use crate::projection::{MAX_RECEIVE_BATCH, MAX_VISIBILITY_TIMEOUT, MAX_WAIT_TIME
 /// )?;
 /// assert_eq!(config.region.as_deref(), Some("us-east-1"));
 /// assert_eq!(config.endpoint.as_deref(), Some("http://127.0.0.1:5000"));
-/// assert_eq!((config.wait_time, config.max_messages), (Some(5), 4));
+/// assert_eq!((config.wait_time, config.max_messages), (Some(5), Some(4)));
 /// # Ok::<(), babelqueue_transport_sqs::SqsError>(())
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SqsConfig {
     /// The AWS region (the URL host); `None` = the default provider chain.
@@ -38,10 +38,11 @@ pub struct SqsConfig {
     pub visibility_timeout: Option<i32>,
     /// FIFO: rely on the queue's content-based deduplication (no `MessageDeduplicationId`).
     pub content_dedup: bool,
-    /// Messages taken per ReceiveMessage, 1..=10 (default 1). Set it to the runtime's
-    /// `concurrency`: the extra messages wait in the transport, already received, until the
-    /// runtime asks for them.
-    pub max_messages: usize,
+    /// Messages taken per ReceiveMessage, 1..=10. `None` (the default) follows the runtime's
+    /// `concurrency`, which `App::consume` announces before its first receive; the extra
+    /// messages of a batch wait in the transport, already received, until a handler slot is
+    /// free.
+    pub max_messages: Option<usize>,
 }
 
 /// The URL options [`SqsConfig::from_url`] accepts.
@@ -55,22 +56,6 @@ pub const URL_OPTIONS: &[&str] = &[
     "content_dedup",
     "max_messages",
 ];
-
-impl Default for SqsConfig {
-    fn default() -> Self {
-        SqsConfig {
-            region: None,
-            endpoint: None,
-            prefix: None,
-            fifo: false,
-            group_id: None,
-            wait_time: None,
-            visibility_timeout: None,
-            content_dedup: false,
-            max_messages: 1,
-        }
-    }
-}
 
 impl fmt::Debug for SqsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -141,7 +126,7 @@ impl SqsConfig {
                     if n == 0 {
                         return Err(bad("max_messages must be at least 1".into()));
                     }
-                    config.max_messages = usize::try_from(n).unwrap_or(1);
+                    config.max_messages = Some(usize::try_from(n).unwrap_or(1));
                 }
                 other => {
                     return Err(bad(format!(
@@ -210,10 +195,11 @@ impl SqsConfig {
         self
     }
 
-    /// Messages per ReceiveMessage (clamped to 1..=10).
+    /// A fixed number of messages per ReceiveMessage (clamped to 1..=10), instead of the
+    /// runtime's `concurrency`.
     #[must_use]
     pub fn max_messages(mut self, n: usize) -> Self {
-        self.max_messages = n.clamp(1, MAX_RECEIVE_BATCH);
+        self.max_messages = Some(n.clamp(1, MAX_RECEIVE_BATCH));
         self
     }
 }
@@ -274,7 +260,7 @@ mod tests {
         assert_eq!(c.group_id.as_deref(), Some("g 1"));
         assert_eq!(
             (c.wait_time, c.visibility_timeout, c.max_messages),
-            (Some(20), Some(43200), 10)
+            (Some(20), Some(43200), Some(10))
         );
     }
 
@@ -284,7 +270,7 @@ mod tests {
             let c = SqsConfig::from_url(url).unwrap();
             assert_eq!(c, SqsConfig::default(), "{url}");
         }
-        assert_eq!(SqsConfig::default().max_messages, 1);
+        assert_eq!(SqsConfig::default().max_messages, None);
         assert!(!SqsConfig::from_url("sqs://?fifo=no").unwrap().fifo);
     }
 
@@ -320,7 +306,7 @@ mod tests {
             .max_messages(50);
         assert_eq!(
             (c.wait_time, c.visibility_timeout, c.max_messages),
-            (Some(20), Some(0), 10)
+            (Some(20), Some(0), Some(10))
         );
     }
 }

@@ -7,10 +7,9 @@
 //!
 //! // Credentials come from the default AWS chain (here: AWS_ACCESS_KEY_ID / _SECRET_ACCESS_KEY).
 //! let transport = SqsTransport::connect("sqs://us-east-1?endpoint=http://127.0.0.1:5000").await?;
-//! transport.set_max_messages(4); // one ReceiveMessage feeds the 4 handler slots below
 //! let app = App::builder(transport)
 //!     .queue("orders")
-//!     .concurrency(4)
+//!     .concurrency(4) // one ReceiveMessage takes up to 4 messages for the 4 handler slots
 //!     .max_attempts(5)
 //!     .dead_letter(true) // exhausted and poison messages go to `orders-dlq`
 //!     .retry_backoff(std::time::Duration::from_secs(10)) // ChangeMessageVisibility(10)
@@ -44,7 +43,7 @@
 //! | `wait_time` | cap of the long poll, 0..=20 s | the runtime's poll timeout (1 s), max 20 |
 //! | `visibility_timeout` | `VisibilityTimeout` on ReceiveMessage, 0..=43200 | the queue's |
 //! | `content_dedup` | FIFO: rely on content-based deduplication | off |
-//! | `max_messages` | messages per ReceiveMessage, 1..=10 | 1 |
+//! | `max_messages` | a fixed number of messages per ReceiveMessage, 1..=10 | the runtime's `concurrency` |
 //!
 //! Booleans accept `1`, `true`, `yes`, `on`. Credentials always come from the default AWS
 //! provider chain: environment, shared profile (static keys, assumed roles), web identity, ECS
@@ -92,14 +91,16 @@
 //!
 //! # Batches and concurrency
 //!
-//! With `max_messages` N (URL option, [`SqsConfig::max_messages`] or
-//! [`SqsTransport::set_max_messages`]) one `ReceiveMessage` takes up to N messages; the first
-//! is handed to the runtime and the others wait in the transport, already received (their
-//! visibility timeout running), until the runtime's next `pop`. Give it the runtime's
-//! `concurrency`, and a visibility timeout comfortably above two handler runs.
+//! One `ReceiveMessage` takes up to N messages, where N is the runtime's `concurrency`
+//! (`App::consume` announces it through
+//! [`Transport::prepare_consume`](babelqueue_core::Transport::prepare_consume), capped at
+//! SQS's 10), or the fixed `max_messages` (URL option, [`SqsConfig::max_messages`] or
+//! [`SqsTransport::set_max_messages`]). The first is handed to the runtime and the others wait
+//! in the transport, already received (their visibility timeout running), until the runtime's
+//! next `pop`; keep the visibility timeout comfortably above two handler runs.
 //! [`Transport::close`](babelqueue_core::Transport::close) (after a signal) and
-//! [`SqsTransport::release_buffered`] make buffered messages visible again.
-//! The runtime does not tell a transport its `concurrency` yet, so this is set by hand.
+//! [`SqsTransport::release_buffered`] make buffered messages visible again; call the latter
+//! when a bounded `consume` (`max_messages`, an idle timeout) ended and the transport lives on.
 //!
 //! # Testing without AWS
 //!

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -42,6 +42,8 @@ pub struct SqsTransport {
     config: SqsConfig,
     urls: Mutex<HashMap<String, Arc<OnceCell<String>>>>,
     batch: AtomicUsize,
+    /// `max_messages` was not fixed: the batch follows the runtime's `concurrency`.
+    follow_concurrency: AtomicBool,
     buffered: Mutex<HashMap<String, VecDeque<Delivery>>>,
 }
 
@@ -73,8 +75,9 @@ impl SqsTransport {
 
     /// A transport over a shared client.
     pub fn with_client(client: Arc<dyn SqsClient>, config: SqsConfig) -> SqsTransport {
-        let batch = config.max_messages.clamp(1, MAX_RECEIVE_BATCH);
+        let batch = config.max_messages.unwrap_or(1).clamp(1, MAX_RECEIVE_BATCH);
         SqsTransport {
+            follow_concurrency: AtomicBool::new(config.max_messages.is_none()),
             client,
             config,
             urls: Mutex::new(HashMap::new()),
@@ -88,9 +91,10 @@ impl SqsTransport {
         &self.config
     }
 
-    /// Sets how many messages one ReceiveMessage takes (clamped to 1..=10): give it the
+    /// Fixes how many messages one ReceiveMessage takes (clamped to 1..=10), instead of the
     /// runtime's `concurrency`. Takes effect on the next receive.
     pub fn set_max_messages(&self, n: usize) {
+        self.follow_concurrency.store(false, Ordering::Relaxed);
         self.batch
             .store(n.clamp(1, MAX_RECEIVE_BATCH), Ordering::Relaxed);
     }
@@ -262,6 +266,19 @@ impl Transport for SqsTransport {
 
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
         Ok(self.send(queue, body, None, None).await?)
+    }
+
+    /// One ReceiveMessage feeds every free handler slot, unless `max_messages` was fixed.
+    async fn prepare_consume(
+        &self,
+        _queue: &str,
+        concurrency: usize,
+    ) -> Result<(), TransportError> {
+        if self.follow_concurrency.load(Ordering::Relaxed) {
+            self.batch
+                .store(concurrency.clamp(1, MAX_RECEIVE_BATCH), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     async fn pop(
@@ -627,6 +644,23 @@ mod tests {
         t.set_max_messages(50);
         t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         assert_eq!(fake.receives()[1].max_messages, 10);
+    }
+
+    #[tokio::test]
+    async fn the_batch_follows_the_runtime_concurrency_unless_fixed() {
+        let (fake, t) = transport(SqsConfig::default());
+        t.prepare_consume("orders", 4).await.unwrap();
+        t.pop("orders", Duration::ZERO).await.unwrap();
+        t.prepare_consume("orders", 64).await.unwrap();
+        t.pop("orders", Duration::ZERO).await.unwrap();
+        let (_, fixed) = transport(SqsConfig::default().max_messages(2));
+        fixed.prepare_consume("orders", 8).await.unwrap();
+        t.set_max_messages(3);
+        t.prepare_consume("orders", 8).await.unwrap();
+        t.pop("orders", Duration::ZERO).await.unwrap();
+        let asked: Vec<i32> = fake.receives().iter().map(|r| r.max_messages).collect();
+        assert_eq!(asked, vec![4, 10, 3]);
+        assert_eq!(fixed.batch.load(Ordering::Relaxed), 2);
     }
 
     #[tokio::test]

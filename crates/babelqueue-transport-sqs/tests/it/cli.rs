@@ -89,6 +89,41 @@ async fn babelqueue_publish_and_consume_work_against_sqs() {
     }
     assert_eq!(env.depth(&url).await, 0);
 
+    // With `max_messages=4` one receive takes the whole batch; `--max 1` handles one and, on
+    // exit, the CLI closes the transport, which makes the two buffered messages visible again
+    // at once (not after the queue's 30 s visibility timeout).
+    let batched = format!(
+        "{}{}max_messages=4",
+        env.url,
+        if env.url.contains('?') { '&' } else { '?' }
+    );
+    support::run(babelqueue(&env, &exe).args([
+        "publish", &env.url, "--queue", &queue, "--urn", URN, "--count", "3",
+    ]))
+    .await;
+    let one = support::run(
+        babelqueue(&env, &exe).args(["consume", &batched, "--queue", &queue, "--max", "1"]),
+    )
+    .await;
+    assert_eq!(one.len(), 1);
+    let rest = support::run(babelqueue(&env, &exe).args([
+        "consume",
+        &env.url,
+        "--queue",
+        &queue,
+        "--max",
+        "2",
+        "--idle-timeout",
+        "5",
+    ]))
+    .await;
+    assert_eq!(
+        rest.len(),
+        2,
+        "the rest of the batch was visible again at once"
+    );
+    assert_eq!(env.depth(&url).await, 0);
+
     // A failing consumer dead-letters to <queue>-dlq after its attempts.
     support::run(
         babelqueue(&env, &exe).args(["publish", &env.url, "--queue", &queue, "--urn", URN]),
