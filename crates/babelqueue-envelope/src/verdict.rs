@@ -77,7 +77,15 @@ impl fmt::Display for PoisonCause {
             }
             PoisonCause::InvalidJson(e) => write!(f, "the body is not one JSON value: {e}"),
             PoisonCause::RootNotObject { found } => {
-                write!(f, "the JSON root is a {found}, not an object")
+                let article = if matches!(found, JsonKind::Array) {
+                    "an"
+                } else {
+                    "a"
+                };
+                match found {
+                    JsonKind::Null => f.write_str("the JSON root is null, not an object"),
+                    _ => write!(f, "the JSON root is {article} {found}, not an object"),
+                }
             }
             PoisonCause::WrongType { member, expected } => {
                 let what = match expected {
@@ -311,4 +319,24 @@ pub fn is_spliceable(body: &[u8]) -> bool {
 /// A human-readable cause string, for logs and dead-letter records.
 pub(crate) fn cause_text(cause: &PoisonCause) -> String {
     alloc::string::ToString::to_string(cause)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn a_non_object_root_is_named_in_plain_english() {
+        let said = |found| PoisonCause::RootNotObject { found }.to_string();
+        assert_eq!(
+            said(JsonKind::Array),
+            "the JSON root is an array, not an object"
+        );
+        assert_eq!(
+            said(JsonKind::String),
+            "the JSON root is a string, not an object"
+        );
+        assert_eq!(said(JsonKind::Null), "the JSON root is null, not an object");
+    }
 }
