@@ -97,6 +97,10 @@ allowLoopback=true
 httpServerEnabled=false
 # a throw-away test broker: no fsync per journal entry (like redis --save "")
 journalSyncData=false
+# the disk is shared with build caches: the bookie must not turn read-only at 95 % usage
+diskUsageThreshold=0.999
+diskUsageWarnThreshold=0.999
+diskUsageLwmThreshold=0.998
 CONF
     (cd "$PULSAR_RUN" || exit 1
      nohup java -Xms256m -Xmx1g -XX:+UseG1GC -cp "$PULSAR_LIB/*" \
