@@ -21,7 +21,7 @@ use babelqueue_transport_artemis::testing::{FakeClient, incoming, wire_round_tri
 use babelqueue_transport_artemis::{ArtemisTransport, Disposition, projection};
 use serde_json::Value as Json;
 
-use super::{Ctx, str_field};
+use super::{Ctx, int_field, str_field};
 use crate::Case;
 use crate::hop::block_on;
 
@@ -29,12 +29,6 @@ const QUEUE: &str = "orders";
 
 fn transport(fake: &Arc<FakeClient>) -> ArtemisTransport {
     ArtemisTransport::with_client(fake.clone(), Duration::from_millis(10))
-}
-
-fn int_field(case: &Json, field: &str) -> Result<i64, String> {
-    case.get(field)
-        .and_then(Json::as_i64)
-        .ok_or_else(|| format!("case has no integer `{field}`"))
 }
 
 /// The `artemis` section, by sub-block.

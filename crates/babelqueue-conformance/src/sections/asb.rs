@@ -16,7 +16,7 @@ use babelqueue_transport_asb::projection::{self, ApplicationProperties};
 use babelqueue_transport_asb::{AmqpValue, AsbTransport};
 use serde_json::Value;
 
-use super::{Ctx, str_field};
+use super::{Ctx, int_field, str_field};
 use crate::Case;
 use crate::hop::block_on;
 
@@ -26,12 +26,6 @@ const DLQ: &str = "orders.dlq";
 fn transport() -> (Arc<FakeServiceBus>, AsbTransport) {
     let fake = Arc::new(FakeServiceBus::new());
     (fake.clone(), AsbTransport::with_client(fake))
-}
-
-fn int_field(case: &Value, field: &str) -> Result<i64, String> {
-    case.get(field)
-        .and_then(Value::as_i64)
-        .ok_or_else(|| format!("case has no integer `{field}`"))
 }
 
 /// Whether a typed property equals an expected JSON value: a JSON string is an AMQP string;

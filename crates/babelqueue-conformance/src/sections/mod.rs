@@ -165,6 +165,12 @@ pub(crate) fn str_field<'v>(case: &'v Value, field: &str) -> Result<&'v str, Str
         .ok_or_else(|| format!("case has no string `{field}`"))
 }
 
+pub(crate) fn int_field(case: &Value, field: &str) -> Result<i64, String> {
+    case.get(field)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| format!("case has no integer `{field}`"))
+}
+
 pub(crate) fn bool_field(case: &Value, field: &str) -> Result<bool, String> {
     case.get(field)
         .and_then(Value::as_bool)

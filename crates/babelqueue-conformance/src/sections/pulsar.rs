@@ -15,7 +15,7 @@ use babelqueue_transport_pulsar::fake::FakePulsar;
 use babelqueue_transport_pulsar::{Properties, PulsarTransport, projection};
 use serde_json::Value;
 
-use super::{Ctx, bool_field, str_field};
+use super::{Ctx, bool_field, int_field, str_field};
 use crate::Case;
 use crate::hop::block_on;
 
@@ -25,12 +25,6 @@ const DLQ: &str = "orders.dlq";
 fn transport() -> (Arc<FakePulsar>, PulsarTransport) {
     let fake = Arc::new(FakePulsar::new());
     (fake.clone(), PulsarTransport::with_client(fake))
-}
-
-fn int_field(case: &Value, field: &str) -> Result<i64, String> {
-    case.get(field)
-        .and_then(Value::as_i64)
-        .ok_or_else(|| format!("case has no integer `{field}`"))
 }
 
 fn redelivery(case: &Value) -> Result<u32, String> {
