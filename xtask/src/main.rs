@@ -164,7 +164,13 @@ fn ci() -> Result<(), String> {
         ),
         (
             "tests",
-            vec!["test", "--workspace", "--all-targets", "--all-features"],
+            vec![
+                "test",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--no-fail-fast",
+            ],
             vec![],
         ),
         (

@@ -5,8 +5,8 @@
 //! ```
 //!
 //! Each handler call prints `handling <meta.id> attempts=<n>` and then works for `HANDLER_MS`
-//! milliseconds (default 0) before it prints `handled <meta.id>`. The crash tests start it, kill
-//! it mid-handler with SIGKILL, and check that another worker gets the message back.
+//! milliseconds (default 0) before it prints `handled <meta.id>`. Kill it with SIGKILL while a
+//! handler sleeps and start it again: the message comes back once `retry_after` lapses.
 
 #![allow(clippy::print_stdout)]
 

@@ -418,25 +418,41 @@ async fn two_workers_never_handle_one_delivery_twice() {
     }
 }
 
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name)
+/// Set in the child process [`a_worker_killed_mid_handler_loses_nothing`] starts: the test
+/// binary re-runs that one test, which then acts as a worker (URL and queue in the value)
+/// instead of as the parent. This keeps the crash test free of any other build artefact.
+const CHILD_WORKER: &str = "BQ_IT_CHILD_WORKER";
+
+/// The child's side: consume `queue` on `url`, print `handling <id> attempts=<n>` and then
+/// hold the message for a minute, so the parent can kill it mid-handler.
+async fn child_worker(spec: &str) {
+    use std::io::Write as _;
+    let (url, queue) = spec
+        .split_once(' ')
+        .expect("BQ_IT_CHILD_WORKER is 'URL QUEUE'");
+    let app = App::builder(RedisTransport::connect(url).await.expect("child connects"))
+        .queue(queue)
+        .handle_any(|ctx: Context| async move {
+            let id = ctx.message_id().unwrap_or_default().into_owned();
+            {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "handling {id} attempts={}", ctx.attempts())?;
+                out.flush()?;
+            }
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<(), HandlerError>(())
+        })
+        .build()
+        .unwrap();
+    app.run().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_worker_killed_mid_handler_loses_nothing() {
+    if let Ok(spec) = std::env::var(CHILD_WORKER) {
+        return child_worker(&spec).await;
+    }
     let Some(raw) = redis().await else { return };
-    let worker = example("worker");
-    assert!(
-        worker.exists(),
-        "build the example first: cargo test builds it ({})",
-        worker.display()
-    );
     for laravel in [false, true] {
         let q = queue("sigkill");
         let t = transport(laravel, Some(1)).await;
@@ -447,16 +463,26 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
             url(laravel),
             if laravel { "&" } else { "?" }
         );
-        let mut child = Command::new(&worker)
-            .args([url.as_str(), q.as_str(), "60000"])
+        // The same test binary, running only this test, in worker mode.
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "a_worker_killed_mid_handler_loses_nothing",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_WORKER, format!("{url} {q}"))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines
+            .by_ref()
+            .map(Result::unwrap)
+            // libtest prints `test <name> ... ` on the same line first
+            .find_map(|line| line.find("handling ").map(|at| line[at..].to_owned()))
+            .expect("the child worker took the message");
         assert_eq!(first.trim(), format!("handling {id} attempts=0"));
         child.kill().unwrap(); // SIGKILL, mid-handler
         child.wait().unwrap();
