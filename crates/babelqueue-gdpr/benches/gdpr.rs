@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p babelqueue-gdpr --bench gdpr` prints criterion's figures for:
 //!
-//! * `protect/typical` and `unprotect/typical`: a 420-byte customer message with 5 protected
+//! * `protect/typical` and `unprotect/typical`: a 472-byte customer message with 5 protected
 //!   values (a string, a nested string, two array items, a container object);
 //! * `protect/wide` and `unprotect/wide`: 50 array items, each protected;
 //! * `protect/unmarked`: the same typical message under a schema without marks (the walk alone);

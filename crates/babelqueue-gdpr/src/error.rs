@@ -113,6 +113,11 @@ impl CipherError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// Whether retrying later may succeed (the cipher was unavailable).
+    pub fn is_transient(&self) -> bool {
+        self.kind == ErrorKind::Unavailable
+    }
 }
 
 /// A failure to protect or unprotect a message's `data`.

@@ -73,8 +73,8 @@
 //! so an SDK without the key still carries the message. The cipher is handed the value's JSON
 //! text and must give the same bytes back. [`AesGcmCipher`] writes standard base64 (padded) of
 //! `nonce (12 bytes) ‖ ciphertext ‖ GCM tag (16 bytes)` with no associated data: the format of
-//! the AES-GCM cipher the reference SDKs describe, so Go and Python producers and consumers that
-//! use it with the same key interoperate (tested against Python 1.24.0).
+//! the reference AES-GCM cipher the Python SDK documents, so a Python producer or consumer that
+//! uses it with the same key interoperates (tested both ways against Python 1.24.0).
 //!
 //! # Security notes
 //!

@@ -416,11 +416,33 @@ fn protector(c: AesGcmCipher) -> Arc<Protector> {
     ))
 }
 
+/// Flips one bit of the GCM tag of the ciphertext stored in `email`.
+fn tamper_email(data: &RawJson) -> RawJson {
+    let mut value: Value = serde_json::from_str(data.as_str()).unwrap();
+    let mut framed = STANDARD.decode(value["email"].as_str().unwrap()).unwrap();
+    *framed.last_mut().unwrap() ^= 0x01;
+    value["email"] = Value::String(STANDARD.encode(framed));
+    RawJson::from_serialize(&value).unwrap()
+}
+
 #[tokio::test]
 async fn a_message_that_cannot_be_decrypted_is_retried_then_dead_lettered_and_never_handled() {
+    // A consumer holding the wrong key.
+    undecryptable_is_dead_lettered(protector(other_cipher()), false).await;
+}
+
+#[tokio::test]
+async fn a_tampered_message_is_retried_then_dead_lettered_and_never_handled() {
+    // The right key, but one bit of the ciphertext changed on the way.
+    undecryptable_is_dead_lettered(protector(cipher()), true).await;
+}
+
+/// Publishes a protected message that `consumer` cannot decrypt (a wrong key, or `tamper`ed)
+/// and checks the runtime: three failed deliveries, the handler never run, one dead-letter
+/// record that names the field and carries no clear text.
+async fn undecryptable_is_dead_lettered(consumer: Arc<Protector>, tamper: bool) {
     let memory = MemoryTransport::new();
     let producer = protector(cipher());
-    let consumer = protector(other_cipher());
     let runs = Arc::new(AtomicUsize::new(0));
     let r = runs.clone();
     let app = app(&memory)
@@ -444,6 +466,10 @@ async fn a_message_that_cannot_be_decrypted_is_retried_then_dead_lettered_and_ne
         .build()
         .unwrap();
     producer.protect_envelope(&mut envelope).await.unwrap();
+    if tamper {
+        let spoiled = tamper_email(envelope.data().unwrap());
+        envelope.set("data", spoiled);
+    }
     let protected_data = envelope.data().unwrap().clone();
     app.publish_envelope("customers", &envelope, &Headers::new())
         .await
