@@ -152,7 +152,7 @@ return 0
 ",
 };
 
-/// Idempotency claim. KEYS = [key]; ARGV = [in-flight marker, claim lifetime in ms (0 = none)].
+/// Idempotency claim. `KEYS = [key]`; `ARGV = [in-flight marker, claim lifetime in ms (0 = none)]`.
 /// `SET key marker NX PX ttl`: returns 1 when this call created the key (the claim is ours), 0
 /// when the key holds the in-flight marker (another delivery is running), 2 when it holds
 /// anything else (a delivery succeeded).
@@ -175,7 +175,7 @@ return 2
 ",
 };
 
-/// Idempotency success marker. KEYS = [key]; ARGV = [done marker, lifetime in ms (0 = none)].
+/// Idempotency success marker. `KEYS = [key]`; `ARGV = [done marker, lifetime in ms (0 = none)]`.
 /// Overwrites a claim (and its lifetime) with the done marker.
 pub static IDEMPOTENCY_REMEMBER: LuaScript = LuaScript {
     name: "idempotency_remember",
@@ -189,7 +189,7 @@ return 1
 ",
 };
 
-/// Idempotency lookup. KEYS = [key]; ARGV = [in-flight marker]. Returns 1 when the key holds
+/// Idempotency lookup. `KEYS = [key]`; `ARGV = [in-flight marker]`. Returns 1 when the key holds
 /// anything but the in-flight marker (a delivery succeeded), else 0.
 pub static IDEMPOTENCY_SEEN: LuaScript = LuaScript {
     name: "idempotency_seen",
@@ -202,7 +202,7 @@ return 0
 ",
 };
 
-/// Idempotency release. KEYS = [key]. Deletes the claim or the success marker.
+/// Idempotency release. `KEYS = [key]`. Deletes the claim or the success marker.
 pub static IDEMPOTENCY_FORGET: LuaScript = LuaScript {
     name: "idempotency_forget",
     lua: r"
