@@ -52,6 +52,20 @@ impl Context {
         }
     }
 
+    /// The same delivery carrying `envelope` instead (queue, headers, out-of-band route and the
+    /// broker's attempt count kept): for wrappers that rewrite the message before the handler
+    /// sees it, such as GDPR decryption.
+    pub fn with_envelope(&self, envelope: Envelope) -> Context {
+        let inner = &self.inner;
+        Context::with_route(
+            envelope,
+            inner.queue.clone(),
+            inner.headers.clone(),
+            inner.route.clone(),
+            inner.native_attempts,
+        )
+    }
+
     /// The decoded envelope (forbidden keys dropped, `urn` alias folded, unknown keys kept).
     pub fn envelope(&self) -> &Envelope {
         &self.inner.envelope
@@ -362,5 +376,28 @@ mod tests {
         assert!(!Context::new(env.clone(), "q", headers.clone()).is_replay());
         headers.insert(HEADER_REPLAY_BYPASS.into(), "1".into());
         assert!(Context::new(env, "q", headers).is_replay());
+    }
+
+    #[test]
+    fn with_envelope_keeps_the_delivery_facts() {
+        let env = Envelope::builder("urn:body").build().unwrap();
+        let mut headers = Headers::new();
+        headers.insert("h".into(), "v".into());
+        let ctx = Context::with_route(env, "q", headers, "urn:routed".into(), 3);
+        let other = Envelope::builder("urn:other")
+            .data(&serde_json::json!({"x": 1}))
+            .build()
+            .unwrap();
+        let swapped = ctx.with_envelope(other);
+        assert_eq!(swapped.data().as_str(), r#"{"x":1}"#);
+        assert_eq!(swapped.urn(), "urn:routed");
+        assert_eq!(swapped.queue(), "q");
+        assert_eq!(swapped.native_attempts(), 3);
+        assert_eq!(swapped.headers().get("h").map(String::as_str), Some("v"));
+        assert_eq!(
+            ctx.data().as_str(),
+            "{}",
+            "the original context is unchanged"
+        );
     }
 }

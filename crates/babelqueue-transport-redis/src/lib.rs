@@ -59,6 +59,12 @@
 //! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`DelayedPublisher`]), and
 //! `babelqueue dlq list` reads a queue in place ([`Browser`]).
 //!
+//! # Idempotency store
+//!
+//! [`RedisIdempotencyStore`] keeps the core's idempotency claims in Redis (`SET key NX PX ttl`,
+//! one key per `meta.id` under the prefix `bq:idemp:`), so every worker of a fleet shares them;
+//! the [`idempotency`] module documents the key layout and the lifetimes.
+//!
 //! # Deviations from the reference
 //!
 //! A dead-letter or release write that fails leaves the reservation in place; it comes back after
@@ -77,12 +83,14 @@ use babelqueue_core::{
 
 pub mod client;
 mod error;
+pub mod idempotency;
 pub mod layout;
 pub mod scripts;
 
 pub use client::{FredClient, RedisClient, Reply};
 pub use error::{Error, ErrorKind};
 pub use fred;
+pub use idempotency::RedisIdempotencyStore;
 pub use layout::{Layout, Options};
 
 /// A source of the current time, in fractional epoch seconds (pinned in tests).

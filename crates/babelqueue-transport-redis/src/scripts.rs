@@ -152,8 +152,66 @@ return 0
 ",
 };
 
+/// Idempotency claim. `KEYS = [key]`; `ARGV = [in-flight marker, claim lifetime in ms (0 = none)]`.
+/// `SET key marker NX PX ttl`: returns 1 when this call created the key (the claim is ours), 0
+/// when the key holds the in-flight marker (another delivery is running), 2 when it holds
+/// anything else (a delivery succeeded).
+pub static IDEMPOTENCY_CLAIM: LuaScript = LuaScript {
+    name: "idempotency_claim",
+    lua: r"
+local created
+if tonumber(ARGV[2]) > 0 then
+  created = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+else
+  created = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+end
+if created then
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return 0
+end
+return 2
+",
+};
+
+/// Idempotency success marker. `KEYS = [key]`; `ARGV = [done marker, lifetime in ms (0 = none)]`.
+/// Overwrites a claim (and its lifetime) with the done marker.
+pub static IDEMPOTENCY_REMEMBER: LuaScript = LuaScript {
+    name: "idempotency_remember",
+    lua: r"
+if tonumber(ARGV[2]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+",
+};
+
+/// Idempotency lookup. `KEYS = [key]`; `ARGV = [in-flight marker]`. Returns 1 when the key holds
+/// anything but the in-flight marker (a delivery succeeded), else 0.
+pub static IDEMPOTENCY_SEEN: LuaScript = LuaScript {
+    name: "idempotency_seen",
+    lua: r"
+local value = redis.call('GET', KEYS[1])
+if value and value ~= ARGV[1] then
+  return 1
+end
+return 0
+",
+};
+
+/// Idempotency release. `KEYS = [key]`. Deletes the claim or the success marker.
+pub static IDEMPOTENCY_FORGET: LuaScript = LuaScript {
+    name: "idempotency_forget",
+    lua: r"
+return redis.call('DEL', KEYS[1])
+",
+};
+
 /// Every script, for loading and tests.
-pub static ALL: [&LuaScript; 8] = [
+pub static ALL: [&LuaScript; 12] = [
     &PUSH,
     &RESERVE_ZSET,
     &RELEASE_ZSET,
@@ -162,4 +220,8 @@ pub static ALL: [&LuaScript; 8] = [
     &RESERVE_LEGACY,
     &SWEEP,
     &SETTLE_LEGACY,
+    &IDEMPOTENCY_CLAIM,
+    &IDEMPOTENCY_REMEMBER,
+    &IDEMPOTENCY_SEEN,
+    &IDEMPOTENCY_FORGET,
 ];

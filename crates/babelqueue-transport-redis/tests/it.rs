@@ -24,6 +24,10 @@ use serde_json::{Value, json};
 
 const URN: &str = "urn:babel:orders:created";
 
+/// The Redis idempotency store.
+#[path = "it/idempotency.rs"]
+mod idempotency;
+
 fn base_url() -> String {
     std::env::var("BQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
