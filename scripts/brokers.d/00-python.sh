@@ -1,5 +1,6 @@
 # The reference SDK (babelqueue==1.24.0 from PyPI) in a venv, for interop tests and benchmarks,
-# with the drivers of every binding it is tested against, and moto's SQS server.
+# with the drivers of every binding it is tested against, moto's SQS server, and `cryptography`
+# (the GDPR interop peer's AES-GCM).
 BROKERS+=(python)
 export BQ_VENV=${BQ_VENV:-$BQ_CACHE/venv}
 PY_PACKAGES=(
@@ -7,13 +8,14 @@ PY_PACKAGES=(
     "moto[server]==5.1.*"
     "jsonschema==4.*"
     "rfc3339-validator==0.1.*"
+    "cryptography>=42"
 )
 install_python() {
     if [ ! -x "$BQ_VENV/bin/python" ]; then
         log "creating $BQ_VENV"
         python3 -m venv "$BQ_VENV"
     fi
-    if ! "$BQ_VENV/bin/python" -c 'import babelqueue, redis, pika, boto3, confluent_kafka, proton, moto' >/dev/null 2>&1; then
+    if ! "$BQ_VENV/bin/python" -c 'import babelqueue, redis, pika, boto3, confluent_kafka, proton, moto, cryptography' >/dev/null 2>&1; then
         log "pip install ${PY_PACKAGES[*]}"
         "$BQ_VENV/bin/pip" install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
     fi

@@ -11,7 +11,7 @@ pub struct LuaScript {
     pub lua: &'static str,
 }
 
-/// Laravel layout publish. KEYS = [ready, notify]; ARGV = [body].
+/// Laravel layout publish. KEYS = \[ready, notify\]; ARGV = \[body\].
 /// Appends the body, then one wake-up token.
 pub static PUSH: LuaScript = LuaScript {
     name: "push",
@@ -22,7 +22,7 @@ return 1
 ",
 };
 
-/// Laravel layout reserve. KEYS = [ready, reserved, notify]; ARGV = [deadline score or +inf].
+/// Laravel layout reserve. KEYS = \[ready, reserved, notify\]; ARGV = \[deadline score or +inf\].
 /// Takes the head job; the reserved member is the job with `attempts + 1` (re-encoded by cjson)
 /// when it decodes to a table with a numeric `attempts`, else the raw job. Both the decode and
 /// the re-encode run under `pcall`, because nothing may fail after the LPOP. Records the
@@ -49,7 +49,7 @@ return {job, member}
 ",
 };
 
-/// Laravel layout release. KEYS = [delayed, reserved]; ARGV = [member, body, available-at].
+/// Laravel layout release. KEYS = \[delayed, reserved\]; ARGV = \[member, body, available-at\].
 /// Drops the reservation and schedules the runtime-built body.
 pub static RELEASE_ZSET: LuaScript = LuaScript {
     name: "release_zset",
@@ -60,8 +60,8 @@ return 1
 ",
 };
 
-/// Laravel layout dead-letter, gated on the reservation. KEYS = [reserved, dlq ready, dlq
-/// notify]; ARGV = [member, record]. Writes only if this reservation still exists.
+/// Laravel layout dead-letter, gated on the reservation. KEYS = \[reserved, dlq ready, dlq
+/// notify\]; ARGV = \[member, record\]. Writes only if this reservation still exists.
 pub static DEAD_LETTER_ZSET: LuaScript = LuaScript {
     name: "dead_letter_zset",
     lua: r"
@@ -74,8 +74,8 @@ return 0
 ",
 };
 
-/// Laravel layout migrate (delayed or expired reserved → ready). KEYS = [source zset, ready,
-/// notify]; ARGV = [now, batch size (-1 = all)]. Moves the due members byte for byte, in score
+/// Laravel layout migrate (delayed or expired reserved → ready). KEYS = \[source zset, ready,
+/// notify\]; ARGV = \[now, batch size (-1 = all)\]. Moves the due members byte for byte, in score
 /// order, in chunks of 100, with one wake-up token each; returns how many moved.
 pub static MIGRATE: LuaScript = LuaScript {
     name: "migrate",
@@ -96,7 +96,7 @@ return n
 ",
 };
 
-/// Default layout reserve. KEYS = [ready, processing, deadlines]; ARGV = [deadline score or
+/// Default layout reserve. KEYS = \[ready, processing, deadlines\]; ARGV = \[deadline score or
 /// +inf, token]. Moves the head to the processing list and records `<token>:<raw>` with its
 /// deadline; returns the raw value, or false when empty.
 pub static RESERVE_LEGACY: LuaScript = LuaScript {
@@ -111,7 +111,7 @@ return raw
 ",
 };
 
-/// Default layout sweep. KEYS = [ready, processing, deadlines]; ARGV = [now, batch (-1 = all)].
+/// Default layout sweep. KEYS = \[ready, processing, deadlines\]; ARGV = \[now, batch (-1 = all)\].
 /// For each lapsed `<token>:<raw>` member: if exactly one copy of raw leaves the processing
 /// list it goes back to the END of ready, unchanged; the member is always removed (a malformed
 /// member or an orphan is only removed). Returns how many moved.
@@ -135,7 +135,7 @@ return moved
 };
 
 /// Default layout settle (ack, release, dead-letter), gated on the reservation. KEYS =
-/// [processing, deadlines, optional target list]; ARGV = [token, raw, target body]. Only when
+/// \[processing, deadlines, optional target list\]; ARGV = \[token, raw, target body\]. Only when
 /// this reservation's member still exists: drop it, remove one copy of raw from processing, and
 /// push the target body when there is a target. Returns 1, or 0 when the reservation lapsed.
 pub static SETTLE_LEGACY: LuaScript = LuaScript {
