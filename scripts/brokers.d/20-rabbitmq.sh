@@ -1,22 +1,60 @@
-# RabbitMQ (AMQP 0-9-1) from Debian, on 127.0.0.1:5672 only: the AMQP listener, epmd and the
-# Erlang distribution port are all kept on loopback.
+# RabbitMQ (AMQP 0-9-1) from Debian, on 127.0.0.1:5672 (plain) and 127.0.0.1:5671 (amqps, with
+# a throwaway CA generated on first start, for the amqps:// tests) only: the AMQP listeners, epmd
+# and the Erlang distribution port are all kept on loopback.
 #
 # `rabbitmqctl await_startup` exits 69 at once while the node is not yet registered with epmd,
 # so readiness is a retry loop around it (wait_for polls ready_rabbitmq).
 BROKERS+=(rabbitmq)
 RABBITMQ_PORT=${BQ_RABBITMQ_PORT:-5672}
+RABBITMQ_TLS_PORT=${BQ_RABBITMQ_TLS_PORT:-5671}
+RABBITMQ_DIR="$BQ_BROKERS_DIR/rabbitmq"
 
 rabbitmq_env() {
     export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
     export RABBITMQ_NODE_PORT="$RABBITMQ_PORT"
     export ERL_EPMD_ADDRESS=127.0.0.1
     export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    # The Debian wrapper's `su` keeps the environment, so the node reads this file.
+    export RABBITMQ_CONFIG_FILE="$RABBITMQ_DIR/rabbitmq.conf"
 }
 
-install_rabbitmq() { command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server; }
+install_rabbitmq() {
+    command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server
+    command -v openssl >/dev/null || apt_install openssl
+}
+
+# A private CA and a server certificate for 127.0.0.1/localhost, made once. The node runs as
+# the rabbitmq user, which must be able to read the key.
+rabbitmq_tls_material() {
+    local d="$RABBITMQ_DIR/tls"
+    [ -s "$d/server.crt" ] && return 0
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=babelqueue-amqp-test-ca" \
+        -keyout "$d/ca.key" -out "$d/ca.crt" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$d/server.key" -out "$d/server.csr" >/dev/null 2>&1
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$d/ext.cnf"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 3650 -extfile "$d/ext.cnf" -out "$d/server.crt" >/dev/null 2>&1
+    if id rabbitmq >/dev/null 2>&1; then
+        chown rabbitmq "$d/server.key" 2>/dev/null || chmod 644 "$d/server.key"
+    fi
+}
 
 start_rabbitmq() {
     rabbitmq_env
+    mkdir -p "$RABBITMQ_DIR"
+    rabbitmq_tls_material
+    # The plain listener comes from RABBITMQ_NODE_IP_ADDRESS/PORT; TLS is added here, without
+    # client certificates.
+    cat > "$RABBITMQ_DIR/rabbitmq.conf" <<CONF
+listeners.ssl.default = 127.0.0.1:$RABBITMQ_TLS_PORT
+ssl_options.cacertfile = $RABBITMQ_DIR/tls/ca.crt
+ssl_options.certfile = $RABBITMQ_DIR/tls/server.crt
+ssl_options.keyfile = $RABBITMQ_DIR/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+CONF
     # The Debian wrapper drops to the rabbitmq user; keep its log beside the other brokers'.
     rabbitmq-server -detached >"$BQ_BROKERS_DIR/rabbitmq-start.log" 2>&1
 }
@@ -24,7 +62,8 @@ start_rabbitmq() {
 ready_rabbitmq() {
     rabbitmq_env
     timeout 20 rabbitmqctl await_startup --timeout 15 >/dev/null 2>&1 &&
-        (exec 3<>"/dev/tcp/127.0.0.1/$RABBITMQ_PORT") 2>/dev/null
+        (exec 3<>"/dev/tcp/127.0.0.1/$RABBITMQ_PORT") 2>/dev/null &&
+        (exec 3<>"/dev/tcp/127.0.0.1/$RABBITMQ_TLS_PORT") 2>/dev/null
 }
 
 stop_rabbitmq() {
@@ -40,4 +79,8 @@ stop_rabbitmq() {
     epmd -kill >/dev/null 2>&1 || true
 }
 
-env_rabbitmq() { echo "export BQ_AMQP_URL=amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"; }
+env_rabbitmq() {
+    echo "export BQ_AMQP_URL=amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+    echo "export BQ_AMQPS_URL=amqps://guest:guest@127.0.0.1:$RABBITMQ_TLS_PORT/%2f"
+    echo "export BQ_AMQP_TLS_CA=$RABBITMQ_DIR/tls/ca.crt"
+}

@@ -91,6 +91,12 @@ functionsWorkerEnabled=false
 systemTopicEnabled=false
 topicLevelPoliciesEnabled=false
 loadBalancerEnabled=false
+# the retry back-off is sent as deliver_at_time: keep delayed delivery on (the broker default),
+# checked every 100 ms, and never release a held message early (by default the broker may hand
+# it out up to one tick before its time)
+delayedDeliveryEnabled=true
+delayedDeliveryTickTimeMillis=100
+isDelayedDeliveryDeliverAtTimeStrict=true
 # read by the in-process bookie too: bind it to the loopback interface only
 listeningInterface=lo
 allowLoopback=true

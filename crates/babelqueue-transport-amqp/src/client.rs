@@ -16,9 +16,13 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions,
 };
+use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{FieldTable, LongString, ShortString};
 use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use tokio::sync::Mutex;
 
 use crate::error::AmqpError;
@@ -93,12 +97,14 @@ pub struct Incoming {
 // ------------------------------------------------------------------------------------------
 // lapin
 
-/// The production client: lapin over tokio, rustls (aws-lc-rs) for `amqps://`.
+/// The production client: lapin over tokio, rustls (aws-lc-rs) for `amqps://`, trusting the
+/// platform's roots plus any CA added with [`LapinClient::with_tls_ca_pem`].
 #[derive(Clone)]
 pub struct LapinClient {
     uri: AMQPUri,
     name: String,
     connect_timeout: Duration,
+    tls: OwnedTLSConfig,
 }
 
 impl fmt::Debug for LapinClient {
@@ -108,6 +114,7 @@ impl fmt::Debug for LapinClient {
             .field("port", &self.uri.authority.port)
             .field("vhost", &self.uri.vhost)
             .field("name", &self.name)
+            .field("extra_ca", &self.tls.cert_chain.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -120,7 +127,32 @@ impl LapinClient {
             uri,
             name: name.into(),
             connect_timeout,
+            tls: OwnedTLSConfig::default(),
         }
+    }
+
+    /// Also trusts the CA certificates in `pem` (PEM text, one or more `CERTIFICATE` blocks)
+    /// for `amqps://`, beside the platform's roots: for a broker whose certificate a private CA
+    /// signed. The certificates are checked here (each must parse as a trust anchor), so a bad
+    /// file fails at once instead of at every connection attempt.
+    pub fn with_tls_ca_pem(mut self, pem: impl Into<String>) -> Result<LapinClient, AmqpError> {
+        let pem = pem.into();
+        let certificates = CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| AmqpError::Tls(format!("the CA certificates cannot be read: {e}")))?;
+        if certificates.is_empty() {
+            return Err(AmqpError::Tls(
+                "no PEM CERTIFICATE block in the CA certificates".to_owned(),
+            ));
+        }
+        let mut roots = RootCertStore::empty();
+        for (n, certificate) in certificates.into_iter().enumerate() {
+            roots.add(certificate).map_err(|e| {
+                AmqpError::Tls(format!("CA certificate #{} is not usable: {e}", n + 1))
+            })?;
+        }
+        self.tls.cert_chain = Some(pem);
+        Ok(self)
     }
 }
 
@@ -129,9 +161,15 @@ impl AmqpClient for LapinClient {
     async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError> {
         let properties = ConnectionProperties::default()
             .with_connection_name(LongString::from(self.name.as_str()));
+        let runtime = lapin::runtime::default_runtime()?;
         let connection = tokio::time::timeout(
             self.connect_timeout,
-            Connection::connect_uri(self.uri.clone(), properties),
+            Connection::connect_uri_with_config(
+                self.uri.clone(),
+                properties,
+                self.tls.clone(),
+                runtime,
+            ),
         )
         .await
         .map_err(|_| {

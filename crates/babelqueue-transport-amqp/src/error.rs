@@ -13,6 +13,9 @@ pub enum AmqpError {
     /// The broker URL cannot be used.
     #[error("invalid AMQP URL: {0}")]
     Url(String),
+    /// The TLS settings cannot be used (an unreadable CA file, one without a certificate).
+    #[error("AMQP TLS configuration: {0}")]
+    Tls(String),
     /// A property the contract carries in an AMQP short string (`type`, `correlation_id`,
     /// `message_id` …) is longer than the 255 bytes AMQP 0-9-1 allows. Nothing is truncated.
     #[error(
@@ -89,7 +92,7 @@ impl AmqpError {
     /// The class of the error.
     pub fn kind(&self) -> AmqpErrorKind {
         match self {
-            AmqpError::Url(_) => AmqpErrorKind::Config,
+            AmqpError::Url(_) | AmqpError::Tls(_) => AmqpErrorKind::Config,
             AmqpError::PropertyTooLong { .. } => AmqpErrorKind::InvalidMessage,
             AmqpError::Connection(_) | AmqpError::StaleDelivery => AmqpErrorKind::Connection,
             AmqpError::Timeout(_) => AmqpErrorKind::Timeout,
@@ -179,6 +182,11 @@ mod tests {
             ),
             (
                 AmqpError::Url("x".into()),
+                TransportErrorKind::Config,
+                false,
+            ),
+            (
+                AmqpError::Tls("x".into()),
                 TransportErrorKind::Config,
                 false,
             ),

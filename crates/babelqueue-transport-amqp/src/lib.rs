@@ -29,7 +29,8 @@
 //! # URL
 //!
 //! `amqp://user:pass@host:5672/vhost?heartbeat=30&connection_timeout=5000&prefetch=8`
-//! (`amqps://` for TLS through rustls with the aws-lc-rs provider and the platform's roots).
+//! (`amqps://` for TLS through rustls with the aws-lc-rs provider and the platform's roots; a
+//! private CA is added with [`AmqpOptions::tls_ca_file`] and [`AmqpTransport::connect_with`]).
 //!
 //! * vhost: an absent, empty or `/` path is the vhost `/` (as pika reads it), `%2f` is `/`,
 //!   anything else is percent-decoded ([`AmqpUrl`]).
@@ -118,8 +119,9 @@
 //!   `traceparent` are not copied (as in every SDK).
 //! * The prefetch is channel-wide (`global=true`, one consumer per channel), which quorum
 //!   queues do not support; the transport declares classic queues.
-//! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier); the local test
-//!   broker has no TLS listener, so only the client side is exercised by the tests.
+//! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier, plus the CA file of
+//!   [`AmqpOptions::tls_ca_file`] if any): server authentication only, no client certificate;
+//!   the CA is not a URL parameter.
 //! * No `Browser`: `babelqueue dlq list` is not available on `amqp://`.
 
 mod client;

@@ -21,6 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -57,6 +58,11 @@ pub struct AmqpOptions {
     pub reconnect_max: Duration,
     /// How long a publish waits for a lost connection to come back (default 10 s).
     pub reconnect_wait: Duration,
+    /// For `amqps://`: a PEM file of CA certificates to trust beside the platform's roots, for
+    /// a broker whose certificate a private CA signed (default `None`). Read once by
+    /// [`AmqpTransport::connect_with`] and [`AmqpTransport::lazy_with`]; a transport built with
+    /// [`AmqpTransport::with_client`] leaves TLS to its client.
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl Default for AmqpOptions {
@@ -67,6 +73,7 @@ impl Default for AmqpOptions {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             reconnect_wait: Duration::from_secs(10),
+            tls_ca_file: None,
         }
     }
 }
@@ -95,6 +102,12 @@ impl AmqpOptions {
     #[must_use]
     pub fn reconnect_wait(mut self, wait: Duration) -> Self {
         self.reconnect_wait = wait;
+        self
+    }
+    /// Trusts the CA certificates of this PEM file for `amqps://`, beside the platform's roots.
+    #[must_use]
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
         self
     }
 }
@@ -185,7 +198,14 @@ impl AmqpTransport {
     /// Parses `url` and connects once, so a wrong host, port, credential or vhost fails here.
     /// Later drops are reconnected by the supervisor.
     pub async fn connect(url: &str) -> Result<AmqpTransport, AmqpError> {
-        let transport = AmqpTransport::lazy(url)?;
+        AmqpTransport::connect_with(url, AmqpOptions::default()).await
+    }
+
+    /// [`connect`](AmqpTransport::connect) with options, such as a private CA for `amqps://`
+    /// ([`AmqpOptions::tls_ca_file`]). A `prefetch` or `declare=0` in the URL wins over the
+    /// options.
+    pub async fn connect_with(url: &str, options: AmqpOptions) -> Result<AmqpTransport, AmqpError> {
+        let transport = AmqpTransport::lazy_with(url, options)?;
         transport
             .inner
             .link(Instant::now())
@@ -201,15 +221,27 @@ impl AmqpTransport {
 
     /// Parses `url` without connecting: the first operation connects.
     pub fn lazy(url: &str) -> Result<AmqpTransport, AmqpError> {
+        AmqpTransport::lazy_with(url, AmqpOptions::default())
+    }
+
+    /// [`lazy`](AmqpTransport::lazy) with options; the CA file, if any, is read here.
+    pub fn lazy_with(url: &str, options: AmqpOptions) -> Result<AmqpTransport, AmqpError> {
         let parsed = AmqpUrl::parse(url)?;
-        let options = AmqpOptions::default()
-            .prefetch(parsed.prefetch)
-            .declare(parsed.declare);
+        let prefetch = parsed.prefetch.or(options.prefetch);
+        let declare = parsed.declare && options.declare;
+        let options = options.prefetch(prefetch).declare(declare);
         let name = format!("babelqueue-rust pid {}", std::process::id());
-        Ok(AmqpTransport::with_client(
-            Arc::new(LapinClient::new(parsed.uri, name)),
-            options,
-        ))
+        let mut client = LapinClient::new(parsed.uri, name);
+        if let Some(path) = &options.tls_ca_file {
+            let pem = std::fs::read_to_string(path).map_err(|e| {
+                AmqpError::Tls(format!("cannot read the CA file {}: {e}", path.display()))
+            })?;
+            client = client.with_tls_ca_pem(pem).map_err(|e| match e {
+                AmqpError::Tls(text) => AmqpError::Tls(format!("{text} ({})", path.display())),
+                other => other,
+            })?;
+        }
+        Ok(AmqpTransport::with_client(Arc::new(client), options))
     }
 
     /// A transport over any [`AmqpClient`] (a fake one in tests).
@@ -888,5 +920,72 @@ mod tests {
             t.ack(&got).await.is_err(),
             "a second ack is refused locally"
         );
+    }
+
+    const TEST_CA: &str = include_str!("../tests/fixtures/test-ca.pem");
+
+    fn client() -> LapinClient {
+        LapinClient::new(AmqpUrl::parse("amqps://h").unwrap().uri, "t")
+    }
+
+    #[test]
+    fn a_private_ca_must_hold_usable_certificates() {
+        assert!(client().with_tls_ca_pem(TEST_CA).is_ok());
+        let twice = format!("{TEST_CA}{TEST_CA}");
+        assert!(client().with_tls_ca_pem(twice).is_ok());
+        let not_der = "-----BEGIN CERTIFICATE-----\nAAEC\n-----END CERTIFICATE-----\n";
+        for (pem, says) in [
+            ("", "no PEM CERTIFICATE block"),
+            ("not a certificate at all", "no PEM CERTIFICATE block"),
+            (not_der, "#1 is not usable"),
+        ] {
+            let err = client().with_tls_ca_pem(pem).unwrap_err();
+            assert_eq!(err.kind(), crate::AmqpErrorKind::Config, "{err}");
+            assert!(err.to_string().contains(says), "{pem:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn lazy_with_reads_the_ca_file_and_lets_the_url_win() {
+        let dir = std::env::temp_dir().join(format!("bq-amqp-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("ca.pem");
+        std::fs::write(&good, TEST_CA).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+
+        let t = AmqpTransport::lazy_with(
+            "amqps://h/%2f?prefetch=8",
+            AmqpOptions::default()
+                .prefetch(Some(2))
+                .declare(false)
+                .tls_ca_file(&good),
+        )
+        .unwrap();
+        assert_eq!(t.inner.options.prefetch, Some(8), "the URL's prefetch wins");
+        assert!(!t.inner.options.declare);
+        assert!(format!("{:?}", t.inner.client).contains("extra_ca: true"));
+        let t = AmqpTransport::lazy_with("amqps://h", AmqpOptions::default().prefetch(Some(2)))
+            .unwrap();
+        assert_eq!(t.inner.options.prefetch, Some(2));
+        assert!(format!("{:?}", t.inner.client).contains("extra_ca: false"));
+        let t = AmqpTransport::lazy_with("amqp://h?declare=0", AmqpOptions::default()).unwrap();
+        assert!(!t.inner.options.declare);
+
+        for (path, says) in [
+            (dir.join("missing.pem"), "cannot read the CA file"),
+            (empty.clone(), "no PEM CERTIFICATE block"),
+        ] {
+            let err =
+                AmqpTransport::lazy_with("amqps://h", AmqpOptions::default().tls_ca_file(&path))
+                    .unwrap_err();
+            assert!(!err.is_transient(), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(says) && text.contains(&*path.to_string_lossy()),
+                "{text}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
@@ -56,6 +56,17 @@ pub trait PulsarClient: Send + Sync + fmt::Debug {
         topic: &str,
         payload: &[u8],
         properties: Properties,
+    ) -> Result<(), PulsarError>;
+
+    /// Sends like [`send`](PulsarClient::send), and asks the broker to hold the message until
+    /// `deliver_at` (Pulsar delayed delivery: the message's `deliver_at_time`, honoured for
+    /// Shared and Key_Shared subscriptions when the broker has `delayedDeliveryEnabled`).
+    async fn send_at(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+        deliver_at: SystemTime,
     ) -> Result<(), PulsarError>;
 
     /// Receives the next message of `topic` on the transport's subscription, waiting up to
@@ -217,6 +228,38 @@ impl NativeClient {
         Ok(tx)
     }
 
+    /// Sends one message on the topic's cached producer and waits for the broker's receipt;
+    /// `deliver_at_time` (epoch milliseconds) asks for delayed delivery.
+    async fn send_message(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+        deliver_at_time: Option<i64>,
+    ) -> Result<(), PulsarError> {
+        let producer = self.producer(topic).await?;
+        let message = pulsar::producer::Message {
+            payload: payload.to_vec(),
+            properties: properties.into_iter().collect(),
+            deliver_at_time,
+            ..Default::default()
+        };
+        let receipt = {
+            let mut producer = producer.lock().await;
+            producer.send_non_blocking(message).await
+        };
+        let failed =
+            |e: pulsar::Error| PulsarError::from_client(&format!("sending to {topic}"), &e);
+        match receipt {
+            Ok(receipt) => receipt.await.map(|_| ()).map_err(failed),
+            Err(e) => {
+                // Drop the cached producer so the next send builds a fresh one.
+                self.producers.lock().await.remove(topic);
+                Err(failed(e))
+            }
+        }
+    }
+
     async fn ask<T>(
         &self,
         topic: &str,
@@ -242,26 +285,29 @@ impl PulsarClient for NativeClient {
         payload: &[u8],
         properties: Properties,
     ) -> Result<(), PulsarError> {
-        let producer = self.producer(topic).await?;
-        let message = pulsar::producer::Message {
-            payload: payload.to_vec(),
-            properties: properties.into_iter().collect(),
-            ..Default::default()
-        };
-        let receipt = {
-            let mut producer = producer.lock().await;
-            producer.send_non_blocking(message).await
-        };
-        let failed =
-            |e: pulsar::Error| PulsarError::from_client(&format!("sending to {topic}"), &e);
-        match receipt {
-            Ok(receipt) => receipt.await.map(|_| ()).map_err(failed),
-            Err(e) => {
-                // Drop the cached producer so the next send builds a fresh one.
-                self.producers.lock().await.remove(topic);
-                Err(failed(e))
-            }
-        }
+        self.send_message(topic, payload, properties, None).await
+    }
+
+    async fn send_at(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+        deliver_at: SystemTime,
+    ) -> Result<(), PulsarError> {
+        let millis = deliver_at
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            // rounded up, so the broker never releases the message before `deliver_at`
+            .map(|d| d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0))
+            .and_then(|ms| i64::try_from(ms).ok())
+            .ok_or_else(|| {
+                PulsarError::Config(format!(
+                    "a delivery time of {deliver_at:?} cannot be sent to Pulsar (epoch milliseconds)"
+                ))
+            })?;
+        self.send_message(topic, payload, properties, Some(millis))
+            .await
     }
 
     async fn receive(

@@ -2,7 +2,9 @@
 //! conformance runner and broker-free demos.
 //!
 //! Messages are queued per topic; a received message stays in flight until it is acked (gone)
-//! or nacked (queued again with its redelivery count raised, as on a Shared subscription).
+//! or nacked (queued again with its redelivery count raised, as on a Shared subscription). A
+//! message sent with [`send_at`](PulsarClient::send_at) is held until its delivery time, as a
+//! broker with delayed delivery holds it for a Shared subscription.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::TransportError> {
@@ -23,7 +25,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
@@ -40,12 +42,15 @@ pub struct Sent {
     pub payload: Vec<u8>,
     /// The properties.
     pub properties: Properties,
+    /// The delivery time asked for ([`PulsarClient::send_at`]); `None` for an immediate send.
+    pub deliver_at: Option<SystemTime>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     queued: HashMap<String, VecDeque<Received>>,
     in_flight: HashMap<MessageRef, Received>,
+    not_before: HashMap<MessageRef, SystemTime>,
     sent: Vec<Sent>,
     acked: Vec<MessageRef>,
     nacked: Vec<MessageRef>,
@@ -100,6 +105,43 @@ impl FakePulsar {
         id
     }
 
+    /// Messages on `topic` held back because their delivery time has not come yet.
+    pub fn held(&self, topic: &str) -> usize {
+        let now = SystemTime::now();
+        let state = self.state();
+        state.queued.get(topic).map_or(0, |queue| {
+            queue
+                .iter()
+                .filter(|m| state.not_before.get(&m.id).is_some_and(|at| *at > now))
+                .count()
+        })
+    }
+
+    fn record_send(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+        deliver_at: Option<SystemTime>,
+    ) -> Result<(), PulsarError> {
+        if self.state().failing.contains(topic) {
+            return Err(PulsarError::Connection(format!(
+                "injected failure sending to {topic}"
+            )));
+        }
+        self.state().sent.push(Sent {
+            topic: topic.to_owned(),
+            payload: payload.to_vec(),
+            properties: properties.clone(),
+            deliver_at,
+        });
+        let id = self.deliver(topic, payload, properties, 0);
+        if let Some(at) = deliver_at {
+            self.state().not_before.insert(id, at);
+        }
+        Ok(())
+    }
+
     /// Makes every send to `topic` fail (a broken dead-letter topic).
     pub fn fail_sends_to(&self, topic: &str) {
         self.state().failing.insert(topic.to_owned());
@@ -135,7 +177,7 @@ impl FakePulsar {
         self.state().in_flight.len()
     }
 
-    /// Messages waiting on `topic`.
+    /// Messages waiting on `topic`, held ones included.
     pub fn queued(&self, topic: &str) -> usize {
         self.state().queued.get(topic).map_or(0, VecDeque::len)
     }
@@ -149,18 +191,17 @@ impl PulsarClient for FakePulsar {
         payload: &[u8],
         properties: Properties,
     ) -> Result<(), PulsarError> {
-        if self.state().failing.contains(topic) {
-            return Err(PulsarError::Connection(format!(
-                "injected failure sending to {topic}"
-            )));
-        }
-        self.state().sent.push(Sent {
-            topic: topic.to_owned(),
-            payload: payload.to_vec(),
-            properties: properties.clone(),
-        });
-        self.deliver(topic, payload, properties, 0);
-        Ok(())
+        self.record_send(topic, payload, properties, None)
+    }
+
+    async fn send_at(
+        &self,
+        topic: &str,
+        payload: &[u8],
+        properties: Properties,
+        deliver_at: SystemTime,
+    ) -> Result<(), PulsarError> {
+        self.record_send(topic, payload, properties, Some(deliver_at))
     }
 
     async fn receive(
@@ -168,10 +209,24 @@ impl PulsarClient for FakePulsar {
         topic: &str,
         _timeout: Duration,
     ) -> Result<Option<Received>, PulsarError> {
+        let now = SystemTime::now();
         let mut state = self.state();
-        let Some(message) = state.queued.get_mut(topic).and_then(VecDeque::pop_front) else {
+        let State {
+            queued, not_before, ..
+        } = &mut *state;
+        let Some(queue) = queued.get_mut(topic) else {
             return Ok(None);
         };
+        let Some(due) = queue
+            .iter()
+            .position(|m| not_before.get(&m.id).is_none_or(|at| *at <= now))
+        else {
+            return Ok(None);
+        };
+        let Some(message) = queue.remove(due) else {
+            return Ok(None);
+        };
+        not_before.remove(&message.id);
         state.in_flight.insert(message.id.clone(), message.clone());
         Ok(Some(message))
     }

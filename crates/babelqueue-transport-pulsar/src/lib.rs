@@ -44,18 +44,23 @@
 //!
 //! # Settling
 //!
-//! * retry and release: a copy is re-published (`attempts + 1`, `bq-attempts` with it, `bq-job`
-//!   pinned to the delivery's route through [`RoutedPublisher`]), then the original is acked;
-//!   the back-off delay is not honoured (as in the reference SDK);
+//! * retry and release ([`Redeliverer`]): a copy is re-published (`attempts + 1`, `bq-attempts`
+//!   with it, `bq-job` pinned to the delivery's route), then the original is acked. A non-zero
+//!   back-off delay is honoured with Pulsar delayed delivery: the copy is sent with
+//!   `deliver_at_time` = now + delay ([`PulsarClient::send_at`]), and the broker holds it on the
+//!   Shared subscription until then (the reference SDK re-publishes at once). That needs
+//!   `delayedDeliveryEnabled` on the broker (the default); with it off the copy comes back
+//!   at once. The broker may release it up to `delayedDeliveryTickTimeMillis` early unless
+//!   `isDelayedDeliveryDeliverAtTimeStrict` is set (the local test broker sets it);
 //! * dead-letter: the record goes to `<queue>.dlq` (`topic_prefix` + `<queue>.dlq`), then ack;
 //! * a gated delivery re-published anywhere keeps its original `bq-schema-version` and `bq-job`
 //!   (the reserved route is never written), so a DLQ copy or a redrive meets the same gate;
 //! * [`Rewinder`]: a failed dead-letter write or retry publish, and a graceful shutdown, nack
 //!   the message (the runtime then pauses 1 s, because the crate's nack redelivers at once).
 //!
-//! Capabilities: [`RoutedPublisher`], [`Rewinder`], [`DeliveryCounter`] (`max(bq-attempts,
-//! redelivery count)`, which counts poison bodies). No header publisher (traceparent is not
-//! carried), no native settle, no delayed publish.
+//! Capabilities: [`RoutedPublisher`], [`Redeliverer`], [`Rewinder`], [`DeliveryCounter`]
+//! (`max(bq-attempts, redelivery count)`, which counts poison bodies). No header publisher
+//! (traceparent is not carried), no native settle, no delayed publish.
 //!
 //! # URL and options
 //!
@@ -97,11 +102,12 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Delivery, DeliveryCounter, Rewinder, Route, RoutedPublisher, Transport, TransportError,
+    Delivery, DeliveryCounter, Redeliverer, Rewinder, Route, RoutedPublisher, Transport,
+    TransportError,
 };
 
 pub mod client;
@@ -321,6 +327,10 @@ impl Transport for PulsarTransport {
         Some(self)
     }
 
+    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
+        Some(self)
+    }
+
     fn rewinder(&self) -> Option<&dyn Rewinder> {
         Some(self)
     }
@@ -340,6 +350,41 @@ impl RoutedPublisher for PulsarTransport {
     ) -> Result<(), TransportError> {
         self.send(queue, body, projection::routed_properties(body, route))
             .await
+    }
+}
+
+/// Retry and release: a copy of `body` goes back to the delivery's queue (`bq-attempts` from the
+/// body, `bq-job` pinned to the delivery's route), held by the broker until `delay` has passed
+/// when `delay` is not zero; then the original is acknowledged.
+#[async_trait]
+impl Redeliverer for PulsarTransport {
+    async fn redeliver(
+        &self,
+        delivery: &Delivery,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<(), TransportError> {
+        let handle = Self::handle(delivery)?;
+        let queue = delivery.queue();
+        let topic = self.topic(queue);
+        let properties = projection::routed_properties(body, delivery.route());
+        if delay.is_zero() {
+            self.client.send(&topic, body, properties).await?;
+        } else {
+            let deliver_at = SystemTime::now().checked_add(delay).ok_or_else(|| {
+                PulsarError::Config(format!("a redelivery delay of {delay:?} is out of range"))
+            })?;
+            self.client
+                .send_at(&topic, body, properties, deliver_at)
+                .await?;
+        }
+        // As the runtime does after its own re-publish: the copy is out, so a failed ack is
+        // logged, never turned into a second copy.
+        if let Err(e) = self.client.ack(&handle.message).await {
+            tracing::error!(target: LOG, queue, error = %e,
+                "Failed to acknowledge a message on queue {queue:?} after its copy was re-published; the broker will redeliver the original too");
+        }
+        Ok(())
     }
 }
 
@@ -442,5 +487,102 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(transport.native_attempts(&again), 1);
+    }
+
+    #[tokio::test]
+    async fn the_fake_holds_a_delayed_send_but_lets_due_messages_pass() {
+        let fake = FakePulsar::new();
+        let later = SystemTime::now() + Duration::from_secs(60);
+        fake.send_at("t", b"held", Properties::new(), later)
+            .await
+            .unwrap();
+        fake.send("t", b"now", Properties::new()).await.unwrap();
+        assert_eq!(fake.queued("t"), 2);
+        assert_eq!(fake.held("t"), 1);
+        let first = fake.receive("t", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(first.payload, b"now");
+        assert!(fake.receive("t", Duration::ZERO).await.unwrap().is_none());
+        assert_eq!(fake.sent()[0].deliver_at, Some(later));
+        assert_eq!(fake.sent()[1].deliver_at, None);
+    }
+
+    #[tokio::test]
+    async fn a_retry_is_held_by_the_broker_until_its_back_off_has_passed() {
+        // long enough that the checks below run well before it ends, even on a loaded machine
+        const BACKOFF: Duration = Duration::from_millis(1500);
+        let (fake, transport) = setup();
+        let topic = "persistent://public/default/orders";
+        fake.deliver(topic, BODY, Properties::new(), 0);
+        let app = app(transport.clone())
+            .max_attempts(3)
+            .retry_backoff(BACKOFF)
+            .handle(URN, |_ctx: Context| async {
+                Err::<(), _>(HandlerError::new("boom"))
+            })
+            .build()
+            .unwrap();
+        let before = SystemTime::now();
+        run(&app).await;
+        let after = SystemTime::now();
+
+        assert_eq!(fake.acked().len(), 1, "the original is acked");
+        assert!(fake.nacked().is_empty());
+        let sent = fake.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].topic, topic);
+        assert_eq!(sent[0].properties["bq-attempts"], "1");
+        let at = sent[0]
+            .deliver_at
+            .expect("the copy is sent with a delivery time");
+        assert!(at >= before + BACKOFF, "{at:?} vs {before:?}");
+        assert!(at <= after + BACKOFF, "{at:?} vs {after:?}");
+
+        assert_eq!(fake.held(topic), 1);
+        assert!(SystemTime::now() < at);
+        assert!(
+            transport
+                .pop("orders", Duration::from_millis(5))
+                .await
+                .unwrap()
+                .is_none(),
+            "not before its time"
+        );
+
+        let wait = at
+            .duration_since(SystemTime::now())
+            .unwrap_or_default()
+            .saturating_add(Duration::from_millis(20));
+        tokio::time::sleep(wait).await;
+        assert_eq!(fake.held(topic), 0);
+        let again = transport
+            .pop("orders", Duration::from_millis(5))
+            .await
+            .unwrap()
+            .expect("released once its time has come");
+        assert_eq!(transport.native_attempts(&again), 1);
+        assert!(
+            std::str::from_utf8(again.body())
+                .unwrap()
+                .contains(r#""attempts":1"#)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_retry_without_back_off_is_sent_for_immediate_delivery() {
+        let (fake, transport) = setup();
+        let topic = "persistent://public/default/orders";
+        fake.deliver(topic, BODY, Properties::new(), 0);
+        let app = app(transport)
+            .max_attempts(3)
+            .handle(URN, |_ctx: Context| async {
+                Err::<(), _>(HandlerError::new("boom"))
+            })
+            .build()
+            .unwrap();
+        run(&app).await;
+        assert_eq!(fake.acked().len(), 1);
+        assert_eq!(fake.sent()[0].deliver_at, None);
+        assert_eq!(fake.held(topic), 0);
+        assert_eq!(fake.queued(topic), 1);
     }
 }

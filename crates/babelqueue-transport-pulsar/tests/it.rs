@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use babelqueue_core::{
     App, Consume, Context, DeliveryCounter, HandlerError, Rewinder, Route, Transport,
@@ -157,6 +157,77 @@ async fn a_failing_handler_is_retried_by_republish_then_dead_lettered() {
     assert_eq!(record.properties["bq-attempts"], "2");
     assert_eq!(record.properties["bq-job"], URN);
     // nothing is left behind on the work queue
+    assert!(
+        transport
+            .pop(&queue, Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_held_by_delayed_delivery_until_its_back_off_has_passed() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    const BACKOFF: Duration = Duration::from_secs(3);
+    let queue = unique("backoff");
+    // (attempts, when the handler started, when it returned)
+    let calls = Arc::new(Mutex::new(Vec::<(i64, Instant, Instant)>::new()));
+    let c = calls.clone();
+    let transport = transport().await;
+    let app = app(transport.clone(), &queue)
+        .max_attempts(2)
+        .dead_letter(true)
+        .retry_backoff(BACKOFF)
+        .handle(URN, move |ctx: Context| {
+            let c = c.clone();
+            async move {
+                let started = Instant::now();
+                let first = c.lock().unwrap().is_empty();
+                c.lock()
+                    .unwrap()
+                    .push((ctx.attempts(), started, Instant::now()));
+                if first {
+                    Err(HandlerError::new("payment service down"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .build()
+        .unwrap();
+    app.publish(URN, &serde_json::json!({"order_id": 7}))
+        .await
+        .unwrap();
+    let summary = tokio::time::timeout(
+        Duration::from_secs(60),
+        app.consume(
+            Consume::new()
+                .max_messages(2)
+                // keep polling while the copy is held
+                .idle_timeout(Duration::from_secs(20))
+                .handle_signals(false),
+        ),
+    )
+    .await
+    .expect("the consume loop ended within a minute")
+    .unwrap();
+    assert_eq!(summary.processed, 2);
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    assert_eq!((calls[0].0, calls[1].0), (0, 1), "the retry counted");
+    let gap = calls[1].1.duration_since(calls[0].2);
+    assert!(
+        gap >= BACKOFF,
+        "the retry came back {gap:?} after the failure, before its {BACKOFF:?} back-off"
+    );
+    assert!(
+        gap < BACKOFF + Duration::from_secs(5),
+        "the retry came back {gap:?} after the failure, long after its {BACKOFF:?} back-off"
+    );
+    // the original was acked and the copy handled: nothing is left
     assert!(
         transport
             .pop(&queue, Duration::from_millis(500))

@@ -684,3 +684,107 @@ async fn wrong_credentials_and_unknown_vhosts_fail_at_connect() {
         transport.close().await.unwrap();
     }
 }
+
+/// The `amqps://` listener and its private CA (`scripts/brokers.sh env rabbitmq`), when the
+/// listener answers; otherwise fails (BQ_REQUIRE_BROKERS set) or skips loudly.
+fn tls_broker() -> Option<(String, std::path::PathBuf)> {
+    let url = std::env::var("BQ_AMQPS_URL")
+        .unwrap_or_else(|_| "amqps://guest:guest@127.0.0.1:5671/%2f".to_owned());
+    let ca = std::env::var_os("BQ_AMQP_TLS_CA").map_or_else(
+        || {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../cache/brokers/rabbitmq/tls/ca.crt")
+        },
+        std::path::PathBuf::from,
+    );
+    let parsed = babelqueue_transport_amqp::AmqpUrl::parse(&url).expect("BQ_AMQPS_URL parses");
+    let address = format!(
+        "{}:{}",
+        parsed.uri.authority.host, parsed.uri.authority.port
+    );
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(&address.as_str())
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    if reachable && ca.is_file() {
+        return Some((url, ca));
+    }
+    let why = if reachable {
+        format!("its CA file {} is missing", ca.display())
+    } else {
+        format!("nothing listens on {address}")
+    };
+    assert!(
+        std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
+        "the RabbitMQ amqps listener is not usable ({why}) and BQ_REQUIRE_BROKERS is set: `scripts/brokers.sh up rabbitmq`, then eval \"$(scripts/brokers.sh env rabbitmq)\""
+    );
+    eprintln!("SKIPPED: rabbitmq amqps not reachable ({why})");
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqps_with_a_private_ca_round_trips_and_is_refused_without_it() {
+    let Some(url) = common::broker() else { return };
+    let Some((tls_url, ca)) = tls_broker() else {
+        return;
+    };
+    let _shared = common::shared().await;
+    let q = common::queue("amqps");
+    let raw = Raw::new(&url).await;
+
+    let options = babelqueue_transport_amqp::AmqpOptions::default().tls_ca_file(&ca);
+    let transport = AmqpTransport::connect_with(&tls_url, options)
+        .await
+        .expect("amqps with the private CA connects");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let app = App::builder(transport.clone())
+        .queue(&q)
+        .poll_timeout(Duration::from_secs(2))
+        .handle(URN, move |ctx: Context| {
+            let s = s.clone();
+            async move {
+                s.lock().unwrap().push(ctx.data_as::<serde_json::Value>()?);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    app.publish(URN, &json!({"order_id": 5671})).await.unwrap();
+    // the same broker sees it on its plain listener
+    assert_eq!(raw.wait_depth(&q, 1, Duration::from_secs(5)).await, 1);
+    let summary = app
+        .consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 1);
+    assert_eq!(*seen.lock().unwrap(), vec![json!({"order_id": 5671})]);
+    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(5)).await, 0);
+    transport.close().await.unwrap();
+
+    // Without the CA, the broker's certificate is refused during the handshake.
+    let bounded = if tls_url.contains('?') {
+        format!("{tls_url}&connection_timeout=3000")
+    } else {
+        format!("{tls_url}?connection_timeout=3000")
+    };
+    let started = std::time::Instant::now();
+    let err = AmqpTransport::connect(&bounded).await.unwrap_err();
+    let text = err.to_string();
+    println!("refused without the CA: {text}");
+    assert!(text.contains("certificate"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // A CA file that cannot be read is a configuration error, before any connection.
+    let missing = babelqueue_transport_amqp::AmqpOptions::default()
+        .tls_ca_file("/nonexistent/babelqueue-ca.pem");
+    let err = AmqpTransport::connect_with(&tls_url, missing)
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient(), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/babelqueue-ca.pem"),
+        "{err}"
+    );
+    raw.delete(&[&q]).await;
+}
