@@ -41,6 +41,13 @@ use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
+/// The transactional outbox: [`Outbox`](babelqueue_outbox::Outbox) and
+/// [`OutboxRelay`](babelqueue_outbox::OutboxRelay).
+#[cfg(feature = "outbox")]
+pub use babelqueue_outbox as outbox;
+/// The PostgreSQL outbox store and idempotency store.
+#[cfg(feature = "postgres")]
+pub use babelqueue_postgres as postgres;
 /// The RabbitMQ (AMQP 0-9-1) transport (`amqp://`, `amqps://`).
 #[cfg(feature = "amqp")]
 pub use babelqueue_transport_amqp as amqp;

@@ -1,0 +1,244 @@
+//! Connecting: URL parsing, TLS (rustls with aws-lc-rs), reconnection.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use tokio::sync::RwLock;
+use tokio_postgres::Client;
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::error::Error;
+
+/// How long a connection attempt may take when the URL sets no `connect_timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A parsed connection target: the tokio-postgres configuration and the TLS setup.
+#[derive(Clone)]
+pub struct Connector {
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+}
+
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connector")
+            .field("hosts", &self.config.get_hosts())
+            .field("ports", &self.config.get_ports())
+            .field("dbname", &self.config.get_dbname())
+            .field("user", &self.config.get_user())
+            .field("ssl_mode", &self.config.get_ssl_mode())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connector {
+    /// Parses a `postgres://` / `postgresql://` URL or a `key=value` connection string.
+    ///
+    /// Besides tokio-postgres' own options, a URL may carry `sslrootcert=/path/ca.pem` (trust
+    /// that PEM bundle instead of the public web roots) and `sslmode=verify-ca` or
+    /// `sslmode=verify-full` (read as `require`). Server certificates are always verified,
+    /// whatever the `sslmode`; with the default `prefer`, a server without TLS is reached in
+    /// plain text.
+    pub fn parse(url: &str) -> Result<Connector, Error> {
+        let (text, root_cert) = split_tls_options(url)?;
+        let mut config: tokio_postgres::Config = text
+            .parse()
+            .map_err(|e| Error::Config(format!("connection string: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+        }
+        let tls = tls(root_cert.as_deref())?;
+        Ok(Connector {
+            config,
+            tls: MakeRustlsConnect::new(tls),
+        })
+    }
+
+    /// Whether TLS is refused, preferred or required.
+    pub fn ssl_mode(&self) -> SslMode {
+        self.config.get_ssl_mode()
+    }
+
+    /// Opens a connection; its I/O runs on a spawned tokio task until the client is dropped.
+    pub async fn connect(&self) -> Result<Client, Error> {
+        let (client, connection) = self.config.connect(self.tls.clone()).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(target: "babelqueue::postgres", error = %e,
+                    "PostgreSQL connection closed with an error");
+            }
+        });
+        Ok(client)
+    }
+}
+
+/// Takes `sslrootcert` out of a URL (tokio-postgres does not know it) and maps the libpq
+/// `sslmode` values it lacks.
+fn split_tls_options(text: &str) -> Result<(String, Option<String>), Error> {
+    if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
+        return Ok((text.to_owned(), None));
+    }
+    let mut url =
+        url::Url::parse(text).map_err(|e| Error::Config(format!("connection URL: {e}")))?;
+    let mut root_cert = None;
+    let mut kept = Vec::new();
+    for (key, value) in url.query_pairs() {
+        match (key.as_ref(), value.as_ref()) {
+            ("sslrootcert", path) => root_cert = Some(path.to_owned()),
+            ("sslmode", "verify-ca" | "verify-full") => {
+                kept.push(("sslmode".to_owned(), "require".to_owned()));
+            }
+            _ => kept.push((key.into_owned(), value.into_owned())),
+        }
+    }
+    if kept.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    Ok((url.into(), root_cert))
+}
+
+fn tls(root_cert: Option<&str>) -> Result<rustls::ClientConfig, Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    match root_cert {
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| Error::Config(format!("sslrootcert {path:?}: {e}")))?;
+            if certs.is_empty() {
+                return Err(Error::Config(format!(
+                    "sslrootcert {path:?} holds no certificate"
+                )));
+            }
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| Error::Config(format!("sslrootcert {path:?}: {e}")))?;
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    // The provider is named, so the process-wide default never matters.
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// Opens a connection to `url` (see [`Connector::parse`] for the accepted forms).
+///
+/// The client is yours: use it for your own business writes, and pass it (or a transaction on
+/// it) to [`PgOutbox::write`](crate::PgOutbox::write).
+pub async fn connect(url: &str) -> Result<Client, Error> {
+    Connector::parse(url)?.connect().await
+}
+
+/// A shared client that is replaced by a new connection once the old one closed (when the store
+/// was built from a URL).
+pub(crate) struct Shared {
+    connector: Option<Connector>,
+    client: RwLock<Arc<Client>>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("connector", &self.connector)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) async fn connect(url: &str) -> Result<Shared, Error> {
+        let connector = Connector::parse(url)?;
+        let client = connector.connect().await?;
+        Ok(Shared {
+            connector: Some(connector),
+            client: RwLock::new(Arc::new(client)),
+        })
+    }
+
+    pub(crate) fn from_client(client: Client) -> Shared {
+        Shared {
+            connector: None,
+            client: RwLock::new(Arc::new(client)),
+        }
+    }
+
+    /// The client, reconnecting first when the connection closed.
+    pub(crate) async fn client(&self) -> Result<Arc<Client>, Error> {
+        {
+            let client = self.client.read().await;
+            if !client.is_closed() {
+                return Ok(client.clone());
+            }
+        }
+        let mut client = self.client.write().await;
+        if client.is_closed() {
+            let Some(connector) = &self.connector else {
+                return Err(Error::connection(
+                    "the connection is closed (the store was built from a client, so it cannot \
+                     reconnect)",
+                ));
+            };
+            *client = Arc::new(connector.connect().await?);
+            tracing::info!(target: "babelqueue::postgres", "Reconnected to PostgreSQL");
+        }
+        Ok(client.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_options_are_taken_out_of_urls() {
+        let (text, ca) = split_tls_options(
+            "postgres://u:p@db.example:5433/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
+        )
+        .unwrap();
+        assert_eq!(ca.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(
+            text,
+            "postgres://u:p@db.example:5433/app?sslmode=require&application_name=x"
+        );
+        let (text, ca) = split_tls_options("postgresql://h/db?sslrootcert=ca.pem").unwrap();
+        assert_eq!(
+            (text.as_str(), ca.as_deref()),
+            ("postgresql://h/db", Some("ca.pem"))
+        );
+        let (text, ca) = split_tls_options("host=h user=u").unwrap();
+        assert_eq!((text.as_str(), ca), ("host=h user=u", None));
+    }
+
+    #[test]
+    fn urls_parse_with_a_default_connect_timeout() {
+        let c = Connector::parse("postgres://bq:bq@127.0.0.1:5432/bq").unwrap();
+        assert_eq!(
+            c.config.get_connect_timeout(),
+            Some(&DEFAULT_CONNECT_TIMEOUT)
+        );
+        assert_eq!(c.ssl_mode(), SslMode::Prefer);
+        let c = Connector::parse("postgres://h/db?connect_timeout=2&sslmode=verify-ca").unwrap();
+        assert_eq!(
+            c.config.get_connect_timeout(),
+            Some(&Duration::from_secs(2))
+        );
+        assert_eq!(c.ssl_mode(), SslMode::Require);
+        for bad in [
+            "postgres://h/db?bogus=1",
+            "postgres://h/db?sslrootcert=/nonexistent/ca.pem",
+        ] {
+            let e = Connector::parse(bad).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad}: {e}");
+        }
+    }
+}
