@@ -45,6 +45,10 @@ pub use babelqueue_core::*;
 /// [`OutboxRelay`](babelqueue_outbox::OutboxRelay).
 #[cfg(feature = "outbox")]
 pub use babelqueue_outbox as outbox;
+/// GDPR field encryption: [`protect`](babelqueue_gdpr::protect) and
+/// [`unprotect`](babelqueue_gdpr::unprotect) of the `x-gdpr-sensitive` leaves of a message.
+#[cfg(feature = "gdpr")]
+pub use babelqueue_gdpr as gdpr;
 /// The PostgreSQL outbox store and idempotency store.
 #[cfg(feature = "postgres")]
 pub use babelqueue_postgres as postgres;
