@@ -36,11 +36,15 @@
 //! | `kafka` | `kafka://` | `babelqueue-transport-kafka` |
 //! | `artemis` | `artemis://`, `artemis+ssl://` | `babelqueue-transport-artemis` |
 //! | `full` | all of the above | |
+//! | `otel` | (any) | `babelqueue-otel`: `traceparent` propagation, spans, metrics ([`otel`]) |
 
 use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
+/// OpenTelemetry: W3C `traceparent` across broker hops, PRODUCER/CONSUMER spans, metrics.
+#[cfg(feature = "otel")]
+pub use babelqueue_otel as otel;
 /// The RabbitMQ (AMQP 0-9-1) transport (`amqp://`, `amqps://`).
 #[cfg(feature = "amqp")]
 pub use babelqueue_transport_amqp as amqp;
