@@ -58,7 +58,8 @@
 //! | RabbitMQ | AMQP message headers (lost on a copy-based retry) | producer span |
 //! | SQS | a String message attribute (cap: 10 attributes) | producer span |
 //! | Kafka | a record header | producer span |
-//! | Pulsar, Azure Service Bus, Artemis | not carried by these transports (as in the reference) | `trace_id` |
+//! | Artemis | a string AMQP application property (lost on a retry copy) | producer span |
+//! | Pulsar, Azure Service Bus | not carried by these transports (as in the reference) | `trace_id` |
 //!
 //! A transport without headers, a layout that drops them, a retry copy that loses them, and a
 //! producer without OpenTelemetry all degrade the same way: the consumer span lands in the
