@@ -68,7 +68,8 @@
 //! | [`Redeliverer`](babelqueue_core::Redeliverer) | a retry or release publishes the copy (attempts counted) to the same address, scheduled by Artemis after the back-off (`x-opt-delivery-delay`), then accepts the original |
 //! | [`DelayedPublisher`](babelqueue_core::DelayedPublisher) | `x-opt-delivery-delay` |
 //! | dead-letter | the record is published to `<queue>.dlq`, then the original is accepted |
-//! | headers, native settle, delivery counter | no (as the reference) |
+//! | [`HeaderPublisher`](babelqueue_core::HeaderPublisher) | an extension: out-of-band headers (`traceparent`) ride as string application properties, and non-`bq_` string application properties come back as the delivery's headers; a retry copy does not carry them |
+//! | native settle, delivery counter | no (as the reference) |
 //!
 //! # Link credit
 //!
@@ -113,10 +114,11 @@
 //!   `urn` alias), not only a `job` member.
 //! * A body that is not valid UTF-8 (only ever a raw dead-letter copy of such a body) is sent as
 //!   a data section, byte for byte; the reference cannot produce one.
+//! * Out-of-band headers (`traceparent`) are carried as string application properties; the
+//!   reference carries none (a reference consumer ignores them).
 //!
 //! # Limits
 //!
-//! * Out-of-band headers (`traceparent`) are not carried (as the reference).
 //! * A publish retried after a connection loss may store the message twice.
 //! * `ack` sends a settled `accepted` disposition that the broker does not confirm. Call
 //!   [`Transport::close`](babelqueue_core::Transport::close) before the process exits, or the

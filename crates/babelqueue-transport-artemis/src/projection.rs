@@ -24,9 +24,18 @@
 //! [`read`] takes the body losslessly (an amqp-value string or binary, or data sections), reads
 //! the `bq_schema_version` gate before the body is looked at, and reconciles `attempts` with the
 //! 0-based AMQP `delivery-count`: `max(body, delivery-count)`, no −1.
+//!
+//! # Out-of-band headers (an extension)
+//!
+//! [`with_headers`] adds out-of-band headers (`traceparent`, `tracestate` …) as string
+//! application properties beside the `bq_` ones; a contract `bq_` name is never overwritten.
+//! [`read`] gives back every string application property not named `bq_…` as the delivery's
+//! headers. The references carry no headers on this transport; a peer that ignores the extra
+//! properties is unaffected.
 
 use std::borrow::Cow;
 
+use babelqueue_core::Headers;
 use babelqueue_core::gate::{self, GateValue};
 use babelqueue_envelope::{Envelope, JsonKind};
 use fe2o3_amqp::types::messaging::annotations::OwnedKey;
@@ -161,6 +170,28 @@ pub fn message(body: &[u8]) -> AmqpMessage {
     }
 }
 
+/// The prefix of the contract's application properties; out-of-band headers never use it.
+pub const CONTRACT_PROPERTY_PREFIX: &str = "bq_";
+
+/// `message` with the out-of-band `headers` added as string application properties: blank
+/// names and values are dropped, and so is any name starting with
+/// [`CONTRACT_PROPERTY_PREFIX`] (the projection wins).
+pub fn with_headers(mut message: AmqpMessage, headers: &Headers) -> AmqpMessage {
+    let usable = headers.iter().filter(|(name, value)| {
+        !name.trim().is_empty()
+            && !value.trim().is_empty()
+            && !name.starts_with(CONTRACT_PROPERTY_PREFIX)
+    });
+    for (name, value) in usable {
+        message
+            .application_properties
+            .get_or_insert_with(ApplicationProperties::default)
+            .0
+            .insert(name.clone(), SimpleValue::String(value.clone()));
+    }
+    message
+}
+
 /// `message` with its delivery postponed by `delay` (the [`DELIVERY_DELAY_ANNOTATION`], whole
 /// milliseconds rounded up so it is never early). A zero delay leaves the message as it is.
 /// `None` when the delay does not fit the annotation (more than `i64::MAX` ms).
@@ -188,6 +219,8 @@ pub struct Read {
     pub gated: Option<String>,
     /// The AMQP `delivery-count` (0 when the header is missing).
     pub delivery_count: u32,
+    /// The out-of-band headers: every string application property not named `bq_…`.
+    pub headers: Headers,
 }
 
 /// Reads a received message: the gate first (on the application property, before the body is
@@ -205,10 +238,24 @@ pub fn read(message: &AmqpMessage) -> Read {
         Some(_) => raw,
         None => reconcile(&raw, delivery_count).into_owned(),
     };
+    let headers = message
+        .application_properties
+        .as_ref()
+        .map(|p| {
+            p.0.iter()
+                .filter(|(name, _)| !name.starts_with(CONTRACT_PROPERTY_PREFIX))
+                .filter_map(|(name, value)| match value {
+                    SimpleValue::String(text) => Some((name.clone(), text.clone())),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Read {
         body,
         gated,
         delivery_count,
+        headers,
     }
 }
 
@@ -302,6 +349,33 @@ mod tests {
                 (APP_ID_PROPERTY, "babelqueue".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn out_of_band_headers_ride_as_application_properties() {
+        let mut headers = Headers::new();
+        headers.insert(
+            "traceparent".into(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+        );
+        headers.insert("bq_attempts".into(), "9".into());
+        headers.insert("blank".into(), " ".into());
+        let m = with_headers(message(ORDER.as_bytes()), &headers);
+        let app = &m.application_properties.as_ref().unwrap().0;
+        assert_eq!(
+            app.get(ATTEMPTS_PROPERTY),
+            Some(&SimpleValue::String("0".into()))
+        );
+        assert!(!app.contains_key("blank"));
+        let read = read(&m);
+        assert_eq!(read.headers.len(), 1);
+        assert_eq!(
+            read.headers.get("traceparent").map(String::as_str),
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        );
+        assert!(super::read(&message(ORDER.as_bytes())).headers.is_empty());
+        let bare = with_headers(message(b"not json"), &headers);
+        assert_eq!(super::read(&bare).headers.len(), 1);
     }
 
     #[test]

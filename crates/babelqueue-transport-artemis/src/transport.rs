@@ -6,7 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::gate::DECLARED_VERSION_MAX_CHARS;
 use babelqueue_core::{
-    DelayedPublisher, Delivery, Redeliverer, Rewinder, Route, Transport, TransportError,
+    DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer, Rewinder, Route, Transport,
+    TransportError,
 };
 
 use crate::amqp::AmqpClient;
@@ -113,7 +114,9 @@ impl Transport for ArtemisTransport {
             return Ok(None);
         };
         let read = projection::read(&received.message);
-        let delivery = Delivery::new(queue, read.body).with_handle(received.token);
+        let delivery = Delivery::new(queue, read.body)
+            .with_headers(read.headers)
+            .with_handle(received.token);
         Ok(Some(match read.gated {
             Some(declared) => {
                 let shown: String = if declared.chars().count() > DECLARED_VERSION_MAX_CHARS {
@@ -156,6 +159,28 @@ impl Transport for ArtemisTransport {
 
     fn redeliverer(&self) -> Option<&dyn Redeliverer> {
         Some(self)
+    }
+
+    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
+        Some(self)
+    }
+}
+
+/// Out-of-band headers ride as string application properties ([`projection::with_headers`]);
+/// a `bq_` name is left out, so the projection wins. An extension: the references carry none.
+#[async_trait]
+impl HeaderPublisher for ArtemisTransport {
+    async fn publish_with_headers(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), TransportError> {
+        let message = projection::with_headers(projection::message(body), headers);
+        self.client
+            .send(queue, message)
+            .await
+            .map_err(TransportError::from)
     }
 }
 

@@ -36,19 +36,26 @@
 //! | `kafka` | `kafka://` | `babelqueue-transport-kafka` |
 //! | `artemis` | `artemis://`, `artemis+ssl://` | `babelqueue-transport-artemis` |
 //! | `full` | all of the above | |
+//! | `otel` | (any) | `babelqueue-otel`: `traceparent` propagation, spans, metrics ([`otel`]) |
+//! | `outbox` | (any) | `babelqueue-outbox`: the transactional outbox and its relay ([`outbox`]) |
+//! | `postgres` | (any) | `babelqueue-postgres`: PostgreSQL outbox and idempotency stores ([`postgres`]) |
+//! | `gdpr` | (any) | `babelqueue-gdpr`: `x-gdpr-sensitive` field encryption ([`gdpr`]) |
 
 use std::sync::Arc;
 
 pub use babelqueue_core::*;
 
-/// The transactional outbox: [`Outbox`](babelqueue_outbox::Outbox) and
-/// [`OutboxRelay`](babelqueue_outbox::OutboxRelay).
-#[cfg(feature = "outbox")]
-pub use babelqueue_outbox as outbox;
 /// GDPR field encryption: [`protect`](babelqueue_gdpr::protect) and
 /// [`unprotect`](babelqueue_gdpr::unprotect) of the `x-gdpr-sensitive` leaves of a message.
 #[cfg(feature = "gdpr")]
 pub use babelqueue_gdpr as gdpr;
+/// OpenTelemetry: W3C `traceparent` across broker hops, PRODUCER/CONSUMER spans, metrics.
+#[cfg(feature = "otel")]
+pub use babelqueue_otel as otel;
+/// The transactional outbox: [`Outbox`](babelqueue_outbox::Outbox) and
+/// [`OutboxRelay`](babelqueue_outbox::OutboxRelay).
+#[cfg(feature = "outbox")]
+pub use babelqueue_outbox as outbox;
 /// The PostgreSQL outbox store and idempotency store.
 #[cfg(feature = "postgres")]
 pub use babelqueue_postgres as postgres;

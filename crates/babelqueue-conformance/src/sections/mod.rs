@@ -10,6 +10,7 @@ mod asb;
 mod codec;
 mod core;
 mod kafka;
+mod otel;
 mod own;
 mod poison;
 mod pulsar;
@@ -155,6 +156,12 @@ pub(crate) fn registry() -> Vec<Runner> {
             section: "version_gate_sqs",
             scope: "sqs",
             run: sqs::version_gate_sqs,
+        },
+        // Scope `otel`: W3C traceparent extraction through babelqueue-otel's consumer wrapper.
+        Runner {
+            section: "traceparent",
+            scope: "otel",
+            run: otel::traceparent,
         },
     ]
 }
