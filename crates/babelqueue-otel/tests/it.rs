@@ -1,7 +1,8 @@
 //! Trace propagation across REAL broker hops: Redis (`BQ_REDIS_URL`, default
 //! `redis://127.0.0.1:6379`) in both layouts, and RabbitMQ (`BQ_AMQP_URL`, default
-//! `amqp://guest:guest@127.0.0.1:5672/%2f`). Start them with `scripts/brokers.sh up redis
-//! rabbitmq`.
+//! `amqp://guest:guest@127.0.0.1:5672/%2f`) and ActiveMQ Artemis (`BQ_ARTEMIS_URL`, default
+//! `artemis://bq:bq@127.0.0.1:5673`). Start them with `scripts/brokers.sh up redis rabbitmq
+//! artemis`.
 //!
 //! With `BQ_REQUIRE_BROKERS` set, an unreachable broker fails the test; without it the test
 //! prints `SKIPPED: …` and returns.
@@ -14,6 +15,7 @@ use std::time::Duration;
 use babelqueue_core::{App, Consume, Context, HandlerError, Headers, Transport};
 use babelqueue_otel::{HEADER_TRACEPARENT, Otel, synthetic_span_id, uuid_of};
 use babelqueue_transport_amqp::AmqpTransport;
+use babelqueue_transport_artemis::ArtemisTransport;
 use babelqueue_transport_redis::fred::interfaces::KeysInterface;
 use babelqueue_transport_redis::{FredClient, RedisTransport};
 use opentelemetry::Value;
@@ -272,4 +274,39 @@ async fn delete_amqp_queue(url: &str, queue: &str) {
         .queue_delete(queue.into(), lapin::options::QueueDeleteOptions::default())
         .await
         .expect("delete the test queue");
+}
+
+fn artemis_url() -> String {
+    std::env::var("BQ_ARTEMIS_URL").unwrap_or_else(|_| "artemis://bq:bq@127.0.0.1:5673".into())
+}
+
+/// Artemis carries `traceparent` as an AMQP application property beside the `bq_` ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artemis_links_the_consumer_to_the_producer_span() {
+    let url = artemis_url();
+    let transport = match tokio::time::timeout(
+        Duration::from_secs(10),
+        ArtemisTransport::connect(&url),
+    )
+    .await
+    {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return skip_or_fail("Artemis", &url, &e.to_string()),
+        Err(_) => return skip_or_fail("Artemis", &url, "timed out"),
+    };
+    let transport = Arc::new(transport);
+    let q = queue("artemis");
+    let (producer, consumer, (headers, trace_id)) = hop(transport.clone(), &q).await;
+    assert_eq!(
+        consumer.span_context.trace_id(),
+        producer.span_context.trace_id()
+    );
+    assert_eq!(consumer.parent_span_id, producer.span_context.span_id());
+    assert_eq!(
+        parent_source(&consumer),
+        Some(Value::from("traceparent".to_owned()))
+    );
+    assert!(headers.contains_key(HEADER_TRACEPARENT), "{headers:?}");
+    assert_eq!(trace_id, uuid_of(producer.span_context.trace_id()));
+    transport.close().await.unwrap();
 }
