@@ -679,6 +679,10 @@ mod tests {
     }
 
     /// Captures the WARN+ log lines emitted on this thread.
+    ///
+    /// One process-wide subscriber writes each event to the buffer of the thread that emitted
+    /// it. (A per-test `set_default` subscriber races with the other tests' subscribers over
+    /// tracing's cached callsite interest and loses lines now and then.)
     #[derive(Clone, Default)]
     struct Captured(Arc<Mutex<Vec<u8>>>);
 
@@ -692,22 +696,44 @@ mod tests {
         }
     }
 
-    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    thread_local! {
+        static SINK: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// Routes each event to the emitting thread's [`Captured`] buffer, or drops it.
+    struct ThreadSink;
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for ThreadSink {
         type Writer = Captured;
         fn make_writer(&'a self) -> Captured {
-            self.clone()
+            SINK.with(|sink| sink.borrow().clone()).unwrap_or_default()
+        }
+    }
+
+    /// Stops the capture on this thread when dropped.
+    struct CaptureGuard;
+
+    impl Drop for CaptureGuard {
+        fn drop(&mut self) {
+            SINK.with(|sink| sink.borrow_mut().take());
         }
     }
 
     impl Captured {
-        fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        fn start() -> (Captured, CaptureGuard) {
+            static INSTALL: std::sync::Once = std::sync::Once::new();
+            INSTALL.call_once(|| {
+                let subscriber = tracing_subscriber::fmt()
+                    .with_writer(ThreadSink)
+                    .with_ansi(false)
+                    .with_max_level(tracing::Level::WARN)
+                    .finish();
+                tracing::subscriber::set_global_default(subscriber)
+                    .expect("no other global subscriber in the unit tests");
+            });
             let captured = Captured::default();
-            let subscriber = tracing_subscriber::fmt()
-                .with_writer(captured.clone())
-                .with_ansi(false)
-                .with_max_level(tracing::Level::WARN)
-                .finish();
-            (captured, tracing::subscriber::set_default(subscriber))
+            SINK.with(|sink| *sink.borrow_mut() = Some(captured.clone()));
+            (captured, CaptureGuard)
         }
         fn text(&self) -> String {
             String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
