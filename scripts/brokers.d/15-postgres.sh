@@ -38,6 +38,16 @@ pg_admin() {
 install_postgres() {
     pg_bin pg_ctl >/dev/null || apt_install postgresql
     command -v psql >/dev/null || apt_install postgresql-client
+    # Debian's package creates and may start a default cluster on 5432; ours needs that port.
+    if command -v pg_lsclusters >/dev/null; then
+        local ver name port status _rest
+        while read -r ver name port status _rest; do
+            if [ "$status" = online ] && [ "$port" = "$PG_PORT" ]; then
+                log "stopping Debian's default cluster $ver/$name (it holds port $port)"
+                pg_as pg_ctlcluster "$ver" "$name" stop || true
+            fi
+        done < <(pg_lsclusters -h 2>/dev/null)
+    fi
     mkdir -p "$PG_DIR"
     if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$PG_DIR"; fi
     chmod 700 "$PG_DIR"
