@@ -19,6 +19,21 @@ mkdir -p "$BQ_BROKERS_DIR"
 
 log() { printf 'brokers: %s\n' "$*" >&2; }
 
+# test_tls_material DIR CA_NAME : a throwaway CA (DIR/ca.crt, ca.key) and a server certificate
+# for 127.0.0.1 and localhost (DIR/server.crt, server.key) signed by it, made once.
+test_tls_material() {
+    local d=$1
+    [ -s "$d/server.crt" ] && return 0
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=$2" \
+        -keyout "$d/ca.key" -out "$d/ca.crt" >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$d/server.key" -out "$d/server.csr" >/dev/null 2>&1
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$d/ext.cnf"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 3650 -extfile "$d/ext.cnf" -out "$d/server.crt" >/dev/null 2>&1
+}
+
 APT_UPDATED=0
 # apt_install PACKAGE... : installs the Debian packages that are not installed yet.
 apt_install() {

@@ -8,18 +8,7 @@ install_redis() {
     command -v redis-server >/dev/null || apt_install redis-server
     command -v openssl >/dev/null || apt_install openssl
 }
-redis_tls_material() {
-    local d="$REDIS_DIR/tls"
-    [ -s "$d/server.crt" ] && return 0
-    mkdir -p "$d"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=babelqueue-test-ca" \
-        -keyout "$d/ca.key" -out "$d/ca.crt" >/dev/null 2>&1
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
-        -keyout "$d/server.key" -out "$d/server.csr" >/dev/null 2>&1
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$d/ext.cnf"
-    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-        -days 3650 -extfile "$d/ext.cnf" -out "$d/server.crt" >/dev/null 2>&1
-}
+redis_tls_material() { test_tls_material "$REDIS_DIR/tls" babelqueue-test-ca; }
 start_redis() {
     mkdir -p "$REDIS_DIR"
     redis_tls_material

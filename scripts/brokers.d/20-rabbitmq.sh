@@ -27,15 +27,7 @@ install_rabbitmq() {
 # the rabbitmq user, which must be able to read the key.
 rabbitmq_tls_material() {
     local d="$RABBITMQ_DIR/tls"
-    [ -s "$d/server.crt" ] && return 0
-    mkdir -p "$d"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=babelqueue-amqp-test-ca" \
-        -keyout "$d/ca.key" -out "$d/ca.crt" >/dev/null 2>&1
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
-        -keyout "$d/server.key" -out "$d/server.csr" >/dev/null 2>&1
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$d/ext.cnf"
-    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-        -days 3650 -extfile "$d/ext.cnf" -out "$d/server.crt" >/dev/null 2>&1
+    test_tls_material "$d" babelqueue-amqp-test-ca
     if id rabbitmq >/dev/null 2>&1; then
         chown rabbitmq "$d/server.key" 2>/dev/null || chmod 644 "$d/server.key"
     fi

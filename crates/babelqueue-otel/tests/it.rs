@@ -150,6 +150,27 @@ async fn hop(
     (t.one(&SpanKind::Producer), t.one(&SpanKind::Consumer), seen)
 }
 
+/// The consumer span is the producer span's child through the `traceparent` header the handler
+/// saw, and the envelope's `trace_id` is the producer's trace id.
+fn assert_linked_by_traceparent(
+    producer: &SpanData,
+    consumer: &SpanData,
+    headers: &Headers,
+    trace_id: &str,
+) {
+    assert_eq!(
+        consumer.span_context.trace_id(),
+        producer.span_context.trace_id()
+    );
+    assert_eq!(consumer.parent_span_id, producer.span_context.span_id());
+    assert_eq!(
+        parent_source(consumer),
+        Some(Value::from("traceparent".to_owned()))
+    );
+    assert!(headers.contains_key(HEADER_TRACEPARENT), "{headers:?}");
+    assert_eq!(trace_id, uuid_of(producer.span_context.trace_id()));
+}
+
 async fn purge(raw: &FredClient, keys: &[String]) {
     for key in keys {
         let _: i64 = raw.raw().del(key.as_str()).await.unwrap_or(0);
@@ -249,17 +270,7 @@ async fn rabbitmq_links_the_consumer_to_the_producer_span() {
         };
     let q = queue("amqp");
     let (producer, consumer, (headers, trace_id)) = hop(Arc::new(transport), &q).await;
-    assert_eq!(
-        consumer.span_context.trace_id(),
-        producer.span_context.trace_id()
-    );
-    assert_eq!(consumer.parent_span_id, producer.span_context.span_id());
-    assert_eq!(
-        parent_source(&consumer),
-        Some(Value::from("traceparent".to_owned()))
-    );
-    assert!(headers.contains_key(HEADER_TRACEPARENT), "{headers:?}");
-    assert_eq!(trace_id, uuid_of(producer.span_context.trace_id()));
+    assert_linked_by_traceparent(&producer, &consumer, &headers, &trace_id);
     delete_amqp_queue(&url, &q).await;
 }
 
@@ -297,16 +308,6 @@ async fn artemis_links_the_consumer_to_the_producer_span() {
     let transport = Arc::new(transport);
     let q = queue("artemis");
     let (producer, consumer, (headers, trace_id)) = hop(transport.clone(), &q).await;
-    assert_eq!(
-        consumer.span_context.trace_id(),
-        producer.span_context.trace_id()
-    );
-    assert_eq!(consumer.parent_span_id, producer.span_context.span_id());
-    assert_eq!(
-        parent_source(&consumer),
-        Some(Value::from("traceparent".to_owned()))
-    );
-    assert!(headers.contains_key(HEADER_TRACEPARENT), "{headers:?}");
-    assert_eq!(trace_id, uuid_of(producer.span_context.trace_id()));
+    assert_linked_by_traceparent(&producer, &consumer, &headers, &trace_id);
     transport.close().await.unwrap();
 }
