@@ -36,10 +36,10 @@
 //! | `kafka` | `kafka://` | `babelqueue-transport-kafka` |
 //! | `artemis` | `artemis://`, `artemis+ssl://` | `babelqueue-transport-artemis` |
 //! | `full` | all of the above | |
-//! | `otel` | (any) | `babelqueue-otel`: `traceparent` propagation, spans, metrics ([`otel`]) |
-//! | `outbox` | (any) | `babelqueue-outbox`: the transactional outbox and its relay ([`outbox`]) |
-//! | `postgres` | (any) | `babelqueue-postgres`: PostgreSQL outbox and idempotency stores ([`postgres`]) |
-//! | `gdpr` | (any) | `babelqueue-gdpr`: `x-gdpr-sensitive` field encryption ([`gdpr`]) |
+//! | `otel` | (any) | `babelqueue-otel`: `traceparent` propagation, spans, metrics (`babelqueue::otel`) |
+//! | `outbox` | (any) | `babelqueue-outbox`: the transactional outbox and its relay (`babelqueue::outbox`) |
+//! | `postgres` | (any) | `babelqueue-postgres`: PostgreSQL outbox and idempotency stores (`babelqueue::postgres`) |
+//! | `gdpr` | (any) | `babelqueue-gdpr`: `x-gdpr-sensitive` field encryption (`babelqueue::gdpr`) |
 
 use std::sync::Arc;
 
