@@ -267,14 +267,14 @@ mod tests {
     #[test]
     fn options() {
         let c = ArtemisConfig::parse(
-            "artemis+ssl://h?credit=8&receive_timeout_ms=250&reconnect_timeout_ms=0&queue_capability=off&ca=/tmp/ca.pem",
+            "artemis+ssl://h?credit=8&receive_timeout_ms=250&reconnect_timeout_ms=0&queue_capability=off&ca=certs/ca.pem",
         )
         .unwrap();
         assert_eq!(c.credit, 8);
         assert_eq!(c.receive_timeout, Duration::from_millis(250));
         assert_eq!(c.reconnect_timeout, Duration::ZERO);
         assert!(!c.queue_capability);
-        assert_eq!(c.ca_file, Some(PathBuf::from("/tmp/ca.pem")));
+        assert_eq!(c.ca_file, Some(PathBuf::from("certs/ca.pem")));
     }
 
     #[test]
