@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{
-    App, Context, Envelope, HandlerError, Outcome, Route, Transport, UnknownUrn,
-};
+use babelqueue_core::{App, Context, Envelope, HandlerError, Outcome, Route, Transport};
 use babelqueue_transport_artemis::amqp_types::messaging::annotations::OwnedKey;
 use babelqueue_transport_artemis::amqp_types::messaging::{AmqpValue, Body, MessageId};
 use babelqueue_transport_artemis::amqp_types::primitives::{SimpleValue, Symbol, Value};
@@ -21,7 +19,7 @@ use babelqueue_transport_artemis::testing::{FakeClient, incoming, wire_round_tri
 use babelqueue_transport_artemis::{ArtemisTransport, Disposition, projection};
 use serde_json::Value as Json;
 
-use super::{Ctx, int_field, str_field};
+use super::{Ctx, incoming_bodies, int_field, str_field, unknown_urn_field};
 use crate::Case;
 use crate::hop::block_on;
 
@@ -226,26 +224,14 @@ fn schema_version_gate(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
 
 /// `version_gate_artemis`: every row against every incoming body.
 pub(super) fn version_gate(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
-    let bodies = ctx
-        .data
-        .and_then(|d| d.get("incoming_bodies"))
-        .and_then(Json::as_array)
-        .ok_or("the section has no incoming_bodies")?;
-    for body in bodies {
-        let name = str_field(body, "name")?;
-        let text = str_field(body, "body")?;
+    for (name, text) in incoming_bodies(ctx)? {
         gate_row(case.value, text.as_bytes()).map_err(|e| format!("body {name}: {e}"))?;
     }
     Ok(())
 }
 
 fn gate_row(c: &Json, body: &[u8]) -> Result<(), String> {
-    let strategy: UnknownUrn = c
-        .get("on_unknown_urn")
-        .and_then(Json::as_str)
-        .unwrap_or("fail")
-        .parse()
-        .map_err(|e: babelqueue_core::Error| e.to_string())?;
+    let strategy = unknown_urn_field(c)?;
     let dead_letter = str_field(c, "dead_letter")? == "on";
     let write_fails = c.get("dlq_write").and_then(Json::as_str) == Some("fails");
     let expect = c

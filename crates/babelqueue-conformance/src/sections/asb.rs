@@ -8,15 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{
-    App, Consume, Context, Envelope, HandlerError, Route, Transport, UnknownUrn,
-};
+use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Route, Transport};
 use babelqueue_transport_asb::fake::FakeServiceBus;
 use babelqueue_transport_asb::projection::{self, ApplicationProperties};
 use babelqueue_transport_asb::{AmqpValue, AsbTransport};
 use serde_json::Value;
 
-use super::{Ctx, int_field, str_field};
+use super::{Ctx, incoming_bodies, int_field, str_field, unknown_urn_field};
 use crate::Case;
 use crate::hop::block_on;
 
@@ -205,23 +203,12 @@ fn gate_trigger(ctx: &Ctx<'_>, block: &Value, c: &Value) -> Result<(), String> {
 
 pub(super) fn version_gate_asb(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
     let c = case.value;
-    let bodies = ctx
-        .data
-        .and_then(|d| d.get("incoming_bodies"))
-        .and_then(Value::as_array)
-        .ok_or("no incoming_bodies")?;
     let expect = c.get("expect").ok_or("no expect")?;
     let outcome = str_field(expect, "outcome")?;
-    let strategy: UnknownUrn = c
-        .get("on_unknown_urn")
-        .and_then(Value::as_str)
-        .map_or(Ok(UnknownUrn::Fail), |s| {
-            s.parse().map_err(|e: babelqueue_core::Error| e.to_string())
-        })?;
+    let strategy = unknown_urn_field(c)?;
     let bq_attempts = c.get("bq_attempts").and_then(Value::as_str);
-    for incoming in bodies {
-        let name = str_field(incoming, "name")?;
-        let body = str_field(incoming, "body")?.as_bytes().to_vec();
+    for (name, body) in incoming_bodies(ctx)? {
+        let body = body.as_bytes().to_vec();
         let mut props: ApplicationProperties = vec![(
             projection::PROP_SCHEMA_VERSION.to_owned(),
             AmqpValue::Int(2),

@@ -172,6 +172,31 @@ pub(crate) fn str_field<'v>(case: &'v Value, field: &str) -> Result<&'v str, Str
         .ok_or_else(|| format!("case has no string `{field}`"))
 }
 
+/// The case's `on_unknown_urn` strategy; `fail` when the case names none.
+pub(crate) fn unknown_urn_field(case: &Value) -> Result<babelqueue_core::UnknownUrn, String> {
+    case.get("on_unknown_urn")
+        .and_then(Value::as_str)
+        .unwrap_or("fail")
+        .parse()
+        .map_err(|e: babelqueue_core::Error| e.to_string())
+}
+
+/// A `version_gate_*` section's `incoming_bodies`, as `(name, body)` pairs; at least one.
+pub(crate) fn incoming_bodies<'a>(ctx: &Ctx<'a>) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let bodies = ctx
+        .data
+        .and_then(|d| d.get("incoming_bodies"))
+        .and_then(Value::as_array)
+        .ok_or("the section has no incoming_bodies")?;
+    if bodies.is_empty() {
+        return Err("incoming_bodies is empty".into());
+    }
+    bodies
+        .iter()
+        .map(|b| Ok((str_field(b, "name")?, str_field(b, "body")?)))
+        .collect()
+}
+
 pub(crate) fn int_field(case: &Value, field: &str) -> Result<i64, String> {
     case.get(field)
         .and_then(Value::as_i64)

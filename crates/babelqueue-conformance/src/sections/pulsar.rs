@@ -15,7 +15,7 @@ use babelqueue_transport_pulsar::fake::FakePulsar;
 use babelqueue_transport_pulsar::{Properties, PulsarTransport, projection};
 use serde_json::Value;
 
-use super::{Ctx, bool_field, int_field, str_field};
+use super::{Ctx, bool_field, incoming_bodies, int_field, str_field, unknown_urn_field};
 use crate::Case;
 use crate::hop::block_on;
 
@@ -205,14 +205,6 @@ fn consume_once(setup: Setup<'_>) -> Result<Observed, String> {
     })
 }
 
-fn strategy(case: &Value) -> Result<UnknownUrn, String> {
-    case.get("on_unknown_urn")
-        .and_then(Value::as_str)
-        .map_or(Ok(UnknownUrn::Fail), |s| {
-            s.parse().map_err(|e: babelqueue_core::Error| e.to_string())
-        })
-}
-
 pub(super) fn pulsar_exhaustion(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
     let c = case.value;
     let kind = str_field(c, "kind")?;
@@ -241,7 +233,7 @@ pub(super) fn pulsar_exhaustion(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), St
         redelivery_count,
         max_attempts: c.get("max_attempts").and_then(Value::as_i64).unwrap_or(3),
         dead_letter: bool_field(c, "dead_letter")?,
-        on_unknown_urn: strategy(c)?,
+        on_unknown_urn: unknown_urn_field(c)?,
         handled_urn: if kind == "failed" {
             &urn
         } else {
@@ -325,17 +317,11 @@ pub(super) fn pulsar_exhaustion(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), St
 
 pub(super) fn version_gate_pulsar(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
     let c = case.value;
-    let bodies = ctx
-        .data
-        .and_then(|d| d.get("incoming_bodies"))
-        .and_then(Value::as_array)
-        .ok_or("no incoming_bodies")?;
     let expect = c.get("expect").ok_or("no expect")?;
     let outcome = str_field(expect, "outcome")?;
     let bq_attempts = c.get("bq_attempts").and_then(Value::as_str);
-    for incoming in bodies {
-        let name = str_field(incoming, "name")?;
-        let body = str_field(incoming, "body")?.as_bytes().to_vec();
+    for (name, body) in incoming_bodies(ctx)? {
+        let body = body.as_bytes().to_vec();
         let mut props = Properties::new();
         props.insert(projection::PROP_SCHEMA_VERSION.to_owned(), "2".to_owned());
         props.insert(
@@ -351,7 +337,7 @@ pub(super) fn version_gate_pulsar(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), 
             redelivery_count: if bq_attempts.is_some() { 8 } else { 0 },
             max_attempts: 3,
             dead_letter: str_field(c, "dead_letter")? == "on",
-            on_unknown_urn: strategy(c)?,
+            on_unknown_urn: unknown_urn_field(c)?,
             handled_urn: "urn:babelqueue:order.created",
             fail_dlq: c.get("dlq_write").and_then(Value::as_str) == Some("fails"),
         })

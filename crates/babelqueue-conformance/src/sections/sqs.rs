@@ -9,15 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{
-    App, Consume, Context, Envelope, HandlerError, Outcome, Route, Transport, UnknownUrn,
-};
+use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Outcome, Route, Transport};
 use babelqueue_transport_sqs::fake::FakeSqs;
 use babelqueue_transport_sqs::projection::{self, AttributeValue, Attributes};
 use babelqueue_transport_sqs::{SqsConfig, SqsTransport};
 use serde_json::Value;
 
-use super::{Ctx, str_field};
+use super::{Ctx, incoming_bodies, str_field, unknown_urn_field};
 use crate::Case;
 use crate::hop::block_on;
 
@@ -275,29 +273,14 @@ fn release_visibility(case: &Value) -> Result<(), String> {
 
 /// Section `version_gate_sqs`: every case against each of the three incoming bodies.
 pub(super) fn version_gate_sqs(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
-    let bodies = ctx
-        .data
-        .and_then(|d| d.get("incoming_bodies"))
-        .and_then(Value::as_array)
-        .ok_or("the section has no incoming_bodies")?;
-    if bodies.is_empty() {
-        return Err("incoming_bodies is empty".into());
-    }
-    for incoming in bodies {
-        let name = str_field(incoming, "name")?;
-        let body = str_field(incoming, "body")?;
+    for (name, body) in incoming_bodies(ctx)? {
         gated_settle(case.value, body).map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(())
 }
 
 fn gated_settle(case: &Value, body: &str) -> Result<(), String> {
-    let strategy: UnknownUrn = case
-        .get("on_unknown_urn")
-        .and_then(Value::as_str)
-        .unwrap_or("fail")
-        .parse()
-        .map_err(|e: babelqueue_core::Error| e.to_string())?;
+    let strategy = unknown_urn_field(case)?;
     let dead_letter = str_field(case, "dead_letter")? == "on";
     let write_fails = case.get("dlq_write").and_then(Value::as_str) == Some("fails");
     let expect = case.get("expect").ok_or("case has no expect")?;
