@@ -195,6 +195,7 @@ fn ci() -> Result<(), String> {
         ),
     ];
     for (name, args, env) in steps {
+        disk_report();
         println!("==> {name}: cargo {}", args.join(" "));
         let mut cmd = cargo();
         cmd.args(&args);
@@ -206,7 +207,34 @@ fn ci() -> Result<(), String> {
     println!("==> tidy");
     tidy()?;
     println!("==> conformance (project vectors, then the official suite)");
-    conformance(&["--all".to_string()])
+    let result = conformance(&["--all".to_string()]);
+    disk_report();
+    result
+}
+
+/// Prints the free space on the target directory's disk and the directory's size, so a CI log
+/// shows how close a run came to filling the disk. Best effort: a missing `df`/`du` is ignored.
+fn disk_report() {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let df = Command::new("df")
+        .arg("-h")
+        .arg("--output=avail")
+        .arg(&target)
+        .output();
+    let du = Command::new("du").arg("-sh").arg(&target).output();
+    let free = df
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().nth(1).map(|l| l.trim().to_string()));
+    let used = du
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.split_whitespace().next().map(str::to_string));
+    if let (Some(free), Some(used)) = (free, used) {
+        println!("    (target dir {used}, {free} free on its disk)");
+    }
 }
 
 /// Invariants that no compiler checks.
