@@ -17,8 +17,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+/// The workspace root. `cargo run` (the `cargo xtask` alias) sets `CARGO_MANIFEST_DIR` when it
+/// starts the binary; that runtime value wins over the compile-time one, because cargo reuses a
+/// cached xtask binary built from a checkout at another path (its fingerprint does not include
+/// the absolute path), and the baked-in path would then point at that other checkout.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default()
