@@ -600,6 +600,7 @@ impl App {
         let mut summary = Summary::default();
         let mut running: JoinSet<Outcome> = JoinSet::new();
         let mut last_arrival = tokio::time::Instant::now();
+        let mut fatal: Option<TransportError> = None;
         loop {
             while let Some(done) = running.try_join_next() {
                 count(&mut summary, Some(done));
@@ -651,6 +652,12 @@ impl App {
                         last_arrival = tokio::time::Instant::now();
                     }
                 }
+                Err(e) if e.kind() == crate::error::TransportErrorKind::Auth => {
+                    // Wrong credentials do not heal by polling again: stop, and say why.
+                    tracing::error!(target: LOG, queue = %queue, error = %e, "The broker refused the credentials while receiving from {queue:?}; stopping");
+                    fatal = Some(e);
+                    break;
+                }
                 Err(e) => {
                     tracing::error!(target: LOG, queue = %queue, error = %e, "Receiving from queue {queue:?} failed; retrying");
                     inner
@@ -679,6 +686,9 @@ impl App {
             listener.abort();
         }
         inner.stop.flag.store(false, Ordering::SeqCst);
+        if let Some(e) = fatal {
+            return Err(e.into());
+        }
         summary.signalled = signalled.load(Ordering::SeqCst);
         if summary.signalled
             && let Err(e) = inner.transport.close().await
@@ -1149,7 +1159,7 @@ impl Inner {
             return;
         }
         if let Some(rewinder) = transport.rewinder() {
-            if let Err(e) = rewinder.rewind(delivery).await {
+            if let Err(e) = rewinder.rewind_behind(delivery).await {
                 tracing::error!(target: LOG, queue = delivery.queue(), error = %e, "Failed to rewind an unsettled message");
                 return;
             }

@@ -217,6 +217,10 @@ pub fn poison_attempts(native_attempts: i64, body: &[u8]) -> i64 {
 
 /// A handler failed (or an unknown URN takes the `fail` strategy) on a delivery whose envelope
 /// carried `attempts_before`.
+///
+/// A negative `attempts_before` counts as 0: a negative count is a valid envelope (not poison),
+/// but it must not buy extra deliveries (`-5` under `max_attempts` 3 would otherwise run the
+/// handler eight times, and `i64::MIN` would never reach the dead-letter queue).
 pub fn failure(
     policy: &Policy,
     facts: &Facts,
@@ -224,7 +228,7 @@ pub fn failure(
     failure: &Failure,
     sampler: Sampler<'_>,
 ) -> Plan {
-    let counted = attempts_before.saturating_add(1);
+    let counted = attempts_before.max(0).saturating_add(1);
     if failure.action == Action::Reject {
         if policy.dead_letter {
             return Plan::DeadLetter {
@@ -515,6 +519,37 @@ mod tests {
             failure(&off, &f, i64::MAX, &handler_failure(), &mut no_jitter),
             Plan::Drop(DropReason::RetriesExhausted { attempts: i64::MAX })
         );
+    }
+
+    #[test]
+    fn negative_attempts_count_as_zero_on_the_retry_path() {
+        let p = policy(UnknownUrn::Fail, true);
+        let f = facts(false);
+        for before in [-1, -5, i64::MIN] {
+            assert_eq!(
+                failure(&p, &f, before, &handler_failure(), &mut no_jitter),
+                Plan::Release {
+                    body: ReleaseBody::Counted(1),
+                    delay: Duration::ZERO
+                },
+                "{before}"
+            );
+        }
+        let once = Policy {
+            max_attempts: 1,
+            ..policy(UnknownUrn::Fail, false)
+        };
+        for before in [-5, i64::MIN] {
+            assert_eq!(
+                failure(&once, &f, before, &handler_failure(), &mut no_jitter),
+                Plan::Drop(DropReason::RetriesExhausted { attempts: 1 }),
+                "{before}: the first failure is final at max_attempts 1"
+            );
+            assert_eq!(
+                unknown_urn(&once, &f, "urn:x", before, &mut no_jitter),
+                Plan::Drop(DropReason::RetriesExhausted { attempts: 1 }),
+            );
+        }
     }
 
     #[test]

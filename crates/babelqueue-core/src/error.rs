@@ -102,6 +102,10 @@ pub enum TransportErrorKind {
     Timeout,
     /// The broker refused the operation (a nack, an unknown queue, a permission). Not transient.
     Rejected,
+    /// The broker refused the credentials (a wrong password, an expired token, a SASL
+    /// handshake that failed). Not transient: a consume loop that meets it stops with it, so
+    /// a worker started with wrong credentials exits with an error instead of polling forever.
+    Auth,
     /// The transport's own configuration is wrong (bad URL, an unsupported option).
     Config,
     /// The operation is not possible for this message or configuration (a FIFO delay, a delay
@@ -144,6 +148,11 @@ impl TransportError {
     /// A [`TransportErrorKind::Config`] error.
     pub fn config(message: impl Into<String>) -> TransportError {
         TransportError::new(TransportErrorKind::Config, message)
+    }
+
+    /// A [`TransportErrorKind::Auth`] error.
+    pub fn auth(message: impl Into<String>) -> TransportError {
+        TransportError::new(TransportErrorKind::Auth, message)
     }
 
     /// A [`TransportErrorKind::Unsupported`] error.

@@ -400,8 +400,18 @@ pub trait DeadLetterWriter: Send + Sync {
 /// Make an unacknowledged delivery come back on the next pop (Kafka seek, Pulsar nack).
 #[async_trait]
 pub trait Rewinder: Send + Sync {
-    /// Positions the consumer so `delivery` is delivered again.
+    /// Positions the consumer so `delivery` is delivered again (the runtime uses it at
+    /// shutdown, for a message whose handler never completed: its place is kept).
     async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError>;
+
+    /// Makes `delivery` come back after the deliveries waiting now, where the broker can: the
+    /// runtime uses it when a settle write failed (a broken dead-letter queue), so that one
+    /// message does not block the queue behind it at concurrency 1. The default is
+    /// [`rewind`](Rewinder::rewind); a broker whose rewind puts the message back at the head
+    /// (RabbitMQ's `basic.nack` with requeue) overrides it.
+    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        self.rewind(delivery).await
+    }
 }
 
 /// The dead-letter queue name for a source queue, where `<queue><suffix>` does not fit the

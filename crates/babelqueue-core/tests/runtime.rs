@@ -961,3 +961,76 @@ async fn max_messages_with_an_idle_timeout_waits_for_more_instead_of_stopping_wh
         .unwrap();
     assert_eq!(summary.processed, 1);
 }
+
+/// Negative `attempts` is a valid envelope, but counts as 0 on the retry path: it never buys
+/// extra deliveries, and `i64::MIN` still reaches the dead-letter queue.
+#[tokio::test]
+async fn negative_attempts_never_buy_extra_deliveries() {
+    for before in [-5_i64, i64::MIN] {
+        let memory = MemoryTransport::new();
+        let calls = Calls::default();
+        let c = calls.clone();
+        let app = app(&memory)
+            .max_attempts(3)
+            .dead_letter(true)
+            .handle(URN, move |ctx: Context| {
+                c.record(&ctx);
+                async { Err::<(), _>(HandlerError::new("boom")) }
+            })
+            .build()
+            .unwrap();
+        let body = format!(r#"{{"job":"{URN}","data":{{}},"attempts":{before}}}"#);
+        memory.publish("orders", body.as_bytes()).await.unwrap();
+        app.consume(drain()).await.unwrap();
+        assert_eq!(calls.attempts(), [before, 1, 2], "{before}");
+        let dlq = memory.bodies("orders.dlq");
+        assert_eq!(dlq.len(), 1, "{before}");
+        assert_eq!(json_of(&dlq[0])["dead_letter"]["attempts"], 3);
+    }
+}
+
+/// A transport whose broker refuses the credentials on every receive.
+#[derive(Debug)]
+struct WrongPassword;
+
+#[async_trait::async_trait]
+impl Transport for WrongPassword {
+    fn name(&self) -> &'static str {
+        "wrong-password"
+    }
+    async fn publish(&self, _: &str, _: &[u8]) -> Result<(), babelqueue_core::TransportError> {
+        Ok(())
+    }
+    async fn pop(
+        &self,
+        _: &str,
+        _: Duration,
+    ) -> Result<Option<babelqueue_core::Delivery>, babelqueue_core::TransportError> {
+        Err(babelqueue_core::TransportError::auth(
+            "the broker refused user \"app\" (wrong password)",
+        ))
+    }
+    async fn ack(&self, _: &babelqueue_core::Delivery) -> Result<(), babelqueue_core::TransportError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn refused_credentials_end_the_consume_loop_with_the_error() {
+    let app = App::builder(WrongPassword)
+        .poll_timeout(Duration::from_millis(20))
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(5),
+        app.consume(Consume::new().handle_signals(false)),
+    )
+    .await
+    .expect("the loop stops instead of polling forever")
+    .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(err.to_string().contains("wrong password"), "{err}");
+    assert!(!err.is_transient());
+}
