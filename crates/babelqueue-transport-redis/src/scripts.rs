@@ -1,6 +1,18 @@
 //! Every Lua script the transport runs, with its KEYS/ARGV contract. Each runs atomically on the
-//! server: nothing can fail between taking a message and recording its reservation, which is
-//! what keeps a crash from losing it.
+//! server, but Redis has no rollback: a command that fails half-way through a script leaves the
+//! earlier writes in place. So every script that moves a message follows two rules:
+//!
+//! 1. **Check, then write.** Before anything is written, the script checks that every key it
+//!    writes holds the type it expects (or does not exist) and, for a gated settle, that the
+//!    reservation still exists. A key of the wrong type (`SET q.dlq notalist`) makes the script
+//!    return an error (`BQWRONGTYPE …`) and touch nothing.
+//! 2. **Add before remove.** Every write that can still fail (a push refused by an ACL rule or
+//!    by `maxmemory`) runs before the message leaves its old place, so a failure can at worst
+//!    leave a duplicate, never lose the message.
+//!
+//! The Laravel reserve counts the attempt into the reserved member at byte level: only the
+//! `attempts` token changes, so a recovered reservation keeps `data` byte for byte (cjson would
+//! turn `12345678901234567890` into `1.2345678901235e+19` and `[]` into `{}`).
 
 /// A named Lua script.
 #[derive(Debug)]
@@ -11,145 +23,268 @@ pub struct LuaScript {
     pub lua: &'static str,
 }
 
+/// The helper every moving script starts with: `bq_types({key, type, key, type, ...})` returns
+/// an error reply when one key exists with another type, else `nil`.
+macro_rules! guarded {
+    ($body:literal) => {
+        concat!(
+            r"
+local function bq_types(pairs)
+  for n = 1, #pairs, 2 do
+    local held = redis.call('TYPE', pairs[n])['ok']
+    if held ~= 'none' and held ~= pairs[n + 1] then
+      return redis.error_reply('BQWRONGTYPE key ' .. pairs[n] .. ' holds a ' .. held ..
+        ' where a ' .. pairs[n + 1] .. ' is expected; nothing was moved')
+    end
+  end
+  return nil
+end
+",
+            $body
+        )
+    };
+}
+
 /// Laravel layout publish. KEYS = \[ready, notify\]; ARGV = \[body\].
 /// Appends the body, then one wake-up token.
 pub static PUSH: LuaScript = LuaScript {
     name: "push",
-    lua: r"
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'list', KEYS[2], 'list'})
+if bad then return bad end
 redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('RPUSH', KEYS[2], 1)
 return 1
-",
+"
+    ),
 };
 
 /// Laravel layout reserve. KEYS = \[ready, reserved, notify\]; ARGV = \[deadline score or +inf\].
-/// Takes the head job; the reserved member is the job with `attempts + 1` (re-encoded by cjson)
-/// when it decodes to a table with a numeric `attempts`, else the raw job. Both the decode and
-/// the re-encode run under `pcall`, because nothing may fail after the LPOP. Records the
-/// reservation, consumes one wake-up token, returns `{job, member}` (`{false, false}` when empty).
+/// Reads the head job; the reserved member is the job with its top-level `attempts` token
+/// replaced by `attempts + 1` (every other byte kept) when cjson decodes it to an object with a
+/// numeric `attempts` and could re-encode it, else the raw job (poison). The decode and the
+/// re-encode run under `pcall` and only decide; the member is never cjson's encoding. The
+/// reservation is recorded before the job leaves the ready list; one wake-up token is consumed.
+/// Returns `{job, member}` (`{false, false}` when empty).
 pub static RESERVE_ZSET: LuaScript = LuaScript {
     name: "reserve_zset",
-    lua: r"
-local job = redis.call('LPOP', KEYS[1])
+    lua: guarded!(
+        r#"
+local bad = bq_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list'})
+if bad then return bad end
+local job = redis.call('LINDEX', KEYS[1], 0)
 if not job then
   return {false, false}
+end
+-- The value span [from, to] of the last top-level member named attempts, in a text cjson
+-- already decoded as an object. Strings are skipped with their escapes; names holding an
+-- escape are compared after cjson decodes them.
+local function attempts_span(s)
+  local i = string.find(s, '{', 1, true) + 1
+  local depth, want_name, from, to = 1, true, nil, nil
+  while depth > 0 do
+    local p, _, c = string.find(s, '([%[%]{}",])', i)
+    if not p then return nil end
+    if c == '"' then
+      local q = p + 1
+      while true do
+        local e, _, d = string.find(s, '(["\\])', q)
+        if not e then return nil end
+        if d == '\\' then q = e + 2 else q = e break end
+      end
+      if depth == 1 and want_name then
+        want_name = false
+        local name = string.sub(s, p + 1, q - 1)
+        if string.find(name, '\\', 1, true) then
+          local ok, decoded = pcall(cjson.decode, string.sub(s, p, q))
+          if ok then name = decoded end
+        end
+        local colon = string.find(s, ':', q + 1, true)
+        if name == 'attempts' then
+          from = string.find(s, '[^ \t\r\n]', colon + 1)
+          to = string.find(s, '[ \t\r\n,}]', from) - 1
+        end
+        i = colon + 1
+      else
+        i = q + 1
+      end
+    elseif c == '{' or c == '[' then
+      depth = depth + 1
+      i = p + 1
+    elseif c == '}' or c == ']' then
+      depth = depth - 1
+      i = p + 1
+    else
+      if depth == 1 then want_name = true end
+      i = p + 1
+    end
+  end
+  return from, to
 end
 local member = job
 local decoded_ok, decoded = pcall(cjson.decode, job)
 if decoded_ok and type(decoded) == 'table' and type(decoded['attempts']) == 'number' then
-  decoded['attempts'] = decoded['attempts'] + 1
-  local encoded_ok, encoded = pcall(cjson.encode, decoded)
+  local encoded_ok = pcall(cjson.encode, decoded)
   if encoded_ok then
-    member = encoded
+    local span_ok, from, to = pcall(attempts_span, job)
+    if span_ok and from and to and to >= from then
+      local counted = decoded['attempts'] + 1
+      local text
+      if counted == math.floor(counted) and math.abs(counted) < 2^53 then
+        text = string.format('%.0f', counted)
+      else
+        text = cjson.encode(counted)
+      end
+      member = string.sub(job, 1, from - 1) .. text .. string.sub(job, to + 1)
+    end
   end
 end
 redis.call('ZADD', KEYS[2], ARGV[1], member)
+redis.call('LPOP', KEYS[1])
 redis.call('LPOP', KEYS[3])
 return {job, member}
-",
+"#
+    ),
 };
 
 /// Laravel layout release. KEYS = \[delayed, reserved\]; ARGV = \[member, body, available-at\].
-/// Drops the reservation and schedules the runtime-built body.
+/// Schedules the runtime-built body, then drops the reservation.
 pub static RELEASE_ZSET: LuaScript = LuaScript {
     name: "release_zset",
-    lua: r"
-redis.call('ZREM', KEYS[2], ARGV[1])
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'zset', KEYS[2], 'zset'})
+if bad then return bad end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
-",
+"
+    ),
 };
 
 /// Laravel layout dead-letter, gated on the reservation. KEYS = \[reserved, dlq ready, dlq
-/// notify\]; ARGV = \[member, record\]. Writes only if this reservation still exists.
+/// notify\]; ARGV = \[member, record\]. Only while this reservation exists: push the record and
+/// a wake-up token, then drop the reservation. Returns 1, or 0 when the reservation lapsed.
 pub static DEAD_LETTER_ZSET: LuaScript = LuaScript {
     name: "dead_letter_zset",
-    lua: r"
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('RPUSH', KEYS[2], ARGV[2])
-  redis.call('RPUSH', KEYS[3], 1)
-  return 1
+    lua: guarded!(
+        r"
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
 end
-return 0
-",
+local bad = bq_types({KEYS[1], 'zset', KEYS[2], 'list', KEYS[3], 'list'})
+if bad then return bad end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('RPUSH', KEYS[3], 1)
+redis.call('ZREM', KEYS[1], ARGV[1])
+return 1
+"
+    ),
 };
 
 /// Laravel layout migrate (delayed or expired reserved → ready). KEYS = \[source zset, ready,
 /// notify\]; ARGV = \[now, batch size (-1 = all)\]. Moves the due members byte for byte, in score
-/// order, in chunks of 100, with one wake-up token each; returns how many moved.
+/// order, in chunks of 100 (each chunk pushed with one wake-up token per member, then removed
+/// from the source); returns how many moved.
 pub static MIGRATE: LuaScript = LuaScript {
     name: "migrate",
-    lua: r"
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'zset', KEYS[2], 'list', KEYS[3], 'list'})
+if bad then return bad end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 local n = #due
-if n > 0 then
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
-  for first = 1, n, 100 do
-    local last = math.min(first + 99, n)
-    redis.call('RPUSH', KEYS[2], unpack(due, first, last))
-    for _ = first, last do
-      redis.call('RPUSH', KEYS[3], 1)
-    end
+for first = 1, n, 100 do
+  local last = math.min(first + 99, n)
+  redis.call('RPUSH', KEYS[2], unpack(due, first, last))
+  for _ = first, last do
+    redis.call('RPUSH', KEYS[3], 1)
   end
+  redis.call('ZREM', KEYS[1], unpack(due, first, last))
 end
 return n
-",
+"
+    ),
 };
 
 /// Default layout reserve. KEYS = \[ready, processing, deadlines\]; ARGV = \[deadline score or
-/// +inf, token]. Moves the head to the processing list and records `<token>:<raw>` with its
-/// deadline; returns the raw value, or false when empty.
+/// +inf, token]. Records `<token>:<raw>` with its deadline for the head, then moves the head to
+/// the processing list; returns the raw value, or false when empty.
 pub static RESERVE_LEGACY: LuaScript = LuaScript {
     name: "reserve_legacy",
-    lua: r"
-local raw = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'zset'})
+if bad then return bad end
+local raw = redis.call('LINDEX', KEYS[1], 0)
 if not raw then
   return false
 end
 redis.call('ZADD', KEYS[3], ARGV[1], ARGV[2] .. ':' .. raw)
+redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
 return raw
-",
+"
+    ),
 };
 
 /// Default layout sweep. KEYS = \[ready, processing, deadlines\]; ARGV = \[now, batch (-1 = all)\].
-/// For each lapsed `<token>:<raw>` member: if exactly one copy of raw leaves the processing
-/// list it goes back to the END of ready, unchanged; the member is always removed (a malformed
-/// member or an orphan is only removed). Returns how many moved.
+/// For each lapsed `<token>:<raw>` member: if a copy of raw is in the processing list, raw goes
+/// back to the END of ready, unchanged, and then exactly one copy leaves the processing list; the
+/// member is always removed (a malformed member or an orphan is only removed). Returns how many
+/// moved.
 pub static SWEEP: LuaScript = LuaScript {
     name: "sweep",
-    lua: r"
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'zset'})
+if bad then return bad end
 local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 local moved = 0
 for _, member in ipairs(lapsed) do
   if #member >= 34 and string.sub(member, 33, 33) == ':' then
     local raw = string.sub(member, 34)
-    if redis.call('LREM', KEYS[2], 1, raw) == 1 then
+    if redis.call('LPOS', KEYS[2], raw) then
       redis.call('RPUSH', KEYS[1], raw)
+      redis.call('LREM', KEYS[2], 1, raw)
       moved = moved + 1
     end
   end
   redis.call('ZREM', KEYS[3], member)
 end
 return moved
-",
+"
+    ),
 };
 
 /// Default layout settle (ack, release, dead-letter), gated on the reservation. KEYS =
 /// \[processing, deadlines, optional target list\]; ARGV = \[token, raw, target body\]. Only when
-/// this reservation's member still exists: drop it, remove one copy of raw from processing, and
-/// push the target body when there is a target. Returns 1, or 0 when the reservation lapsed.
+/// this reservation's member still exists: push the target body when there is a target, then
+/// drop the member and remove one copy of raw from processing. Returns 1, or 0 when the
+/// reservation lapsed.
 pub static SETTLE_LEGACY: LuaScript = LuaScript {
     name: "settle_legacy",
-    lua: r"
-if redis.call('ZREM', KEYS[2], ARGV[1] .. ':' .. ARGV[2]) == 1 then
-  redis.call('LREM', KEYS[1], 1, ARGV[2])
-  if KEYS[3] then
-    redis.call('RPUSH', KEYS[3], ARGV[3])
-  end
-  return 1
+    lua: guarded!(
+        r"
+local member = ARGV[1] .. ':' .. ARGV[2]
+if not redis.call('ZSCORE', KEYS[2], member) then
+  return 0
 end
-return 0
-",
+local bad
+if KEYS[3] then
+  bad = bq_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list'})
+else
+  bad = bq_types({KEYS[1], 'list', KEYS[2], 'zset'})
+end
+if bad then return bad end
+if KEYS[3] then
+  redis.call('RPUSH', KEYS[3], ARGV[3])
+end
+redis.call('ZREM', KEYS[2], member)
+redis.call('LREM', KEYS[1], 1, ARGV[2])
+return 1
+"
+    ),
 };
 
 /// Idempotency claim. `KEYS = [key]`; `ARGV = [in-flight marker, claim lifetime in ms (0 = none)]`.

@@ -28,6 +28,10 @@ const URN: &str = "urn:babel:orders:created";
 #[path = "it/idempotency.rs"]
 mod idempotency;
 
+/// Settle scripts that never lose a message, and a Laravel reserve that keeps the bytes.
+#[path = "it/reliability.rs"]
+mod reliability;
+
 fn base_url() -> String {
     std::env::var("BQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
