@@ -35,10 +35,17 @@
 //! effects, so a Laravel worker and a Rust worker share one queue: `queues:Q` (ready list),
 //! `queues:Q:reserved` (scored by deadline), `queues:Q:delayed` (scored by available-at),
 //! `queues:Q:notify` (wake-up tokens). The reserve script counts the attempt into the reserved
-//! member with `cjson` under `pcall` (a body it cannot decode or re-encode is reserved raw and
-//! handed over as poison, never lost); the handler gets the raw job; a release schedules the
-//! runtime-built body (so 15-digit integers and `[]` survive, which cjson would damage); the
-//! dead-letter write is gated on the reservation. Headers cannot ride here (Laravel reads the
+//! member: `cjson` under `pcall` only decides (a body it cannot decode or re-encode is reserved
+//! raw and handed over as poison, never lost), and the member is the job with its `attempts`
+//! token replaced at byte level, so a crashed worker's recovered reservation keeps `data` byte
+//! for byte (cjson would turn `12345678901234567890` into `1.2345678901235e+19` and `[]` into
+//! `{}`); the handler gets the raw job; a release schedules the runtime-built body; the
+//! dead-letter write is gated on the reservation.
+//!
+//! Every script that moves a message checks the types of the keys it writes before it writes
+//! anything, and adds before it removes: Redis has no rollback, so a dead-letter queue key of
+//! the wrong type, an ACL rule or `maxmemory` can make a write fail, but the message then stays
+//! where it was (`BQWRONGTYPE …` names the key) and comes back after `retry_after`. Headers cannot ride here (Laravel reads the
 //! stored job), so they are dropped; `trace_id` still correlates. Set `prefix` to the full Laravel
 //! prefix (often `laravel_database_queues:`), and give both workers the same `retry_after`.
 //!
