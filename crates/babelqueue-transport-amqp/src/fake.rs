@@ -25,6 +25,9 @@ pub(crate) struct World {
     pub(crate) connects: u32,
     pub(crate) declares: u32,
     pub(crate) nack_publishes_to: HashSet<String>,
+    /// A publish to one of these queues makes the "broker" close the connection (as RabbitMQ
+    /// does with 541 INTERNAL_ERROR on a header table it cannot parse).
+    pub(crate) kill_on_publish_to: HashSet<String>,
     pub(crate) prefetch_calls: Vec<u16>,
 }
 
@@ -135,6 +138,20 @@ impl AmqpLink for FakeLink {
         properties: BasicProperties,
     ) -> Result<(), AmqpError> {
         self.check()?;
+        let killed = {
+            let mut world = self.world.lock().unwrap();
+            let killed = world.kill_on_publish_to.contains(queue);
+            if killed {
+                world.log.push(format!("closed on {queue}"));
+            }
+            killed
+        };
+        if killed {
+            self.kill();
+            return Err(AmqpError::Connection(
+                "541 INTERNAL_ERROR: the broker closed the connection (fake)".into(),
+            ));
+        }
         let mut world = self.world.lock().unwrap();
         if world.nack_publishes_to.contains(queue) {
             world.log.push(format!("nacked {queue}"));

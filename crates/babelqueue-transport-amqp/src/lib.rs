@@ -132,7 +132,10 @@ pub mod projection;
 pub mod transport;
 mod url;
 
-pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
+pub use client::{
+    AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, DEFAULT_OPERATION_TIMEOUT, Incoming,
+    LapinClient,
+};
 pub use error::{AmqpError, AmqpErrorKind};
 pub use transport::{AmqpOptions, AmqpTransport};
 pub use url::AmqpUrl;

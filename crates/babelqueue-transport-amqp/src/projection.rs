@@ -65,6 +65,10 @@ fn short(property: &'static str, value: &str) -> Result<ShortString, AmqpError> 
 /// The native AMQP value of a JSON member, the way the reference encodes it: integers as
 /// signed 32-bit when they fit (else 64-bit), strings as long strings, booleans and floats as
 /// such; `null`, objects and arrays are left out.
+///
+/// A number that is not finite as a double (`1e400`, `-1e400`) is left out too: RabbitMQ's
+/// field-table parser refuses an infinite double and closes the connection (541
+/// INTERNAL_ERROR), so such a header would make the publish fail on every reconnect.
 fn native(raw: &RawJson) -> Option<AMQPValue> {
     match raw.kind() {
         JsonKind::Null | JsonKind::Array | JsonKind::Object => None,
@@ -77,7 +81,12 @@ fn native(raw: &RawJson) -> Option<AMQPValue> {
                 Ok(small) => AMQPValue::LongInt(small),
                 Err(_) => AMQPValue::LongLongInt(n),
             }),
-            None => raw.as_str().parse::<f64>().ok().map(AMQPValue::Double),
+            None => raw
+                .as_str()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .map(AMQPValue::Double),
         },
     }
 }
@@ -332,6 +341,27 @@ mod tests {
         assert_eq!(headers(&missing)["x-attempts"], AMQPValue::LongInt(0));
         let null = properties(br#"{"job":"urn:x","attempts":null}"#, &Headers::new()).unwrap();
         assert!(null.headers().is_none());
+    }
+
+    #[test]
+    fn non_finite_numbers_never_reach_the_header_table() {
+        let extra = Headers::from([("x-attempts".to_owned(), "posing".to_owned())]);
+        for body in [
+            &br#"{"job":"urn:x","attempts":1e400}"#[..],
+            br#"{"job":"urn:x","attempts":-1e400,"meta":{"schema_version":1e999}}"#,
+        ] {
+            let props = properties(body, &extra).unwrap();
+            let h = props.headers().as_ref().map(|t| t.inner().clone()).unwrap_or_default();
+            assert!(!h.contains_key("x-attempts"), "{h:?}");
+            assert!(!h.contains_key("x-schema-version"), "{h:?}");
+            assert!(
+                h.values().all(|v| !matches!(v, AMQPValue::Double(f) if !f.is_finite())),
+                "{h:?}"
+            );
+        }
+        // A finite fraction or a wide integer is still carried, as a double.
+        let props = properties(br#"{"job":"urn:x","attempts":1.5e300}"#, &Headers::new()).unwrap();
+        assert_eq!(headers(&props)["x-attempts"], AMQPValue::Double(1.5e300));
     }
 
     #[test]

@@ -3,10 +3,17 @@
 //!
 //! # Supervision
 //!
-//! The transport holds at most one live connection. Every operation asks for it; when it is
-//! gone (a broker restart, a network drop, a heartbeat timeout) the caller that notices
-//! reconnects, with exponential back-off and jitter between failed attempts, while the others
-//! wait for it. Each connection has a generation number:
+//! The transport holds at most two live connections: one for publishing (publisher confirms)
+//! and one for consuming, so a broker that closes the publishing connection (on a message it
+//! refuses, or under a memory alarm) leaves the deliveries held on the consuming one alive.
+//! Every operation asks for the connection of its role; when it is gone (a broker restart, a
+//! network drop, a heartbeat timeout) the caller that notices reconnects, with exponential
+//! back-off and jitter between failed attempts, while the others wait for it. A connection
+//! that fails within seconds of being opened counts as a failed attempt too, so a broker that
+//! keeps closing fresh connections meets a growing pause, never a reconnect storm. Every broker
+//! operation is bounded in time ([`AmqpOptions::operation_timeout`]): a half-open connection
+//! left by a node killed hard is dropped and re-established instead of waited on forever. Each
+//! connection has a generation number:
 //!
 //! * queue declarations are cached per generation, so a new connection declares again;
 //! * a consumer belongs to a generation: `pop` re-subscribes on the new connection;
@@ -58,6 +65,9 @@ pub struct AmqpOptions {
     pub reconnect_max: Duration,
     /// How long a publish waits for a lost connection to come back (default 10 s).
     pub reconnect_wait: Duration,
+    /// How long one broker operation (a publisher confirm, an acknowledgement, a channel open)
+    /// may take before the connection is treated as lost and re-established (default 30 s).
+    pub operation_timeout: Duration,
     /// For `amqps://`: a PEM file of CA certificates to trust beside the platform's roots, for
     /// a broker whose certificate a private CA signed (default `None`). Read once by
     /// [`AmqpTransport::connect_with`] and [`AmqpTransport::lazy_with`]; a transport built with
@@ -73,6 +83,7 @@ impl Default for AmqpOptions {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             reconnect_wait: Duration::from_secs(10),
+            operation_timeout: crate::client::DEFAULT_OPERATION_TIMEOUT,
             tls_ca_file: None,
         }
     }
@@ -104,6 +115,12 @@ impl AmqpOptions {
         self.reconnect_wait = wait;
         self
     }
+    /// Sets the bound on one broker operation.
+    #[must_use]
+    pub fn operation_timeout(mut self, limit: Duration) -> Self {
+        self.operation_timeout = limit;
+        self
+    }
     /// Trusts the CA certificates of this PEM file for `amqps://`, beside the platform's roots.
     #[must_use]
     pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
@@ -117,7 +134,19 @@ struct Live {
     link: Arc<dyn AmqpLink>,
     generation: u64,
     declared: StdMutex<HashSet<String>>,
+    /// When it was opened: a connection that dies young counts as a failed attempt.
+    opened: Instant,
 }
+
+/// A connection that lived less than this before it failed counts as a failed connection
+/// attempt for the reconnect back-off, so a broker that accepts every connection and then
+/// closes it at once (a message it cannot parse, a policy that kills the connection) is met
+/// with a growing, jittered pause instead of a reconnect storm.
+const STABLE_CONNECTION: Duration = Duration::from_secs(10);
+
+/// How many connection losses one publish survives: the first is resent on a new connection (a
+/// broker restart), a second one means the broker refuses this very message.
+const PUBLISH_LOSSES_TOLERATED: u32 = 1;
 
 #[derive(Default)]
 struct Supervisor {
@@ -125,6 +154,35 @@ struct Supervisor {
     generation: u64,
     failures: u32,
     retry_at: Option<Instant>,
+}
+
+/// What a connection is for. Publishing and consuming each get their own connection, as
+/// RabbitMQ recommends: a broker that closes the publishing connection (on a message it refuses,
+/// or under a memory alarm that blocks publishers) leaves the consumer's channel, and the
+/// deliveries held on it, alive, so they can still be acknowledged or moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Publishing,
+    Consuming,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Publishing => "publishing",
+            Role::Consuming => "consuming",
+        }
+    }
+}
+
+/// One supervised connection.
+#[derive(Default)]
+struct Supervised {
+    supervisor: Mutex<Supervisor>,
+    /// The live connection, readable without awaiting (the hot path of every operation); only
+    /// the supervisor (under its async lock) replaces it.
+    current: StdMutex<Option<Arc<Live>>>,
+    reconnects: AtomicU64,
 }
 
 /// A consumer of one queue on one connection.
@@ -139,14 +197,11 @@ struct Sub {
 struct Inner {
     client: Arc<dyn AmqpClient>,
     options: AmqpOptions,
-    supervisor: Mutex<Supervisor>,
-    /// The live connection, readable without awaiting (the hot path of every operation); only
-    /// the supervisor (under its async lock) replaces it.
-    current: StdMutex<Option<Arc<Live>>>,
+    publishing: Supervised,
+    consuming: Supervised,
     subs: StdMutex<HashMap<String, Arc<Sub>>>,
     /// The prefetch each queue grew to, kept across reconnects.
     grown: StdMutex<HashMap<String, u16>>,
-    reconnects: AtomicU64,
 }
 
 /// The settle handle of an AMQP delivery.
@@ -208,7 +263,7 @@ impl AmqpTransport {
         let transport = AmqpTransport::lazy_with(url, options)?;
         transport
             .inner
-            .link(Instant::now())
+            .link(Role::Publishing, Instant::now())
             .await
             .map_err(|e| match e {
                 AmqpError::Connection(text) => {
@@ -231,7 +286,8 @@ impl AmqpTransport {
         let declare = parsed.declare && options.declare;
         let options = options.prefetch(prefetch).declare(declare);
         let name = format!("babelqueue-rust pid {}", std::process::id());
-        let mut client = LapinClient::new(parsed.uri, name);
+        let mut client =
+            LapinClient::new(parsed.uri, name).with_operation_timeout(options.operation_timeout);
         if let Some(path) = &options.tls_ca_file {
             let pem = std::fs::read_to_string(path).map_err(|e| {
                 AmqpError::Tls(format!("cannot read the CA file {}: {e}", path.display()))
@@ -250,18 +306,19 @@ impl AmqpTransport {
             inner: Arc::new(Inner {
                 client,
                 options,
-                supervisor: Mutex::new(Supervisor::default()),
-                current: StdMutex::new(None),
+                publishing: Supervised::default(),
+                consuming: Supervised::default(),
                 subs: StdMutex::new(HashMap::new()),
                 grown: StdMutex::new(HashMap::new()),
-                reconnects: AtomicU64::new(0),
             }),
         }
     }
 
-    /// How many times a lost connection was re-established (0 while the first one lives).
+    /// How many times a lost connection was re-established, publishing and consuming
+    /// connections together (0 while the first ones live).
     pub fn reconnects(&self) -> u64 {
-        self.inner.reconnects.load(Ordering::SeqCst)
+        self.inner.publishing.reconnects.load(Ordering::SeqCst)
+            + self.inner.consuming.reconnects.load(Ordering::SeqCst)
     }
 
     /// The prefetch the consumer of `queue` currently runs with, when it has one.
@@ -306,21 +363,28 @@ impl Inner {
 
     /// The live connection, reconnecting (with back-off) until `deadline` when there is none.
     /// A `deadline` in the past still makes one attempt when no back-off pause is pending.
-    async fn link(&self, deadline: Instant) -> Result<Arc<Live>, AmqpError> {
-        if let Some(live) = lock(&self.current).as_ref()
+    fn supervised(&self, role: Role) -> &Supervised {
+        match role {
+            Role::Publishing => &self.publishing,
+            Role::Consuming => &self.consuming,
+        }
+    }
+
+    async fn link(&self, role: Role, deadline: Instant) -> Result<Arc<Live>, AmqpError> {
+        let conn = self.supervised(role);
+        if let Some(live) = lock(&conn.current).as_ref()
             && live.link.is_open()
         {
             return Ok(live.clone());
         }
         loop {
-            let mut sup = self.supervisor.lock().await;
-            if let Some(live) = &sup.live {
+            let mut sup = conn.supervisor.lock().await;
+            if let Some(live) = sup.live.clone() {
                 if live.link.is_open() {
-                    return Ok(live.clone());
+                    return Ok(live);
                 }
-                tracing::warn!(target: LOG, generation = live.generation, "The RabbitMQ connection was lost; reconnecting");
-                sup.live = None;
-                *lock(&self.current) = None;
+                tracing::warn!(target: LOG, role = role.as_str(), generation = live.generation, "The RabbitMQ connection was lost; reconnecting");
+                self.forget(conn, role, &mut sup, &live);
             }
             let now = Instant::now();
             if let Some(at) = sup.retry_at
@@ -341,25 +405,26 @@ impl Inner {
                 Ok(link) => {
                     sup.generation += 1;
                     if sup.generation > 1 {
-                        self.reconnects.fetch_add(1, Ordering::SeqCst);
-                        tracing::info!(target: LOG, generation = sup.generation, failures = sup.failures, "Reconnected to RabbitMQ");
+                        conn.reconnects.fetch_add(1, Ordering::SeqCst);
+                        tracing::info!(target: LOG, role = role.as_str(), generation = sup.generation, failures = sup.failures, "Reconnected to RabbitMQ");
                     }
-                    sup.failures = 0;
+                    // `failures` is kept until the connection proves stable (see `forget`).
                     sup.retry_at = None;
                     let live = Arc::new(Live {
                         link,
                         generation: sup.generation,
                         declared: StdMutex::new(HashSet::new()),
+                        opened: Instant::now(),
                     });
                     sup.live = Some(live.clone());
-                    *lock(&self.current) = Some(live.clone());
+                    *lock(&conn.current) = Some(live.clone());
                     return Ok(live);
                 }
                 Err(e) => {
                     sup.failures = sup.failures.saturating_add(1);
                     let pause = self.backoff(sup.failures);
                     sup.retry_at = Some(Instant::now() + pause);
-                    tracing::warn!(target: LOG, error = %e, failures = sup.failures, retry_in = ?pause, "Connecting to RabbitMQ failed");
+                    tracing::warn!(target: LOG, role = role.as_str(), error = %e, failures = sup.failures, retry_in = ?pause, "Connecting to RabbitMQ failed");
                     if !e.is_transient() || Instant::now() >= deadline {
                         return Err(e);
                     }
@@ -368,20 +433,40 @@ impl Inner {
         }
     }
 
-    /// Forgets the connection of `generation` after it failed (a newer one is left alone).
-    async fn lost(&self, generation: u64) {
+    /// Drops the supervisor's connection `live` after it failed. A connection that failed
+    /// young counts as one more failed attempt, and the next attempt waits out the back-off;
+    /// one that lived long enough clears the failure count.
+    fn forget(&self, conn: &Supervised, role: Role, sup: &mut Supervisor, live: &Live) {
+        if live.opened.elapsed() < STABLE_CONNECTION {
+            sup.failures = sup.failures.saturating_add(1);
+            let pause = self.backoff(sup.failures);
+            sup.retry_at = Some(Instant::now() + pause);
+            tracing::warn!(target: LOG, role = role.as_str(), generation = live.generation, failures = sup.failures, retry_in = ?pause,
+                "The RabbitMQ connection failed {:?} after it was opened; backing off before reconnecting",
+                live.opened.elapsed());
+        } else {
+            sup.failures = 0;
+        }
+        sup.live = None;
+        *lock(&conn.current) = None;
+    }
+
+    /// Forgets the `role` connection of `generation` after it failed (a newer one is left
+    /// alone).
+    async fn lost(&self, role: Role, generation: u64) {
+        let conn = self.supervised(role);
         let dead = {
-            let mut sup = self.supervisor.lock().await;
-            match &sup.live {
+            let mut sup = conn.supervisor.lock().await;
+            match sup.live.clone() {
                 Some(live) if live.generation == generation => {
-                    *lock(&self.current) = None;
-                    sup.live.take()
+                    self.forget(conn, role, &mut sup, &live);
+                    Some(live)
                 }
                 _ => None,
             }
         };
         if let Some(dead) = dead {
-            tracing::warn!(target: LOG, generation, "The RabbitMQ connection failed; it will be re-established");
+            tracing::warn!(target: LOG, role = role.as_str(), generation, "The RabbitMQ connection failed; it will be re-established");
             tokio::spawn(async move { dead.link.close().await });
         }
     }
@@ -422,14 +507,24 @@ impl Inner {
         properties: lapin::BasicProperties,
     ) -> Result<(), AmqpError> {
         let deadline = Instant::now() + self.options.reconnect_wait;
+        let mut losses = 0;
         loop {
-            let live = self.link(deadline).await?;
+            let live = self.link(Role::Publishing, deadline).await?;
             match self.publish_on(&live, queue, body, &properties).await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     let lost = e.connection_lost() || !live.link.is_open();
                     if lost {
-                        self.lost(live.generation).await;
+                        self.lost(Role::Publishing, live.generation).await;
+                        losses += 1;
+                    }
+                    if lost && losses > PUBLISH_LOSSES_TOLERATED {
+                        // The same message lost a fresh connection too: RabbitMQ refuses this
+                        // message (it closed the connection on it), which resending cannot fix.
+                        return Err(AmqpError::Refused(format!(
+                            "RabbitMQ closed the connection {losses} times while this message was being published to {queue:?}; \
+                             it is not sent again (last error: {e})"
+                        )));
                     }
                     if !lost || Instant::now() >= deadline {
                         return Err(e);
@@ -441,7 +536,7 @@ impl Inner {
     }
 
     async fn subscription(&self, queue: &str, deadline: Instant) -> Result<Arc<Sub>, AmqpError> {
-        let live = self.link(deadline).await?;
+        let live = self.link(Role::Consuming, deadline).await?;
         if let Some(sub) = lock(&self.subs).get(queue)
             && sub.generation == live.generation
             && sub.sub.is_open()
@@ -473,7 +568,7 @@ impl Inner {
                 // Declare again next time: the queue may have been deleted under us.
                 lock(&live.declared).remove(queue);
                 if e.connection_lost() || !live.link.is_open() {
-                    self.lost(live.generation).await;
+                    self.lost(Role::Consuming, live.generation).await;
                 }
                 Err(e)
             }
@@ -536,14 +631,14 @@ impl Inner {
                         }
                     }
                     let link_dead = {
-                        let sup = self.supervisor.lock().await;
+                        let sup = self.consuming.supervisor.lock().await;
                         sup.live
                             .as_ref()
                             .is_none_or(|l| l.generation != sub.generation || !l.link.is_open())
                     };
                     if link_dead {
-                        self.lost(sub.generation).await;
-                    } else if let Some(live) = self.supervisor.lock().await.live.clone() {
+                        self.lost(Role::Consuming, sub.generation).await;
+                    } else if let Some(live) = self.consuming.supervisor.lock().await.live.clone() {
                         // RabbitMQ cancels the consumer of a deleted queue: declare it again.
                         lock(&live.declared).remove(queue);
                     }
@@ -566,6 +661,17 @@ impl Inner {
         }
     }
 
+    /// Whether `delivery` came on a consuming connection that has since been lost (RabbitMQ
+    /// then requeued it by itself).
+    fn is_stale(&self, delivery: &Delivery) -> bool {
+        let Some(handle) = delivery.handle::<Handle>() else {
+            return true;
+        };
+        lock(&self.consuming.current)
+            .as_ref()
+            .is_none_or(|live| live.generation != handle.generation || !live.link.is_open())
+    }
+
     async fn settle(&self, delivery: &Delivery, requeue: bool) -> Result<(), AmqpError> {
         let Some(handle) = delivery.handle::<Handle>() else {
             return Err(AmqpError::Other(
@@ -585,7 +691,7 @@ impl Inner {
         if let Err(e) = &result
             && e.connection_lost()
         {
-            self.lost(handle.generation).await;
+            self.lost(Role::Consuming, handle.generation).await;
         }
         result
     }
@@ -627,13 +733,15 @@ impl Transport for AmqpTransport {
 
     async fn close(&self) -> Result<(), TransportError> {
         lock(&self.inner.subs).clear();
-        let live = {
-            let mut sup = self.inner.supervisor.lock().await;
-            *lock(&self.inner.current) = None;
-            sup.live.take()
-        };
-        if let Some(live) = live {
-            live.link.close().await;
+        for conn in [&self.inner.consuming, &self.inner.publishing] {
+            let live = {
+                let mut sup = conn.supervisor.lock().await;
+                *lock(&conn.current) = None;
+                sup.live.take()
+            };
+            if let Some(live) = live {
+                live.link.close().await;
+            }
         }
         Ok(())
     }
@@ -683,6 +791,36 @@ impl Rewinder for AmqpTransport {
     async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
         Ok(self.inner.settle(delivery, true).await?)
     }
+
+    /// `basic.nack` with requeue puts a message back at the HEAD of its queue, so a message
+    /// whose dead-letter write keeps failing would come back first, again and again, and at
+    /// concurrency 1 nothing behind it would run. Instead an unchanged copy goes to the end of
+    /// the queue (confirmed) and the original is acknowledged; when the copy cannot be sent,
+    /// the original is requeued as before. A failed acknowledgement after the copy leaves a
+    /// duplicate, never a loss.
+    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        if self.inner.is_stale(delivery) {
+            // Its channel closed: RabbitMQ has requeued it already; a copy would be a duplicate.
+            return Ok(());
+        }
+        match self
+            .publish_confirmed(delivery.queue(), delivery.body(), delivery.headers())
+            .await
+        {
+            Ok(()) => {
+                if let Err(e) = self.inner.settle(delivery, false).await {
+                    tracing::warn!(target: LOG, queue = delivery.queue(), error = %e,
+                        "A copy of an unsettled message went to the end of its queue, but acknowledging the original failed; it will be delivered twice");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(target: LOG, queue = delivery.queue(), error = %e,
+                    "Could not move an unsettled message to the end of its queue; requeueing it in place");
+                Ok(self.inner.settle(delivery, true).await?)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -730,11 +868,14 @@ mod tests {
             .unwrap();
         assert_eq!(again.body(), first.body());
         t.ack(&again).await.unwrap();
-        assert_eq!(t.reconnects(), 1);
+        assert_eq!(t.reconnects(), 1, "the consuming connection came back once");
         let world = fake.world();
-        assert_eq!(world.connects, 2);
         assert_eq!(
-            world.declares, 2,
+            world.connects, 3,
+            "a publishing connection, a consuming one, the consuming one again"
+        );
+        assert_eq!(
+            world.declares, 3,
             "the queue is declared once per connection"
         );
         assert!(world.queues["q"].is_empty());
@@ -745,6 +886,9 @@ mod tests {
         let fake = FakeClient::default();
         let t = transport(&fake);
         t.publish("q", &body(1)).await.unwrap();
+        t.publish("q", &body(2)).await.unwrap();
+        let first = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        t.ack(&first).await.unwrap();
         fake.world().down = true;
         fake.kill_connections();
         let err = t.pop("q", Duration::from_millis(100)).await.unwrap_err();
@@ -753,7 +897,7 @@ mod tests {
         fake.world().down = false;
         let got = t.pop("q", Duration::from_secs(1)).await.unwrap().unwrap();
         t.ack(&got).await.unwrap();
-        assert_eq!(connects_while_down, 1);
+        assert_eq!(connects_while_down, 2, "nothing connected while the broker was down");
         assert_eq!(t.reconnects(), 1);
     }
 
@@ -880,12 +1024,15 @@ mod tests {
             fake.world().log,
             [
                 "connect",
+                "connect",
                 "confirmed q",
                 "ack q",
                 "nacked q.dlq",
-                "requeue q"
+                "confirmed q",
+                "ack q"
             ],
-            "the copy is confirmed before the ack; a refused dead-letter write acks nothing"
+            "the copy is confirmed before the ack; a refused dead-letter write moves the \
+             message, unchanged, to the end of its queue"
         );
         fake.world().nack_publishes_to.clear();
         let third = t
@@ -896,6 +1043,86 @@ mod tests {
         assert_eq!(app.dispatch(third).await, Outcome::DeadLettered);
         assert_eq!(fake.bodies("q.dlq").len(), 1);
         assert!(fake.bodies("q").is_empty());
+    }
+
+    fn failing_app(t: &AmqpTransport) -> (App, Arc<StdMutex<Vec<i64>>>) {
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let s = seen.clone();
+        let app = App::builder(t.clone())
+            .queue("q")
+            .max_attempts(1)
+            .dead_letter(true)
+            .rewind_pause(Duration::from_millis(1))
+            .poll_timeout(Duration::from_millis(20))
+            .handle(URN, move |ctx: Context| {
+                let s = s.clone();
+                async move {
+                    let data: serde_json::Value = ctx.data_as().unwrap();
+                    let n = data["n"].as_i64().unwrap_or(-1);
+                    s.lock().unwrap().push(n);
+                    if n == 1 {
+                        Err(HandlerError::new("boom"))
+                    } else {
+                        Ok(())
+                    }
+                }
+            })
+            .build()
+            .unwrap();
+        (app, seen)
+    }
+
+    #[tokio::test]
+    async fn a_broken_dead_letter_queue_does_not_block_the_messages_behind() {
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        fake.world().nack_publishes_to.insert("q.dlq".into());
+        fake.publish_raw("q", &body(1));
+        fake.publish_raw("q", &body(2));
+        let (app, seen) = failing_app(&t);
+        app.consume(Consume::new().max_messages(4).handle_signals(false))
+            .await
+            .unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(&seen[..2], [1, 2], "the good message ran second, not never: {seen:?}");
+        // The failing one is still there, unchanged, waiting for the DLQ to come back.
+        assert_eq!(fake.bodies("q"), [body(1)]);
+    }
+
+    #[tokio::test]
+    async fn a_message_the_broker_closes_the_connection_on_is_not_resent_forever() {
+        let fake = FakeClient::default();
+        let t = AmqpTransport::with_client(
+            Arc::new(fake.clone()),
+            AmqpOptions::default()
+                .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(400))
+                .reconnect_wait(Duration::from_secs(5)),
+        );
+        fake.world().kill_on_publish_to.insert("q.dlq".into());
+        // One publish: the first loss is resent on a new connection, the second is final.
+        let err = t.publish("q.dlq", &body(9)).await.unwrap_err();
+        assert!(!err.is_transient(), "{err}");
+        assert!(err.to_string().contains("closed the connection 2 times"), "{err}");
+        assert_eq!(fake.world().connects, 2);
+
+        // Through the runtime for two seconds: the message whose dead-letter record the broker
+        // refuses comes back, but the reconnects back off instead of storming, and the good
+        // message behind it is handled.
+        fake.publish_raw("q", &body(1));
+        fake.publish_raw("q", &body(2));
+        let (app, seen) = failing_app(&t);
+        let stop = app.stop_handle();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            stop.stop();
+        });
+        app.consume(Consume::new().handle_signals(false)).await.unwrap();
+        let connects = fake.world().connects;
+        assert!(connects <= 14, "{connects} connections in 2 s: a reconnect storm");
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen.contains(&2), "{seen:?}");
+        let left: Vec<_> = fake.bodies("q");
+        assert_eq!(left, [body(1)], "nothing lost");
     }
 
     #[tokio::test]
