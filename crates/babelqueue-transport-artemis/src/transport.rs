@@ -28,9 +28,10 @@ const LOG: &str = "babelqueue::artemis";
 /// * [`DelayedPublisher`] and [`Redeliverer`]: delays (a delayed publish, the retry back-off,
 ///   the `release` strategy's delay) use Artemis scheduled delivery (`x-opt-delivery-delay`);
 ///   a retry or release publishes the copy, then accepts the original;
-/// * [`Rewinder`]: a delivery the runtime leaves unsettled (a failed dead-letter or retry
-///   write, a shutdown) is settled with `released`, so Artemis delivers it again at once
-///   instead of holding it until the link closes.
+/// * [`Rewinder`]: a delivery the runtime leaves unsettled at shutdown is settled with
+///   `released`, so Artemis delivers it again at once instead of holding it until the link
+///   closes; one whose settle write failed (a broken dead-letter queue) is moved, unchanged, to
+///   the end of its queue, so it does not block the messages behind it.
 #[derive(Debug, Clone)]
 pub struct ArtemisTransport {
     client: Arc<dyn Client>,
@@ -235,6 +236,30 @@ impl Rewinder for ArtemisTransport {
             .await
             .map_err(TransportError::from)
     }
+
+    /// A `released` message goes back to the HEAD of its Artemis queue, so one whose
+    /// dead-letter write keeps failing would block everything behind it at concurrency 1.
+    /// Instead an unchanged copy is sent to the end of the queue (confirmed), then the original
+    /// is accepted; when the copy cannot be sent, the original is released as before. A failed
+    /// accept after a stored copy leaves a duplicate, never a loss.
+    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        let message =
+            projection::with_headers(projection::message(delivery.body()), delivery.headers());
+        match self.client.send(delivery.queue(), message).await {
+            Ok(()) => {
+                if let Err(e) = self.ack(delivery).await {
+                    tracing::warn!(target: LOG, queue = delivery.queue(), error = %e,
+                        "A copy of an unsettled message went to the end of its queue, but accepting the original failed; it will be delivered twice");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(target: LOG, queue = delivery.queue(), error = %e,
+                    "Could not move an unsettled message to the end of its queue; releasing it in place");
+                self.rewind(delivery).await
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -256,6 +281,30 @@ mod tests {
 
     fn transport(fake: &Arc<FakeClient>) -> ArtemisTransport {
         ArtemisTransport::with_client(fake.clone(), Duration::from_millis(5))
+    }
+
+    #[tokio::test]
+    async fn a_message_whose_settle_failed_moves_behind_the_others() {
+        let fake = FakeClient::new();
+        let t = transport(&fake);
+        t.publish("orders", &order(0)).await.unwrap();
+        t.publish("orders", &order(7)).await.unwrap();
+        let first = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.rewinder().unwrap().rewind_behind(&first).await.unwrap();
+        let next = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(
+            next.body(),
+            order(7),
+            "the message behind it comes first now"
+        );
+        let again = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(again.body(), first.body(), "unchanged, at the end");
+        let settled: Vec<Disposition> = fake.settlements().into_iter().map(|(_, d)| d).collect();
+        assert_eq!(
+            settled,
+            [Disposition::Accepted],
+            "the original was accepted once copied"
+        );
     }
 
     #[tokio::test]
