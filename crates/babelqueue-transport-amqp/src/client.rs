@@ -104,26 +104,7 @@ pub struct LapinClient {
     uri: AMQPUri,
     name: String,
     connect_timeout: Duration,
-    operation_timeout: Duration,
     tls: OwnedTLSConfig,
-}
-
-/// How long one broker operation (a channel open, a declaration, a publisher confirm, an
-/// acknowledgement) may take before the connection is treated as lost. A RabbitMQ node killed
-/// hard can leave a half-open connection whose pending operations never complete; without a
-/// bound, a worker would wait on them forever (ignoring its idle timeout and SIGTERM).
-pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Runs one broker operation within `limit`; running out is a [`AmqpError::Timeout`] (the
-/// supervisor then drops the connection and reconnects).
-async fn bounded<T>(
-    limit: Duration,
-    what: &str,
-    operation: impl std::future::Future<Output = Result<T, AmqpError>>,
-) -> Result<T, AmqpError> {
-    tokio::time::timeout(limit, operation)
-        .await
-        .map_err(|_| AmqpError::Timeout(format!("{what} took longer than {limit:?}")))?
 }
 
 impl fmt::Debug for LapinClient {
@@ -146,16 +127,8 @@ impl LapinClient {
             uri,
             name: name.into(),
             connect_timeout,
-            operation_timeout: DEFAULT_OPERATION_TIMEOUT,
             tls: OwnedTLSConfig::default(),
         }
-    }
-
-    /// Bounds every later broker operation (default [`DEFAULT_OPERATION_TIMEOUT`]).
-    #[must_use]
-    pub fn with_operation_timeout(mut self, limit: Duration) -> LapinClient {
-        self.operation_timeout = limit;
-        self
     }
 
     /// Also trusts the CA certificates in `pem` (PEM text, one or more `CERTIFICATE` blocks)
@@ -190,7 +163,8 @@ impl AmqpClient for LapinClient {
             .with_connection_name(LongString::from(self.name.as_str()));
         let runtime = lapin::runtime::default_runtime()?;
         // The whole handshake, the publishing channel included, is bounded: a node that
-        // accepts TCP but never finishes starting must not hold the supervisor forever.
+        // accepts TCP but never finishes starting must not hold the supervisor. (Every later
+        // operation is bounded by the transport, above this seam.)
         let open = async {
             let connection = Connection::connect_uri_with_config(
                 self.uri.clone(),
@@ -207,7 +181,6 @@ impl AmqpClient for LapinClient {
                 connection,
                 publisher: Mutex::new(None),
                 current: std::sync::Mutex::new(None),
-                limit: self.operation_timeout,
             };
             link.publisher().await?;
             Ok::<_, AmqpError>(link)
@@ -230,8 +203,6 @@ struct LapinLink {
     publisher: Mutex<Option<Channel>>,
     /// The same channel, for the hot path (no await while it is healthy).
     current: std::sync::Mutex<Option<Channel>>,
-    /// The bound on each broker operation.
-    limit: Duration,
 }
 
 impl fmt::Debug for LapinLink {
@@ -259,14 +230,10 @@ impl LapinLink {
         {
             return Ok(channel.clone());
         }
-        let channel = bounded(self.limit, "opening the publishing channel", async {
-            let channel = self.connection.create_channel().await?;
-            channel
-                .confirm_select(ConfirmSelectOptions::default())
-                .await?;
-            Ok(channel)
-        })
-        .await?;
+        let channel = self.connection.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
         *slot = Some(channel.clone());
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(channel.clone());
         Ok(channel)
@@ -285,18 +252,10 @@ impl AmqpLink for LapinLink {
             durable: true,
             ..QueueDeclareOptions::default()
         };
-        let declared = tokio::time::timeout(
-            self.limit,
-            channel.queue_declare(ShortString::from(queue), options, FieldTable::default()),
-        )
-        .await
-        .map_err(|_| {
-            AmqpError::Timeout(format!(
-                "declaring queue {queue:?} took longer than {:?}",
-                self.limit
-            ))
-        })?;
-        match declared {
+        match channel
+            .queue_declare(ShortString::from(queue), options, FieldTable::default())
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) => Err(match &e.kind() {
                 lapin::ErrorKind::ProtocolError(amqp) if amqp.get_id() == 406 => {
@@ -321,20 +280,16 @@ impl AmqpLink for LapinLink {
             mandatory: true,
             ..BasicPublishOptions::default()
         };
-        let confirmation = bounded(self.limit, "a publisher confirm", async {
-            let confirm = channel
-                .basic_publish(
-                    ShortString::from(""),
-                    ShortString::from(queue),
-                    options,
-                    body,
-                    properties,
-                )
-                .await?;
-            Ok(confirm.await?)
-        })
-        .await?;
-        match confirmation {
+        let confirm = channel
+            .basic_publish(
+                ShortString::from(""),
+                ShortString::from(queue),
+                options,
+                body,
+                properties,
+            )
+            .await?;
+        match confirm.await? {
             Confirmation::Ack(None) => Ok(()),
             Confirmation::Ack(Some(_)) => Err(AmqpError::Unroutable {
                 queue: queue.to_owned(),
@@ -353,38 +308,31 @@ impl AmqpLink for LapinLink {
         queue: &str,
         prefetch: u16,
     ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
-        let (channel, consumer) = bounded(self.limit, "subscribing", async {
-            let channel = self.connection.create_channel().await?;
-            channel
-                .basic_qos(prefetch, BasicQosOptions { global: true })
-                .await?;
-            let tag = format!("babelqueue-{queue}-{:08x}", fastrand::u32(..));
-            let consumer = channel
-                .basic_consume(
-                    ShortString::from(queue),
-                    ShortString::from(tag),
-                    BasicConsumeOptions::default(),
-                    FieldTable::default(),
-                )
-                .await?;
-            Ok((channel, consumer))
-        })
-        .await?;
+        let channel = self.connection.create_channel().await?;
+        channel
+            .basic_qos(prefetch, BasicQosOptions { global: true })
+            .await?;
+        let tag = format!("babelqueue-{queue}-{:08x}", fastrand::u32(..));
+        let consumer = channel
+            .basic_consume(
+                ShortString::from(queue),
+                ShortString::from(tag),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
         Ok(Arc::new(LapinSubscription {
             channel,
             consumer: Mutex::new(consumer),
-            limit: self.limit,
         }))
     }
 
     async fn close(&self) {
         if self.is_open() {
-            let _ = tokio::time::timeout(
-                self.limit,
-                self.connection
-                    .close(200, ShortString::from("babelqueue: closing")),
-            )
-            .await;
+            let _ = self
+                .connection
+                .close(200, ShortString::from("babelqueue: closing"))
+                .await;
         }
     }
 }
@@ -392,7 +340,6 @@ impl AmqpLink for LapinLink {
 struct LapinSubscription {
     channel: Channel,
     consumer: Mutex<lapin::Consumer>,
-    limit: Duration,
 }
 
 impl fmt::Debug for LapinSubscription {
@@ -422,22 +369,16 @@ impl AmqpSubscription for LapinSubscription {
                 headers: delivery.properties.headers().clone(),
                 redelivered: delivery.redelivered,
                 body: delivery.data,
-                settle: Arc::new(LapinSettle {
-                    acker: delivery.acker,
-                    limit: self.limit,
-                }),
+                settle: Arc::new(LapinSettle(delivery.acker)),
             })),
         }
     }
 
     async fn set_prefetch(&self, prefetch: u16) -> Result<(), AmqpError> {
-        bounded(self.limit, "changing the prefetch", async {
-            Ok(self
-                .channel
-                .basic_qos(prefetch, BasicQosOptions { global: true })
-                .await?)
-        })
-        .await
+        self.channel
+            .basic_qos(prefetch, BasicQosOptions { global: true })
+            .await?;
+        Ok(())
     }
 
     fn is_open(&self) -> bool {
@@ -446,31 +387,12 @@ impl AmqpSubscription for LapinSubscription {
 }
 
 #[derive(Debug)]
-struct LapinSettle {
-    acker: lapin::Acker,
-    limit: Duration,
-}
-
-impl LapinSettle {
-    /// Waits for a settle frame to be written, within the operation bound.
-    async fn within(
-        &self,
-        what: &str,
-        settle: impl std::future::Future<Output = lapin::Result<bool>>,
-    ) -> Result<lapin::Result<bool>, AmqpError> {
-        tokio::time::timeout(self.limit, settle).await.map_err(|_| {
-            AmqpError::Timeout(format!("{what} took longer than {:?}", self.limit))
-        })
-    }
-}
+struct LapinSettle(lapin::Acker);
 
 #[async_trait]
 impl AmqpSettle for LapinSettle {
     async fn ack(&self) -> Result<(), AmqpError> {
-        match self
-            .within("an acknowledgement", self.acker.ack(BasicAckOptions::default()))
-            .await?
-        {
+        match self.0.ack(BasicAckOptions::default()).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(AmqpError::StaleDelivery),
             Err(e) => Err(match AmqpError::from(e) {
@@ -485,10 +407,7 @@ impl AmqpSettle for LapinSettle {
             requeue: true,
             ..BasicNackOptions::default()
         };
-        match self
-            .within("a negative acknowledgement", self.acker.nack(options))
-            .await?
-        {
+        match self.0.nack(options).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(AmqpError::StaleDelivery),
             Err(e) => Err(match AmqpError::from(e) {

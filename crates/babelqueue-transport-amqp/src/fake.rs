@@ -28,6 +28,11 @@ pub(crate) struct World {
     /// A publish to one of these queues makes the "broker" close the connection (as RabbitMQ
     /// does with 541 INTERNAL_ERROR on a header table it cannot parse).
     pub(crate) kill_on_publish_to: HashSet<String>,
+    /// This many later connection attempts never complete (a node that accepts TCP and then
+    /// says nothing, as a RabbitMQ node restarting after a hard kill can).
+    pub(crate) hang_connects: u32,
+    /// This many later acknowledgements never complete (a half-open connection).
+    pub(crate) hang_acks: u32,
     pub(crate) prefetch_calls: Vec<u16>,
 }
 
@@ -70,6 +75,18 @@ impl FakeClient {
 #[async_trait]
 impl AmqpClient for FakeClient {
     async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError> {
+        let hang = {
+            let mut world = self.world();
+            let hang = world.hang_connects > 0;
+            if hang {
+                world.hang_connects -= 1;
+                world.log.push("connect hangs".into());
+            }
+            hang
+        };
+        if hang {
+            std::future::pending::<()>().await;
+        }
         let mut world = self.world();
         if world.down {
             return Err(AmqpError::Connection("connection refused (fake)".into()));
@@ -296,6 +313,18 @@ impl FakeSettle {
 #[async_trait]
 impl AmqpSettle for FakeSettle {
     async fn ack(&self) -> Result<(), AmqpError> {
+        let hang = {
+            let mut world = self.world.lock().unwrap();
+            let hang = world.hang_acks > 0;
+            if hang {
+                world.hang_acks -= 1;
+                world.log.push(format!("ack hangs {}", self.queue));
+            }
+            hang
+        };
+        if hang {
+            std::future::pending::<()>().await;
+        }
         self.take()?;
         self.world
             .lock()

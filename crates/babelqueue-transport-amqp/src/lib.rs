@@ -132,10 +132,7 @@ pub mod projection;
 pub mod transport;
 mod url;
 
-pub use client::{
-    AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, DEFAULT_OPERATION_TIMEOUT, Incoming,
-    LapinClient,
-};
+pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
 pub use error::{AmqpError, AmqpErrorKind};
-pub use transport::{AmqpOptions, AmqpTransport};
+pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT};
 pub use url::AmqpUrl;

@@ -83,7 +83,7 @@ impl Default for AmqpOptions {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             reconnect_wait: Duration::from_secs(10),
-            operation_timeout: crate::client::DEFAULT_OPERATION_TIMEOUT,
+            operation_timeout: DEFAULT_OPERATION_TIMEOUT,
             tls_ca_file: None,
         }
     }
@@ -286,8 +286,7 @@ impl AmqpTransport {
         let declare = parsed.declare && options.declare;
         let options = options.prefetch(prefetch).declare(declare);
         let name = format!("babelqueue-rust pid {}", std::process::id());
-        let mut client =
-            LapinClient::new(parsed.uri, name).with_operation_timeout(options.operation_timeout);
+        let mut client = LapinClient::new(parsed.uri, name);
         if let Some(path) = &options.tls_ca_file {
             let pem = std::fs::read_to_string(path).map_err(|e| {
                 AmqpError::Tls(format!("cannot read the CA file {}: {e}", path.display()))
@@ -339,6 +338,24 @@ impl AmqpTransport {
         let properties = projection::properties(body, headers)?;
         self.inner.publish(queue, body, properties).await
     }
+}
+
+/// The default bound on one broker operation ([`AmqpOptions::operation_timeout`]).
+pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs one operation on the client within `limit`. The supervisor relies on every operation
+/// ending: a node killed hard can leave a connection on which a channel open, a publisher
+/// confirm or an acknowledgement never completes, and a worker waiting on one forever logs
+/// nothing, never reaches its idle timeout and ignores SIGTERM. Running out is a
+/// [`AmqpError::Timeout`], which drops the connection (it is re-established).
+async fn bounded<T>(
+    limit: Duration,
+    what: &str,
+    operation: impl std::future::Future<Output = Result<T, AmqpError>>,
+) -> Result<T, AmqpError> {
+    tokio::time::timeout(limit, operation)
+        .await
+        .map_err(|_| AmqpError::Timeout(format!("{what} took longer than {limit:?}")))?
 }
 
 fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -401,7 +418,8 @@ impl Inner {
                 tokio::time::sleep_until(at).await;
                 continue;
             }
-            match self.client.connect().await {
+            let limit = self.options.operation_timeout;
+            match bounded(limit, "connecting", self.client.connect()).await {
                 Ok(link) => {
                     sup.generation += 1;
                     if sup.generation > 1 {
@@ -475,7 +493,12 @@ impl Inner {
         if !self.options.declare || lock(&live.declared).contains(queue) {
             return Ok(());
         }
-        live.link.declare(queue).await?;
+        bounded(
+            self.options.operation_timeout,
+            "declaring a queue",
+            live.link.declare(queue),
+        )
+        .await?;
         lock(&live.declared).insert(queue.to_owned());
         Ok(())
     }
@@ -488,13 +511,21 @@ impl Inner {
         properties: &lapin::BasicProperties,
     ) -> Result<(), AmqpError> {
         self.declare(live, queue).await?;
-        match live.link.publish(queue, body, properties.clone()).await {
+        let limit = self.options.operation_timeout;
+        let publish = || {
+            bounded(
+                limit,
+                "a confirmed publish",
+                live.link.publish(queue, body, properties.clone()),
+            )
+        };
+        match publish().await {
             Err(AmqpError::Unroutable { .. }) if self.options.declare => {
                 // The queue vanished since it was declared (deleted by hand): declare it again
                 // and send once more; the returned copy was not stored anywhere.
                 lock(&live.declared).remove(queue);
                 self.declare(live, queue).await?;
-                live.link.publish(queue, body, properties.clone()).await
+                publish().await
             }
             other => other,
         }
@@ -549,7 +580,12 @@ impl Inner {
                 Some(fixed) => fixed,
                 None => lock(&self.grown).get(queue).copied().unwrap_or(1),
             };
-            let sub = live.link.subscribe(queue, prefetch).await?;
+            let sub = bounded(
+                self.options.operation_timeout,
+                "subscribing",
+                live.link.subscribe(queue, prefetch),
+            )
+            .await?;
             Ok::<_, AmqpError>(Arc::new(Sub {
                 generation: live.generation,
                 sub,
@@ -587,7 +623,12 @@ impl Inner {
             return Ok(());
         }
         let wanted = u16::try_from(held + 1).unwrap_or(u16::MAX);
-        sub.sub.set_prefetch(wanted).await?;
+        bounded(
+            self.options.operation_timeout,
+            "changing the prefetch",
+            sub.sub.set_prefetch(wanted),
+        )
+        .await?;
         sub.prefetch.store(wanted, Ordering::SeqCst);
         lock(&self.grown).insert(queue.to_owned(), wanted);
         tracing::debug!(target: LOG, queue, prefetch = wanted, "Prefetch raised to follow the runtime's concurrency");
@@ -601,7 +642,13 @@ impl Inner {
             let step = async {
                 self.grow_prefetch(queue, &sub).await?;
                 let remaining = deadline.saturating_duration_since(Instant::now());
-                sub.sub.next(remaining).await
+                // `next` honours its own timeout; the bound is for a client that does not.
+                bounded(
+                    remaining + self.options.operation_timeout,
+                    "receiving",
+                    sub.sub.next(remaining),
+                )
+                .await
             }
             .await;
             match step {
@@ -684,9 +731,19 @@ impl Inner {
             ));
         }
         let result = if requeue {
-            handle.settle.requeue().await
+            bounded(
+                self.options.operation_timeout,
+                "a negative acknowledgement",
+                handle.settle.requeue(),
+            )
+            .await
         } else {
-            handle.settle.ack().await
+            bounded(
+                self.options.operation_timeout,
+                "an acknowledgement",
+                handle.settle.ack(),
+            )
+            .await
         };
         if let Err(e) = &result
             && e.connection_lost()
@@ -887,7 +944,11 @@ mod tests {
         let t = transport(&fake);
         t.publish("q", &body(1)).await.unwrap();
         t.publish("q", &body(2)).await.unwrap();
-        let first = t.pop("q", Duration::from_millis(50)).await.unwrap().unwrap();
+        let first = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
         t.ack(&first).await.unwrap();
         fake.world().down = true;
         fake.kill_connections();
@@ -897,7 +958,10 @@ mod tests {
         fake.world().down = false;
         let got = t.pop("q", Duration::from_secs(1)).await.unwrap().unwrap();
         t.ack(&got).await.unwrap();
-        assert_eq!(connects_while_down, 2, "nothing connected while the broker was down");
+        assert_eq!(
+            connects_while_down, 2,
+            "nothing connected while the broker was down"
+        );
         assert_eq!(t.reconnects(), 1);
     }
 
@@ -1084,7 +1148,11 @@ mod tests {
             .await
             .unwrap();
         let seen = seen.lock().unwrap().clone();
-        assert_eq!(&seen[..2], [1, 2], "the good message ran second, not never: {seen:?}");
+        assert_eq!(
+            &seen[..2],
+            [1, 2],
+            "the good message ran second, not never: {seen:?}"
+        );
         // The failing one is still there, unchanged, waiting for the DLQ to come back.
         assert_eq!(fake.bodies("q"), [body(1)]);
     }
@@ -1102,7 +1170,10 @@ mod tests {
         // One publish: the first loss is resent on a new connection, the second is final.
         let err = t.publish("q.dlq", &body(9)).await.unwrap_err();
         assert!(!err.is_transient(), "{err}");
-        assert!(err.to_string().contains("closed the connection 2 times"), "{err}");
+        assert!(
+            err.to_string().contains("closed the connection 2 times"),
+            "{err}"
+        );
         assert_eq!(fake.world().connects, 2);
 
         // Through the runtime for two seconds: the message whose dead-letter record the broker
@@ -1116,13 +1187,73 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(2)).await;
             stop.stop();
         });
-        app.consume(Consume::new().handle_signals(false)).await.unwrap();
+        app.consume(Consume::new().handle_signals(false))
+            .await
+            .unwrap();
         let connects = fake.world().connects;
-        assert!(connects <= 14, "{connects} connections in 2 s: a reconnect storm");
+        assert!(
+            connects <= 14,
+            "{connects} connections in 2 s: a reconnect storm"
+        );
         let seen = seen.lock().unwrap().clone();
         assert!(seen.contains(&2), "{seen:?}");
         let left: Vec<_> = fake.bodies("q");
         assert_eq!(left, [body(1)], "nothing lost");
+    }
+
+    /// Defect 3 of the adversarial run: after a hard kill of the node the worker wedged (no
+    /// log, no idle timeout, SIGTERM ignored) on an operation that never completed. Every
+    /// operation is bounded: a connect and an acknowledgement that never answer are dropped,
+    /// the connection is re-established, nothing is lost, and the loop reaches its idle
+    /// timeout.
+    #[tokio::test]
+    async fn operations_that_never_complete_are_bounded_and_the_loop_stays_alive() {
+        let fake = FakeClient::default();
+        let t = AmqpTransport::with_client(
+            Arc::new(fake.clone()),
+            AmqpOptions::default()
+                .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(40))
+                .operation_timeout(Duration::from_millis(300)),
+        );
+        fake.publish_raw("q", &body(1));
+        fake.publish_raw("q", &body(2));
+        {
+            let mut world = fake.world();
+            world.hang_connects = 1;
+            world.hang_acks = 1;
+        }
+        let handled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = handled.clone();
+        let app = App::builder(t.clone())
+            .queue("q")
+            .poll_timeout(Duration::from_millis(50))
+            .handle(URN, move |_ctx: Context| {
+                h.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<(), HandlerError>(()) }
+            })
+            .build()
+            .unwrap();
+        let summary = tokio::time::timeout(
+            Duration::from_secs(10),
+            app.consume(
+                Consume::new()
+                    .idle_timeout(Duration::from_millis(500))
+                    .handle_signals(false),
+            ),
+        )
+        .await
+        .expect("the consume loop reached its idle timeout instead of wedging")
+        .unwrap();
+        assert!(summary.processed >= 2, "{summary:?}");
+        assert!(fake.bodies("q").is_empty(), "both handled and acknowledged");
+        assert!(handled.load(Ordering::SeqCst) >= 2);
+        let log = fake.world().log.clone();
+        assert!(log.contains(&"connect hangs".to_owned()), "{log:?}");
+        assert!(log.contains(&"ack hangs q".to_owned()), "{log:?}");
+        assert!(
+            t.reconnects() >= 1,
+            "the connection with the hung ack was replaced"
+        );
     }
 
     #[tokio::test]

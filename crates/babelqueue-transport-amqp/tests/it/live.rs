@@ -450,7 +450,12 @@ async fn a_hard_broker_kill_mid_stream_loses_nothing_and_the_worker_recovers_and
 }
 
 async fn restart_mid_stream(outage: Outage) {
-    const N: usize = 1_000;
+    // The hard kill runs the adversarial run's shape: eight handlers at once, so acks and
+    // prefetched deliveries are in flight on the connection when the node dies.
+    let (n, concurrency, pace) = match outage {
+        Outage::StopApp => (1_000, 2, 30),
+        Outage::HardKill => (3_000, 8, 20),
+    };
     let Some(url) = common::broker() else { return };
     let _exclusive = common::BROKER.write().await;
     common::init_tracing();
@@ -458,7 +463,7 @@ async fn restart_mid_stream(outage: Outage) {
     let transport = AmqpTransport::connect(&url).await.unwrap();
     let producer = App::builder(transport.clone()).queue(&q).build().unwrap();
     let mut ids = HashSet::new();
-    for i in 0..N {
+    for i in 0..n {
         ids.insert(producer.publish(URN, &json!({"i": i})).await.unwrap());
     }
 
@@ -467,13 +472,13 @@ async fn restart_mid_stream(outage: Outage) {
     let (h, c) = (handled.clone(), calls.clone());
     let worker = App::builder(transport.clone())
         .queue(&q)
-        .concurrency(2)
+        .concurrency(concurrency)
         .poll_timeout(Duration::from_millis(500))
         .handle(URN, move |ctx: Context| {
             let (h, c) = (h.clone(), c.clone());
             async move {
                 // ~15 s for the whole stream, so the restart lands in the middle of it.
-                tokio::time::sleep(Duration::from_millis(30)).await;
+                tokio::time::sleep(Duration::from_millis(pace)).await;
                 c.fetch_add(1, Ordering::SeqCst);
                 h.lock()
                     .unwrap()
@@ -498,10 +503,10 @@ async fn restart_mid_stream(outage: Outage) {
             distinct(&h)
         }
     };
-    let before = wait_until(N / 10, Duration::from_secs(60)).await;
+    let before = wait_until(n / 10, Duration::from_secs(60)).await;
     assert!(
-        before >= N / 10,
-        "the worker started: {before} of {N} handled"
+        before >= n / 10,
+        "the worker started: {before} of {n} handled"
     );
 
     match outage {
@@ -510,10 +515,10 @@ async fn restart_mid_stream(outage: Outage) {
             rabbitmqctl("stop_app");
             let during = distinct(&handled);
             assert!(
-                during < N,
-                "the broker must stop in the middle of the stream, but all {N} were already handled"
+                during < n,
+                "the broker must stop in the middle of the stream, but all {n} were already handled"
             );
-            println!("broker restart: {during} of {N} handled when the broker stopped");
+            println!("broker restart: {during} of {n} handled when the broker stopped");
             tokio::time::sleep(Duration::from_secs(2)).await;
             assert!(
                 !running.is_finished(),
@@ -527,25 +532,25 @@ async fn restart_mid_stream(outage: Outage) {
             let killed = Command::new("kill").arg("-9").args(&vm).status().unwrap();
             assert!(killed.success(), "kill -9 {vm:?}");
             let during = distinct(&handled);
-            assert!(during < N, "the node must die in the middle of the stream");
-            println!("hard kill: {during} of {N} handled when the node was killed");
+            assert!(during < n, "the node must die in the middle of the stream");
+            println!("hard kill: {during} of {n} handled when the node was killed");
             tokio::time::sleep(Duration::from_secs(3)).await;
             assert!(!running.is_finished(), "the worker survives the node dying");
         } // scripts/brokers.sh up rabbitmq
     }
 
-    let after = wait_until(N, Duration::from_secs(120)).await;
-    assert_eq!(after, N, "all {N} messages handled at least once");
+    let after = wait_until(n, Duration::from_secs(120)).await;
+    assert_eq!(after, n, "all {n} messages handled at least once");
     assert!(handled.lock().unwrap().is_subset(&ids));
     assert!(transport.reconnects() >= 1, "the supervisor reconnected");
     // Still running and still consuming: a message published after the restart is handled.
     producer.publish(URN, &json!({"i": "after"})).await.unwrap();
-    let last = wait_until(N + 1, Duration::from_secs(30)).await;
-    assert_eq!(last, N + 1, "the worker keeps consuming after the restart");
+    let last = wait_until(n + 1, Duration::from_secs(30)).await;
+    assert_eq!(last, n + 1, "the worker keeps consuming after the restart");
     assert!(!running.is_finished(), "the worker is still running");
     println!(
         "broker restart: {} distinct messages handled in {} handler calls, {} reconnect(s)",
-        N + 1,
+        n + 1,
         calls.load(Ordering::SeqCst),
         transport.reconnects()
     );
@@ -556,7 +561,7 @@ async fn restart_mid_stream(outage: Outage) {
         .unwrap_or_else(|_| panic!("the worker did not stop when asked after the outage ({outage:?})"))
         .unwrap()
         .unwrap();
-    assert!(summary.processed > N as u64);
+    assert!(summary.processed > n as u64);
     let raw = Raw::new(&url).await;
     assert_eq!(
         raw.wait_depth(&q, 0, Duration::from_secs(5)).await,
