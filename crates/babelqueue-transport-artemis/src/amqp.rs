@@ -458,9 +458,12 @@ impl Client for AmqpClient {
                         && !self.closed.load(Ordering::SeqCst)
                         && Instant::now() + backoff < deadline =>
                 {
+                    // Jitter in [50 %, 100 %], so a fleet of workers does not reconnect in
+                    // lock step after a broker restart.
+                    let pause = backoff.mul_f64(0.5 + 0.5 * fastrand::f64());
                     tracing::warn!(target: LOG, address, error = %e,
-                        "Sending to {address:?} failed; retrying in {backoff:?} on a new connection");
-                    tokio::time::sleep(backoff).await;
+                        "Sending to {address:?} failed; retrying in {pause:?} on a new connection");
+                    tokio::time::sleep(pause).await;
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
                 Err(e) => return Err(e),
