@@ -9,8 +9,9 @@ use super::write;
 
 /// An object member name, kept as its escaped JSON text so it re-emits byte for byte.
 ///
-/// Names compare by their decoded value (`"job"` and `"\u006aob"` are the same member) and are
-/// case-sensitive (`"JOB"` is not `"job"`).
+/// Names compare by the UTF-16 code units they stand for (`"job"` and `"\u006aob"` are the same
+/// member; `"\ud800"` and `"\udc00"`, two different lone surrogates, are not, although both
+/// decode lossily to U+FFFD) and are case-sensitive (`"JOB"` is not `"job"`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Key {
     raw: String,
@@ -43,9 +44,18 @@ impl Key {
     /// Whether this key names `name` (case-sensitive, after unescaping).
     pub fn is(&self, name: &str) -> bool {
         if self.raw.as_bytes().contains(&b'\\') {
-            self.name() == name
+            scan::code_units(&self.raw).eq(name.encode_utf16())
         } else {
             self.raw == name
+        }
+    }
+
+    /// Whether this key and `other` name the same member (equal code units).
+    pub fn same_member(&self, other: &Key) -> bool {
+        if self.raw.as_bytes().contains(&b'\\') || other.raw.as_bytes().contains(&b'\\') {
+            scan::code_units(&self.raw).eq(scan::code_units(&other.raw))
+        } else {
+            self.raw == other.raw
         }
     }
 }
@@ -141,12 +151,10 @@ impl Object {
     }
 
     pub(crate) fn insert_key(&mut self, key: Key, value: RawJson) {
-        let name = key.name();
-        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| k.is(&name)) {
+        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| k.same_member(&key)) {
             slot.1 = value;
             return;
         }
-        drop(name);
         self.entries.push((key, value));
     }
 
@@ -220,6 +228,17 @@ mod tests {
         let mut out = String::new();
         o.write_into(&mut out);
         assert_eq!(out, r#"{"\u006aob":"urn:x","JOB":1}"#);
+    }
+
+    #[test]
+    fn different_lone_surrogates_are_different_members() {
+        let text = r#"{"job":"urn:x","\ud800":1,"\udc00":2,"\ud800":3}"#;
+        let o = Object::parse(text).unwrap();
+        assert_eq!(o.len(), 3);
+        let mut out = String::new();
+        o.write_into(&mut out);
+        assert_eq!(out, r#"{"job":"urn:x","\ud800":3,"\udc00":2}"#);
+        assert!(!o.contains_key("\u{FFFD}"), "a lone surrogate is not U+FFFD");
     }
 
     #[test]

@@ -577,10 +577,68 @@ pub(crate) fn unescape(inner: &str) -> alloc::borrow::Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The UTF-16 code units the escaped string text `inner` (between its quotes) stands for,
+/// without any lossy step: a lone surrogate escape (`\ud800`) stays that one code unit, where
+/// [`unescape`] must turn it into U+FFFD. Two names are the same member exactly when their code
+/// units are equal (`"\u006aob"` is `"job"`, but `"\ud800"` is not `"\udc00"`).
+pub(crate) fn code_units(inner: &str) -> impl Iterator<Item = u16> + '_ {
+    let b = inner.as_bytes();
+    let mut i = 0;
+    let mut pending: Option<u16> = None;
+    core::iter::from_fn(move || {
+        if let Some(unit) = pending.take() {
+            return Some(unit);
+        }
+        if i >= b.len() {
+            return None;
+        }
+        if b[i] == b'\\' {
+            let e = b.get(i + 1).copied().unwrap_or(b'\\');
+            if e == b'u' {
+                let unit = b.get(i + 2..i + 6).and_then(parse_hex4).unwrap_or(0xFFFD);
+                i += 6;
+                return u16::try_from(unit).ok();
+            }
+            i += 2;
+            return Some(u16::from(match e {
+                b'b' => 0x08,
+                b'f' => 0x0C,
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'/' => b'/',
+                b'"' => b'"',
+                _ => b'\\',
+            }));
+        }
+        let c = inner[i..].chars().next()?;
+        i += c.len_utf8();
+        let mut units = [0u16; 2];
+        let encoded = c.encode_utf16(&mut units);
+        if encoded.len() == 2 {
+            pending = Some(encoded[1]);
+        }
+        Some(encoded[0])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use alloc::string::String;
+
+    #[test]
+    fn code_units_keep_lone_surrogates_apart() {
+        let units = |s: &str| code_units(s).collect::<alloc::vec::Vec<u16>>();
+        assert_eq!(units("\\u006aob"), units("job"));
+        assert_eq!(units("\\ud83d\\ude00"), units("\u{1F600}"));
+        assert_ne!(units("\\ud800"), units("\\udc00"));
+        assert_ne!(units("\\ud800"), units("\u{FFFD}"));
+        assert_eq!(
+            units("a\\n\\\"\\\\\\/é"),
+            [0x61, 0x0A, 0x22, 0x5C, 0x2F, 0xE9]
+        );
+    }
 
     fn kind(text: &str) -> Result<JsonKind, SyntaxErrorKind> {
         validate(text).map(|s| s.kind).map_err(|e| e.kind)
