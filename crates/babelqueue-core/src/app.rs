@@ -1159,7 +1159,14 @@ impl Inner {
             return;
         }
         if let Some(rewinder) = transport.rewinder() {
-            if let Err(e) = rewinder.rewind_behind(delivery).await {
+            // A version-gated delivery is never written back to its queue (the contract allows
+            // only its dead-letter write), so it is rewound in place; any other message whose
+            // settle write failed moves behind the others where the broker can.
+            let rewound = match unsettle {
+                Unsettle::AbandonOrRewind => rewinder.rewind(delivery).await,
+                Unsettle::Rewind => rewinder.rewind_behind(delivery).await,
+            };
+            if let Err(e) = rewound {
                 tracing::error!(target: LOG, queue = delivery.queue(), error = %e, "Failed to rewind an unsettled message");
                 return;
             }
