@@ -652,9 +652,15 @@ impl App {
                         last_arrival = tokio::time::Instant::now();
                     }
                 }
-                Err(e) if e.kind() == crate::error::TransportErrorKind::Auth => {
-                    // Wrong credentials do not heal by polling again: stop, and say why.
-                    tracing::error!(target: LOG, queue = %queue, error = %e, "The broker refused the credentials while receiving from {queue:?}; stopping");
+                Err(e) if matches!(
+                    e.kind(),
+                    crate::error::TransportErrorKind::Auth | crate::error::TransportErrorKind::Config
+                ) =>
+                {
+                    // Wrong credentials, or a consumer its client gave up on (a configuration it
+                    // refuses, a fenced static member), do not heal by polling again: stop, and
+                    // say why.
+                    tracing::error!(target: LOG, queue = %queue, error = %e, "Receiving from {queue:?} cannot work ({:?}); stopping", e.kind());
                     fatal = Some(e);
                     break;
                 }

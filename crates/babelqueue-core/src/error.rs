@@ -106,7 +106,8 @@ pub enum TransportErrorKind {
     /// handshake that failed). Not transient: a consume loop that meets it stops with it, so
     /// a worker started with wrong credentials exits with an error instead of polling forever.
     Auth,
-    /// The transport's own configuration is wrong (bad URL, an unsupported option).
+    /// The transport's own configuration is wrong (bad URL, an unsupported option). Not
+    /// transient: a consume loop whose receive reports it stops with it.
     Config,
     /// The operation is not possible for this message or configuration (a FIFO delay, a delay
     /// above the broker's limit). Not transient.

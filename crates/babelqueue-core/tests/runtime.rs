@@ -989,14 +989,14 @@ async fn negative_attempts_never_buy_extra_deliveries() {
     }
 }
 
-/// A transport whose broker refuses the credentials on every receive.
+/// A transport whose every receive fails with one kind of error.
 #[derive(Debug)]
-struct WrongPassword;
+struct Refusing(babelqueue_core::TransportErrorKind);
 
 #[async_trait::async_trait]
-impl Transport for WrongPassword {
+impl Transport for Refusing {
     fn name(&self) -> &'static str {
-        "wrong-password"
+        "refusing"
     }
     async fn publish(&self, _: &str, _: &[u8]) -> Result<(), babelqueue_core::TransportError> {
         Ok(())
@@ -1006,31 +1006,46 @@ impl Transport for WrongPassword {
         _: &str,
         _: Duration,
     ) -> Result<Option<babelqueue_core::Delivery>, babelqueue_core::TransportError> {
-        Err(babelqueue_core::TransportError::auth(
+        Err(babelqueue_core::TransportError::new(
+            self.0,
             "the broker refused user \"app\" (wrong password)",
         ))
     }
-    async fn ack(&self, _: &babelqueue_core::Delivery) -> Result<(), babelqueue_core::TransportError> {
+    async fn ack(
+        &self,
+        _: &babelqueue_core::Delivery,
+    ) -> Result<(), babelqueue_core::TransportError> {
         Ok(())
     }
 }
 
+/// Refused credentials (or a receive the client gave up on for good) end the loop with the
+/// error; a transient error is polled again.
 #[tokio::test]
 async fn refused_credentials_end_the_consume_loop_with_the_error() {
-    let app = App::builder(WrongPassword)
-        .poll_timeout(Duration::from_millis(20))
-        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
-        .build()
-        .unwrap();
-    let started = std::time::Instant::now();
-    let err = tokio::time::timeout(
-        Duration::from_secs(5),
-        app.consume(Consume::new().handle_signals(false)),
-    )
-    .await
-    .expect("the loop stops instead of polling forever")
-    .unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(err.to_string().contains("wrong password"), "{err}");
-    assert!(!err.is_transient());
+    use babelqueue_core::TransportErrorKind as K;
+    for (kind, stops) in [(K::Auth, true), (K::Config, true), (K::Connection, false)] {
+        let app = App::builder(Refusing(kind))
+            .poll_timeout(Duration::from_millis(20))
+            .rewind_pause(Duration::from_millis(20))
+            .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let run = tokio::time::timeout(
+            Duration::from_millis(1_500),
+            app.consume(Consume::new().handle_signals(false)),
+        )
+        .await;
+        if stops {
+            let err = run
+                .expect("the loop stops instead of polling forever")
+                .unwrap_err();
+            assert!(started.elapsed() < Duration::from_secs(1), "{kind:?}");
+            assert!(err.to_string().contains("wrong password"), "{err}");
+            assert!(!err.is_transient());
+        } else {
+            assert!(run.is_err(), "{kind:?}: a transient error is polled again");
+        }
+    }
 }
