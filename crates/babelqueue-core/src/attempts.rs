@@ -1,7 +1,5 @@
-//! Reconciling a body's `attempts` with what the broker knows, for transports whose broker
-//! counts deliveries (SQS `ApproximateReceiveCount`, ASB `DeliveryCount`, Artemis
-//! `delivery-count`, Pulsar redelivery count) or carries an authoritative count out of band
-//! (the Kafka `bq-attempts` header).
+//! Reconciling a body's `attempts` with what the broker knows ([`Count`]), in one place for
+//! every transport.
 //!
 //! The body is rewritten only when the value changes, through the codec (decode → set
 //! attempts → encode), so everything else survives byte for byte; an unreadable body, or one
@@ -12,14 +10,17 @@ use std::borrow::Cow;
 
 use babelqueue_envelope::{Envelope, JsonKind};
 
-fn current(body: &[u8]) -> Option<(Envelope, i64)> {
+use crate::delivery::Count;
+
+/// The body's `attempts`: `Some(0)` when missing or null, `None` when it is not an integer (or
+/// the body is not an object).
+fn current(body: &[u8]) -> Option<(bool, i64)> {
     let parsed = Envelope::parse_object(body).ok()?;
-    let attempts = match parsed.get("attempts") {
-        None => 0,
-        Some(raw) if raw.kind() == JsonKind::Null => 0,
-        Some(raw) => raw.as_i64()?,
-    };
-    Some((parsed, attempts))
+    match parsed.get("attempts") {
+        None => Some((false, 0)),
+        Some(raw) if raw.kind() == JsonKind::Null => Some((true, 0)),
+        Some(raw) => raw.as_i64().map(|n| (false, n)),
+    }
 }
 
 fn rewrite(body: &[u8], attempts: i64) -> Cow<'_, [u8]> {
@@ -31,66 +32,176 @@ fn rewrite(body: &[u8], attempts: i64) -> Cow<'_, [u8]> {
     }
 }
 
-/// `attempts = max(body attempts, native)`: never lowers the body's count.
-pub fn at_least(body: &[u8], native: i64) -> Cow<'_, [u8]> {
-    match current(body) {
-        Some((_, attempts)) if native > attempts => rewrite(body, native),
-        _ => Cow::Borrowed(body),
+/// The body with `attempts` reconciled with `count` (unchanged when there is no count).
+///
+/// | rule | `attempts` becomes |
+/// |---|---|
+/// | [`Count::Redelivered`] `n` | `max(attempts, n)` (missing/null count as 0) |
+/// | [`Count::Carried`] `v` | `v` (a null `attempts` is written as `v` too) |
+/// | [`Count::CarriedOrBody`] | `max(carried or attempts, redelivered)`, only for an integer `attempts` |
+pub fn reconcile(body: &[u8], count: Option<Count>) -> Cow<'_, [u8]> {
+    let Some(count) = count else {
+        return Cow::Borrowed(body);
+    };
+    let Some((null, attempts)) = current(body) else {
+        return Cow::Borrowed(body);
+    };
+    let wanted = match count {
+        Count::Redelivered(n) => attempts.max(n),
+        Count::Carried(v) => {
+            if null {
+                return rewrite(body, v);
+            }
+            v
+        }
+        Count::CarriedOrBody {
+            carried,
+            redelivered,
+        } => {
+            let present = Envelope::parse_object(body)
+                .ok()
+                .and_then(|e| e.get("attempts").and_then(|a| a.as_i64()))
+                .is_some();
+            if !present {
+                return Cow::Borrowed(body);
+            }
+            carried.unwrap_or(attempts).max(redelivered)
+        }
+    };
+    if wanted == attempts {
+        Cow::Borrowed(body)
+    } else {
+        rewrite(body, wanted)
     }
 }
 
-/// `attempts = value` (an authoritative out-of-band count), unchanged when already equal.
-pub fn exactly(body: &[u8], value: i64) -> Cow<'_, [u8]> {
-    match current(body) {
-        Some((parsed, attempts))
-            if attempts != value || parsed.get("attempts").is_some_and(|a| a.is_null()) =>
-        {
-            rewrite(body, value)
-        }
-        _ => Cow::Borrowed(body),
+/// Deliveries a poison body has had (R-50): the broker's count when it is authoritative
+/// ([`Count::Carried`]), else the larger of the broker's count and the integer `attempts` of
+/// the body (a bare `{"attempts":N}` a previous bounded retry left); never below 0.
+pub fn poison_attempts(body: &[u8], count: Option<Count>) -> i64 {
+    if let Some(Count::Carried(v)) = count {
+        return v.max(0);
     }
+    let body_attempts = Envelope::parse_object(body)
+        .ok()
+        .and_then(|e| e.get("attempts").and_then(|a| a.as_i64()))
+        .unwrap_or(0);
+    count
+        .map_or(0, |c| c.native())
+        .max(body_attempts)
+        .max(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn text(body: Cow<'_, [u8]>) -> String {
+        String::from_utf8(body.into_owned()).unwrap()
+    }
+
     #[test]
-    fn raises_never_lowers() {
+    fn redelivered_raises_never_lowers() {
         let body = br#"{"job":"urn:x","data":{"n":1.50},"attempts":2}"#;
-        assert!(matches!(at_least(body, 1), Cow::Borrowed(_)));
-        assert!(matches!(at_least(body, 2), Cow::Borrowed(_)));
+        let at_least = |n| reconcile(body, Some(Count::Redelivered(n)));
+        assert!(matches!(at_least(1), Cow::Borrowed(_)));
+        assert!(matches!(at_least(2), Cow::Borrowed(_)));
         assert_eq!(
-            &*at_least(body, 5),
-            br#"{"job":"urn:x","data":{"n":1.50},"attempts":5}"#
+            text(at_least(5)),
+            r#"{"job":"urn:x","data":{"n":1.50},"attempts":5}"#
         );
         assert_eq!(
-            &*at_least(br#"{"job":"urn:x"}"#, 1),
-            br#"{"job":"urn:x","attempts":1}"#
+            text(reconcile(br#"{"job":"urn:x"}"#, Some(Count::Redelivered(1)))),
+            r#"{"job":"urn:x","attempts":1}"#
         );
     }
 
     #[test]
-    fn exact_values_and_untouchable_bodies() {
+    fn carried_is_exact_and_writes_over_null() {
         let body = br#"{"job":"urn:x","attempts":5}"#;
-        assert_eq!(&*exactly(body, 1), br#"{"job":"urn:x","attempts":1}"#);
-        assert!(matches!(exactly(body, 5), Cow::Borrowed(_)));
         assert_eq!(
-            &*exactly(br#"{"job":"urn:x","attempts":null}"#, 0),
-            br#"{"job":"urn:x","attempts":0}"#
+            text(reconcile(body, Some(Count::Carried(1)))),
+            r#"{"job":"urn:x","attempts":1}"#
         );
+        assert!(matches!(
+            reconcile(body, Some(Count::Carried(5))),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            text(reconcile(
+                br#"{"job":"urn:x","attempts":null}"#,
+                Some(Count::Carried(0))
+            )),
+            r#"{"job":"urn:x","attempts":0}"#
+        );
+    }
+
+    #[test]
+    fn carried_or_body_needs_an_integer_attempts() {
+        let pulsar = |carried, redelivered| {
+            Some(Count::CarriedOrBody {
+                carried,
+                redelivered,
+            })
+        };
+        let body = br#"{"job":"urn:x","attempts":2}"#;
+        assert_eq!(
+            text(reconcile(body, pulsar(Some(4), 1))),
+            r#"{"job":"urn:x","attempts":4}"#
+        );
+        assert_eq!(
+            text(reconcile(body, pulsar(None, 3))),
+            r#"{"job":"urn:x","attempts":3}"#
+        );
+        assert!(matches!(reconcile(body, pulsar(None, 1)), Cow::Borrowed(_)));
+        let missing = br#"{"job":"urn:x"}"#;
+        assert!(matches!(
+            reconcile(missing, pulsar(Some(4), 4)),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn untouchable_bodies_and_no_count() {
         for untouched in [
             &b"not json"[..],
             br#"{"job":"urn:x","attempts":"3"}"#,
             b"[1]",
         ] {
-            assert!(matches!(at_least(untouched, 9), Cow::Borrowed(_)));
-            assert!(matches!(exactly(untouched, 9), Cow::Borrowed(_)));
+            for count in [Count::Redelivered(9), Count::Carried(9)] {
+                assert!(matches!(
+                    reconcile(untouched, Some(count)),
+                    Cow::Borrowed(_)
+                ));
+            }
         }
+        assert!(matches!(
+            reconcile(br#"{"attempts":1}"#, None),
+            Cow::Borrowed(_)
+        ));
         // forbidden keys are dropped by the rewrite, as on every re-encode
         assert_eq!(
-            &*at_least(br#"{"job":"urn:x","timestamp":1}"#, 2),
-            br#"{"job":"urn:x","attempts":2}"#
+            text(reconcile(
+                br#"{"job":"urn:x","timestamp":1}"#,
+                Some(Count::Redelivered(2))
+            )),
+            r#"{"job":"urn:x","attempts":2}"#
         );
+    }
+
+    #[test]
+    fn poison_counts() {
+        assert_eq!(poison_attempts(b"not json", None), 0);
+        assert_eq!(poison_attempts(br#"{"attempts":3}"#, None), 3);
+        assert_eq!(
+            poison_attempts(br#"{"attempts":3}"#, Some(Count::Redelivered(5))),
+            5
+        );
+        assert_eq!(
+            poison_attempts(br#"{"attempts":3}"#, Some(Count::Carried(1))),
+            1,
+            "an authoritative count wins over the body"
+        );
+        assert_eq!(poison_attempts(br#"{"attempts":-3}"#, None), 0);
     }
 }

@@ -32,11 +32,16 @@
 //!
 //! # Where the rules live
 //!
+//! A message goes transport → facts → pure decision → plan → settle:
+//!
+//! * [`transport`]: the broker contract and its optional capabilities; a transport hands out a
+//!   [`Delivery`] carrying the [`Facts`] its broker reported, and decides nothing;
+//! * [`classify`]: the first decision, pure: the schema-version gate, poison (with its typed
+//!   cause and count), or a readable envelope with its reconciled `attempts` and its route;
 //! * [`decide`]: every retry, poison, unknown-URN and schema-version-gate rule, as pure
-//!   functions from the facts of one delivery to a [`Plan`](decide::Plan);
-//! * [`app`]: gathers the facts, runs handlers (up to `concurrency` at once), carries out plans
-//!   through the transport's capabilities, shuts down gracefully;
-//! * [`transport`]: the broker contract and its optional capability traits.
+//!   functions from what was classified to a [`Plan`](decide::Plan);
+//! * [`app`]: runs handlers (up to `concurrency` at once), carries out plans through the
+//!   transport's capabilities, shuts down gracefully.
 //!
 //! # Deliberate differences from the reference SDK
 //!
@@ -50,7 +55,9 @@
 
 pub mod app;
 pub mod attempts;
+pub mod classify;
 pub mod decide;
+pub mod delivery;
 mod error;
 pub mod gate;
 pub mod handler;
@@ -70,10 +77,11 @@ pub use handler::{
 };
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
+pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use transport::{
-    Abandoner, BatchPopper, Browser, DeadLetterNamer, DeadLetterWriter, DelayedPublisher, Delivery,
-    DeliveryCounter, HeaderPublisher, Headers, NativeSettler, Redeliverer, Rewinder, Route,
-    RoutedPublisher, SettlePublisher, Transport, TransportPoison,
+    Abandoner, BatchPopper, Browser, Capabilities, DeadLetterNamer, DeadLetterWriter,
+    DelayedPublisher, HeaderPublisher, NativeSettler, Redeliver, Redeliverer, Redelivery,
+    Rewinder, RoutedPublisher, SettlePublisher, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

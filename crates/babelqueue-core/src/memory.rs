@@ -34,7 +34,8 @@ use tokio::time::Instant;
 
 use crate::error::TransportError;
 use crate::transport::{
-    Browser, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer, Rewinder, Transport,
+    Browser, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliver,
+    Redeliverer, Redelivery, Rewinder, Transport,
 };
 
 #[derive(Debug, Clone)]
@@ -257,20 +258,13 @@ impl Transport for MemoryTransport {
         Ok(())
     }
 
-    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
-        Some(self)
-    }
-    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
-        Some(self)
-    }
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        Some(self)
-    }
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        Some(self)
-    }
-    fn browser(&self) -> Option<&dyn Browser> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .headers(self)
+            .delay(self)
+            .redelivery(Redelivery::Native(self))
+            .rewind(self)
+            .browse(self)
     }
 }
 
@@ -318,9 +312,9 @@ impl Redeliverer for MemoryTransport {
     async fn redeliver(
         &self,
         delivery: &Delivery,
-        body: &[u8],
-        delay: Duration,
+        redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError> {
+        let (body, delay) = (redeliver.body, redeliver.delay_or_zero());
         if self.state().failing.contains(delivery.queue()) {
             return Err(TransportError::connection(format!(
                 "memory: releasing to {:?} fails (injected)",
@@ -435,7 +429,7 @@ mod tests {
         let headers = Headers::from([("traceparent".to_owned(), "00-x".to_owned())]);
         m.publish_with_headers("q", b"v1", &headers).await.unwrap();
         let d = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
-        m.redeliver(&d, b"v2", Duration::ZERO).await.unwrap();
+        m.redeliver(&d, Redeliver::new(b"v2", Some(1), None)).await.unwrap();
         assert_eq!(m.headers_of("q"), vec![headers]);
         assert_eq!(m.bodies("q"), vec![b"v2".to_vec()]);
         m.fail_publishes_to("dlq", true);

@@ -12,7 +12,8 @@ use babelqueue_envelope::{Envelope, RawJson};
 
 use crate::error::{Error, Result, TransportError};
 use crate::handler::HEADER_REPLAY_BYPASS;
-use crate::transport::{Delivery, Headers, Route, Transport, publish_keeping_route};
+use crate::classify::{Class, classify};
+use crate::transport::{Delivery, Headers, Transport, publish_keeping_route};
 
 /// A filter over dead-lettered envelopes.
 pub type Select = Box<dyn Fn(&Envelope) -> bool + Send + Sync>;
@@ -129,7 +130,7 @@ async fn drain(
     max: usize,
     timeout: Duration,
 ) -> Result<Vec<Delivery>, TransportError> {
-    if let Some(batch) = transport.batch_popper() {
+    if let Some(batch) = transport.capabilities().batch_popper() {
         return batch.pop_batch(dlq, max, timeout).await;
     }
     let mut out = Vec::new();
@@ -182,8 +183,8 @@ pub async fn redrive(
         };
         let envelope = Envelope::decode_lenient(delivery.body()).envelope;
         let poison_route = matches!(
-            delivery.route(),
-            Route::TransportPoison(_) | Route::NonNumericAttempts
+            classify(delivery.body(), delivery.facts(), dlq),
+            Class::Poison(_)
         );
         let job_is_string = envelope.job().is_some_and(|j| j.as_string().is_some());
         let skip = if poison_route || envelope.is_empty() || !job_is_string {
@@ -239,7 +240,10 @@ pub async fn redrive(
         copy.remove("dead_letter");
         copy.set_attempts(0);
         let body = copy.encode()?;
-        let header_publisher = transport.header_publisher().filter(|_| options.bypass);
+        let header_publisher = transport
+            .capabilities()
+            .header_publisher()
+            .filter(|_| options.bypass);
         let published = match header_publisher {
             Some(publisher) => {
                 item.bypassed = true;
@@ -281,7 +285,7 @@ pub async fn redrive(
 /// The bodies in `dlq`, head first: read in place where the transport can browse, else drained
 /// and restored in order.
 pub async fn list(transport: &dyn Transport, dlq: &str, max: usize) -> Result<Vec<Vec<u8>>> {
-    if let Some(browser) = transport.browser() {
+    if let Some(browser) = transport.capabilities().browser() {
         return Ok(browser.browse(dlq, max).await?);
     }
     let drained = drain(transport, dlq, max, Duration::from_secs(1)).await?;

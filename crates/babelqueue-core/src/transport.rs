@@ -1,13 +1,15 @@
-//! The broker contract: [`Transport`], the [`Delivery`] it hands out, and the optional
-//! capabilities a broker may offer, each a trait of its own.
+//! The broker contract: [`Transport`], and the optional capabilities a broker may offer, each a
+//! small trait of its own, all reachable through one accessor, [`Transport::capabilities`].
 //!
 //! # Writing a transport
 //!
-//! A transport moves bytes; it never decides what happens to a message. The runtime classifies
-//! each delivery, picks a settle [`Plan`](crate::decide::Plan) from the decision tables in
-//! [`decide`](crate::decide), and carries it out with the methods below. Implement the three
-//! required methods, then expose each capability your broker has through the matching
-//! accessor (`fn redeliverer(&self) -> Option<&dyn Redeliverer> { Some(self) }`).
+//! A transport moves bytes and reports facts; it never decides what happens to a message. It
+//! hands each message out as a [`Delivery`] carrying what the broker said about it
+//! ([`Facts`](crate::Facts): an out-of-band URN, the schema-version property, a delivery count
+//! and how it relates to `attempts`, …); the runtime classifies it
+//! ([`classify`](crate::classify)), picks a settle [`Plan`](crate::decide::Plan) from the
+//! decision tables ([`decide`](crate::decide)), and carries the plan out with the methods
+//! below. Implement the three required methods, then list the capabilities your broker has:
 //!
 //! ```
 //! use std::collections::VecDeque;
@@ -15,7 +17,7 @@
 //! use std::time::Duration;
 //!
 //! use async_trait::async_trait;
-//! use babelqueue_core::{Delivery, Transport, TransportError};
+//! use babelqueue_core::{Capabilities, Delivery, Rewinder, Transport, TransportError};
 //!
 //! /// A toy transport: one FIFO per queue, in memory, nothing held in flight.
 //! #[derive(Debug, Default)]
@@ -37,185 +39,49 @@
 //!     async fn ack(&self, _delivery: &Delivery) -> Result<(), TransportError> {
 //!         Ok(()) // removed on pop
 //!     }
+//!     fn capabilities(&self) -> Capabilities<'_> {
+//!         Capabilities::none().rewind(self)
+//!     }
+//! }
+//!
+//! #[async_trait]
+//! impl Rewinder for Fifo {
+//!     async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+//!         self.publish(delivery.queue(), delivery.body()).await
+//!     }
 //! }
 //!
 //! let transport: Box<dyn Transport> = Box::new(Fifo::default());
-//! # let _ = transport;
+//! assert!(transport.capabilities().rewinder().is_some());
 //! ```
+//!
+//! # Which capability wins
+//!
+//! The runtime settles with the most specific capability the transport offers, falling back
+//! to publishing a copy and acknowledging the original:
+//!
+//! | the plan | first | then | else |
+//! |---|---|---|---|
+//! | retry / release | [`Redelivery::Native`] (`Redeliverer`: SQS visibility, Redis scripts, Kafka tiers) | [`Redelivery::Impossible`]: left unsettled and rewound | a copy (delayed through [`DelayedPublisher`] when there is a delay), then `ack` |
+//! | dead-letter | [`DeadLetterWriter`] (the Redis scripts: write and settle in one step) | | the record, then `ack` |
+//! | a copy on behalf of a delivery | [`SettlePublisher`] (confirmed, with the record key) | [`RoutedPublisher`] when the delivery carries an out-of-band URN or was gated | `publish` |
+//! | leave unsettled (a settle write failed) | [`Rewinder::rewind_behind`] | [`Abandoner`] for a gated delivery on a broker that cannot rewind | nothing: the broker's lock or visibility timeout brings it back |
+//! | leave to the broker | [`NativeSettler`] | | (the plan is only chosen when there is one) |
+//! | the dead-letter queue name | [`DeadLetterNamer`] | | `<queue><suffix>`, `.dlq` by default |
 
-use std::any::Any;
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use crate::delivery::{Delivery, Headers};
+use crate::delivery::Facts;
 use crate::error::TransportError;
-
-/// Out-of-band headers that ride beside the envelope (never inside it): `traceparent`,
-/// `bq-replay-bypass`, … String keys and values.
-pub type Headers = BTreeMap<String, String>;
-
-/// The reserved prefix of routes a transport uses for deliveries no handler can own.
-pub const RESERVED_ROUTE_PREFIX: &str = "babelqueue:unsupported-schema-version:";
-
-/// How the runtime routes a delivery.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Route {
-    /// Route on the URN in the body (every transport, by default).
-    #[default]
-    Body,
-    /// Route on a URN the broker carried out of band (the Pulsar `bq-job` property). The body
-    /// is never rewritten; an undecodable body is never rescued by it.
-    Urn(String),
-    /// The transport's schema-version gate rejected the delivery: it is never decoded, handled
-    /// or retried.
-    Gated {
-        /// The declared version as the broker carried it (unescaped, uncapped).
-        declared: String,
-        /// The out-of-band URN the delivery carried, kept so a re-publish can restore it.
-        urn: Option<String>,
-    },
-    /// A transport that classifies poison itself (Kafka) hands the record over raw.
-    TransportPoison(TransportPoison),
-    /// A Redis reservation whose body is poison: dead-lettered unconditionally.
-    NonNumericAttempts,
-}
-
-/// What a poison-classifying transport knows about a poison record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransportPoison {
-    /// The attempts the record carried out of band (Kafka `bq-attempts`), 0 when none.
-    pub attempts: i64,
-    /// Why the record is poison.
-    pub cause: String,
-    /// The queue the record was first published to.
-    pub original_queue: String,
-}
-
-impl Route {
-    /// The route as the reference SDKs spell it (`""` for [`Route::Body`]), for logs.
-    pub fn as_str(&self) -> Cow<'_, str> {
-        match self {
-            Route::Body => Cow::Borrowed(""),
-            Route::Urn(urn) => Cow::Borrowed(urn),
-            Route::Gated { declared, .. } => Cow::Owned(format!(
-                "{RESERVED_ROUTE_PREFIX}{}",
-                crate::gate::escape(declared, true)
-            )),
-            Route::TransportPoison(_) => Cow::Owned(format!("{RESERVED_ROUTE_PREFIX}poison")),
-            Route::NonNumericAttempts => {
-                Cow::Owned(format!("{RESERVED_ROUTE_PREFIX}non-numeric-attempts"))
-            }
-        }
-    }
-
-    /// Whether the delivery carries an out-of-band route (anything but [`Route::Body`]).
-    pub fn is_out_of_band(&self) -> bool {
-        !matches!(self, Route::Body)
-    }
-}
-
-/// One message a transport handed out, held until the runtime settles it.
-pub struct Delivery {
-    body: Vec<u8>,
-    queue: String,
-    headers: Headers,
-    route: Route,
-    key: Option<Vec<u8>>,
-    handle: Box<dyn Any + Send + Sync>,
-}
-
-impl Delivery {
-    /// A delivery of `body` consumed from `queue`, with no headers, routed on its body.
-    pub fn new(queue: impl Into<String>, body: impl Into<Vec<u8>>) -> Delivery {
-        Delivery {
-            body: body.into(),
-            queue: queue.into(),
-            headers: Headers::new(),
-            route: Route::Body,
-            key: None,
-            handle: Box::new(()),
-        }
-    }
-
-    /// Attaches the out-of-band headers the broker carried.
-    #[must_use]
-    pub fn with_headers(mut self, headers: Headers) -> Delivery {
-        self.headers = headers;
-        self
-    }
-
-    /// Sets the route.
-    #[must_use]
-    pub fn with_route(mut self, route: Route) -> Delivery {
-        self.route = route;
-        self
-    }
-
-    /// Sets the broker record key (`None` = a null key; an empty key is a key).
-    #[must_use]
-    pub fn with_key(mut self, key: Option<Vec<u8>>) -> Delivery {
-        self.key = key;
-        self
-    }
-
-    /// Attaches the transport's own settle handle (a receipt, a delivery tag, an offset …).
-    #[must_use]
-    pub fn with_handle<T: Any + Send + Sync>(mut self, handle: T) -> Delivery {
-        self.handle = Box::new(handle);
-        self
-    }
-
-    /// The body, byte for byte as the broker carried it.
-    pub fn body(&self) -> &[u8] {
-        &self.body
-    }
-
-    /// The queue the delivery was consumed from.
-    pub fn queue(&self) -> &str {
-        &self.queue
-    }
-
-    /// The out-of-band headers.
-    pub fn headers(&self) -> &Headers {
-        &self.headers
-    }
-
-    /// The route.
-    pub fn route(&self) -> &Route {
-        &self.route
-    }
-
-    /// The broker record key, when the broker has keys.
-    pub fn key(&self) -> Option<&[u8]> {
-        self.key.as_deref()
-    }
-
-    /// The transport's settle handle, when it is a `T`.
-    pub fn handle<T: Any>(&self) -> Option<&T> {
-        self.handle.downcast_ref()
-    }
-}
-
-impl fmt::Debug for Delivery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Delivery")
-            .field("queue", &self.queue)
-            .field("body", &String::from_utf8_lossy(&self.body))
-            .field("headers", &self.headers)
-            .field("route", &self.route)
-            .field("key", &self.key)
-            .finish_non_exhaustive()
-    }
-}
 
 /// The broker contract the runtime needs: publish bytes, reserve one delivery, acknowledge it.
 ///
 /// Object safe: the runtime holds an `Arc<dyn Transport>`. Optional broker capabilities are
-/// separate traits, exposed through the accessors at the bottom (each defaults to `None`).
+/// separate traits, listed by [`capabilities`](Transport::capabilities).
 #[async_trait]
 pub trait Transport: Send + Sync + fmt::Debug {
     /// A short name for logs (`"memory"`, `"redis"` …).
@@ -227,7 +93,9 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// Reserves the next delivery of `queue`, waiting up to `timeout`; `None` when none came.
     ///
     /// The runtime never cancels a `pop` in progress (a reserved delivery would be stranded),
-    /// so keep `timeout` bounded.
+    /// so keep `timeout` bounded. An error of kind [`Auth`](crate::TransportErrorKind::Auth) or
+    /// [`Config`](crate::TransportErrorKind::Config) ends a consume loop; any other is logged
+    /// and polled again.
     async fn pop(&self, queue: &str, timeout: Duration)
     -> Result<Option<Delivery>, TransportError>;
 
@@ -250,64 +118,161 @@ pub trait Transport: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// `true` for a transport that classifies poison bodies itself and hands them over under
-    /// [`Route::TransportPoison`] or [`Route::NonNumericAttempts`] (Kafka, Redis); the runtime
-    /// then does not classify them again.
-    fn classifies_poison(&self) -> bool {
-        false
+    /// What the broker can do beyond the three required methods (none by default).
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+    }
+}
+
+/// How a message goes back for another delivery (a retry, a release).
+#[derive(Clone, Copy, Default)]
+#[non_exhaustive]
+pub enum Redelivery<'a> {
+    /// Publish a copy (delayed where the transport can delay), then acknowledge the original.
+    #[default]
+    Copy,
+    /// The broker's own mechanism, which settles the original too.
+    Native(&'a dyn Redeliverer),
+    /// Not possible with this configuration (Kafka without retry tiers): a retry is left
+    /// unsettled and rewound, a poison body that cannot be dead-lettered is dropped, and the
+    /// runtime warns at start-up when `max_attempts` allows retries.
+    Impossible,
+}
+
+impl fmt::Debug for Redelivery<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Redelivery::Copy => "Copy",
+            Redelivery::Native(_) => "Native",
+            Redelivery::Impossible => "Impossible",
+        })
+    }
+}
+
+/// The optional capabilities of a transport, at a glance: each is `None` (or the default
+/// [`Redelivery::Copy`]) unless the transport offers it. A transport builds its set with the
+/// setters (`Capabilities::none().headers(self).rewind(self)`, see the
+/// [module example](self)); the runtime reads it with the getters. The module documentation
+/// also says which capability wins when several could settle a plan.
+#[derive(Clone, Copy, Default)]
+pub struct Capabilities<'a> {
+    headers: Option<&'a dyn HeaderPublisher>,
+    delay: Option<&'a dyn DelayedPublisher>,
+    routed: Option<&'a dyn RoutedPublisher>,
+    settle_publish: Option<&'a dyn SettlePublisher>,
+    redelivery: Redelivery<'a>,
+    dead_letter: Option<&'a dyn DeadLetterWriter>,
+    rewind: Option<&'a dyn Rewinder>,
+    dead_letter_names: Option<&'a dyn DeadLetterNamer>,
+    abandon: Option<&'a dyn Abandoner>,
+    native_settle: Option<&'a dyn NativeSettler>,
+    batch_pop: Option<&'a dyn BatchPopper>,
+    browse: Option<&'a dyn Browser>,
+}
+
+macro_rules! capability {
+    ($(#[$doc:meta])* $field:ident, $setter:ident, $getter:ident, $trait:ident) => {
+        $(#[$doc])*
+        #[must_use]
+        pub fn $setter(mut self, capability: &'a dyn $trait) -> Self {
+            self.$field = Some(capability);
+            self
+        }
+        $(#[$doc])*
+        pub fn $getter(&self) -> Option<&'a dyn $trait> {
+            self.$field
+        }
+    };
+}
+
+impl<'a> Capabilities<'a> {
+    /// No capability at all.
+    pub fn none() -> Capabilities<'a> {
+        Capabilities::default()
     }
 
-    /// Publishing with out-of-band headers.
-    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
-        None
+    capability!(
+        /// Publishing with out-of-band headers.
+        headers, headers, header_publisher, HeaderPublisher
+    );
+    capability!(
+        /// Publishing with a delivery delay.
+        delay, delay, delayed_publisher, DelayedPublisher
+    );
+    capability!(
+        /// Re-publishing while keeping the out-of-band facts a delivery carried.
+        routed, routed, routed_publisher, RoutedPublisher
+    );
+    capability!(
+        /// Broker-confirmed settle writes carrying the record key.
+        settle_publish, settle_publish, settle_publisher, SettlePublisher
+    );
+    capability!(
+        /// Writing a dead-letter record and settling as one guarded step.
+        dead_letter, dead_letter, dead_letter_writer, DeadLetterWriter
+    );
+    capability!(
+        /// Making an unsettled delivery come back.
+        rewind, rewind, rewinder, Rewinder
+    );
+    capability!(
+        /// Broker-specific dead-letter queue names.
+        dead_letter_names, dead_letter_names, dead_letter_namer, DeadLetterNamer
+    );
+    capability!(
+        /// Giving a version-gated delivery back at once.
+        abandon, abandon, abandoner, Abandoner
+    );
+    capability!(
+        /// Leaving a delivery to the broker's own mechanism.
+        native_settle, native_settle, native_settler, NativeSettler
+    );
+    capability!(
+        /// Taking several deliveries at once, held unsettled.
+        batch_pop, batch_pop, batch_popper, BatchPopper
+    );
+    capability!(
+        /// Reading a queue without consuming it.
+        browse, browse, browser, Browser
+    );
+
+    /// How a message goes back for another delivery.
+    #[must_use]
+    pub fn redelivery(mut self, redelivery: Redelivery<'a>) -> Self {
+        self.redelivery = redelivery;
+        self
     }
-    /// Publishing with a delivery delay.
-    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
-        None
+
+    /// How a message goes back for another delivery ([`Redelivery::Copy`] by default).
+    pub fn redelivery_mode(&self) -> Redelivery<'a> {
+        self.redelivery
     }
-    /// Re-publishing while keeping an out-of-band route.
-    fn routed_publisher(&self) -> Option<&dyn RoutedPublisher> {
-        None
-    }
-    /// Broker-confirmed settle writes (with the record key).
-    fn settle_publisher(&self) -> Option<&dyn SettlePublisher> {
-        None
-    }
-    /// Native release with a delay.
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        None
-    }
-    /// Writing a dead-letter record and settling as one guarded step.
-    fn dead_letter_writer(&self) -> Option<&dyn DeadLetterWriter> {
-        None
-    }
-    /// Making an unsettled delivery come back.
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        None
-    }
-    /// Broker-specific dead-letter queue names.
-    fn dead_letter_namer(&self) -> Option<&dyn DeadLetterNamer> {
-        None
-    }
-    /// Giving a version-gated delivery back at once.
-    fn abandoner(&self) -> Option<&dyn Abandoner> {
-        None
-    }
-    /// Leaving a delivery to the broker's own mechanism.
-    fn native_settler(&self) -> Option<&dyn NativeSettler> {
-        None
-    }
-    /// The broker's own delivery count.
-    fn delivery_counter(&self) -> Option<&dyn DeliveryCounter> {
-        None
-    }
-    /// Taking several deliveries at once, held unsettled.
-    fn batch_popper(&self) -> Option<&dyn BatchPopper> {
-        None
-    }
-    /// Reading a queue without consuming it.
-    fn browser(&self) -> Option<&dyn Browser> {
-        None
+}
+
+impl fmt::Debug for Capabilities<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut offered: Vec<&str> = Vec::new();
+        for (name, present) in [
+            ("headers", self.headers.is_some()),
+            ("delay", self.delay.is_some()),
+            ("routed", self.routed.is_some()),
+            ("settle_publish", self.settle_publish.is_some()),
+            ("dead_letter", self.dead_letter.is_some()),
+            ("rewind", self.rewind.is_some()),
+            ("dead_letter_names", self.dead_letter_names.is_some()),
+            ("abandon", self.abandon.is_some()),
+            ("native_settle", self.native_settle.is_some()),
+            ("batch_pop", self.batch_pop.is_some()),
+            ("browse", self.browse.is_some()),
+        ] {
+            if present {
+                offered.push(name);
+            }
+        }
+        f.debug_struct("Capabilities")
+            .field("redelivery", &self.redelivery)
+            .field("offered", &offered)
+            .finish()
     }
 }
 
@@ -336,16 +301,19 @@ pub trait DelayedPublisher: Send + Sync {
     ) -> Result<(), TransportError>;
 }
 
-/// Re-publish keeping the broker routing property a delivery carried ([`Route::Urn`] or a
-/// gated delivery's URN).
+/// Re-publish keeping the out-of-band facts a delivery carried (the Pulsar `bq-job` property,
+/// or a gated delivery's schema-version property), so the next hop reads them the same way.
 #[async_trait]
 pub trait RoutedPublisher: Send + Sync {
-    /// Appends `body` to `queue`, pinning the broker's routing property to `route`.
+    /// Appends `body` to `queue` with the broker properties `facts` describe, deliverable after
+    /// `delay` when there is one (refused, before anything is sent, when the broker cannot
+    /// honour it).
     async fn publish_routed(
         &self,
         queue: &str,
         body: &[u8],
-        route: &Route,
+        facts: &Facts,
+        delay: Option<Duration>,
     ) -> Result<(), TransportError>;
 }
 
@@ -354,34 +322,57 @@ pub trait RoutedPublisher: Send + Sync {
 /// cumulative position (Kafka) need it.
 #[async_trait]
 pub trait SettlePublisher: Send + Sync {
-    /// Appends `body` to `queue` and waits for the broker's confirmation.
+    /// Appends `body` to `queue` with `key`, and waits for the broker's confirmation.
     async fn publish_settle(
         &self,
         queue: &str,
         body: &[u8],
-        route: &Route,
         key: Option<&[u8]>,
     ) -> Result<(), TransportError>;
 }
 
-/// Give a delivery back to the broker for redelivery after a delay (SQS visibility, the Redis
-/// delayed set, Kafka retry tiers) instead of publishing a copy and acknowledging.
+/// What the runtime asks a [`Redeliverer`] to send back.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Redeliver<'a> {
+    /// The body to deliver next: the envelope with `attempts` counted for a retry, the
+    /// unchanged body for a release, a bare `{"attempts":N}` for the bounded retry of a poison
+    /// body. A broker that keeps the original ignores it.
+    pub body: &'a [u8],
+    /// The `attempts` value `body` carries when the runtime counted an attempt; `None` for a
+    /// release that counts nothing.
+    pub attempts: Option<i64>,
+    /// The delay the runtime computed (back-off, `retry_after`, the release delay); `None` when
+    /// none is configured (the broker's own rule applies: at once, or Kafka's attempt-to-tier).
+    pub delay: Option<Duration>,
+}
+
+impl<'a> Redeliver<'a> {
+    /// A request to send `body` back (tests and runtimes of your own).
+    pub fn new(body: &'a [u8], attempts: Option<i64>, delay: Option<Duration>) -> Redeliver<'a> {
+        Redeliver {
+            body,
+            attempts,
+            delay,
+        }
+    }
+
+    /// The delay, zero when none.
+    pub fn delay_or_zero(&self) -> Duration {
+        self.delay.unwrap_or(Duration::ZERO)
+    }
+}
+
+/// Give a delivery back to the broker for redelivery through its own mechanism (SQS
+/// visibility, the Redis scripts, Kafka retry tiers); the original is settled by it.
 #[async_trait]
 pub trait Redeliverer: Send + Sync {
-    /// Hands `delivery` back, visible again after `delay`. `body` is what the runtime would
-    /// re-publish (attempts already counted); a broker that keeps the original ignores it.
+    /// Hands `delivery` back as `redeliver` says.
     async fn redeliver(
         &self,
         delivery: &Delivery,
-        body: &[u8],
-        delay: Duration,
+        redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError>;
-
-    /// Whether redelivery is possible at all with this configuration (a Kafka transport without
-    /// retry tiers says no: the runtime then warns at start-up and degrades poison to delete).
-    fn can_redeliver(&self) -> bool {
-        true
-    }
 }
 
 /// Write a dead-letter record and settle the delivery as one guarded step (the Redis scripts):
@@ -397,18 +388,19 @@ pub trait DeadLetterWriter: Send + Sync {
     ) -> Result<(), TransportError>;
 }
 
-/// Make an unacknowledged delivery come back on the next pop (Kafka seek, Pulsar nack).
+/// Make an unacknowledged delivery come back (Kafka seek, Pulsar nack, RabbitMQ requeue).
 #[async_trait]
 pub trait Rewinder: Send + Sync {
     /// Positions the consumer so `delivery` is delivered again (the runtime uses it at
-    /// shutdown, for a message whose handler never completed: its place is kept).
+    /// shutdown, for a message whose handler never completed, and for a gated delivery whose
+    /// dead-letter write failed: its place is kept).
     async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError>;
 
     /// Makes `delivery` come back after the deliveries waiting now, where the broker can: the
     /// runtime uses it when a settle write failed (a broken dead-letter queue), so that one
     /// message does not block the queue behind it at concurrency 1. The default is
     /// [`rewind`](Rewinder::rewind); a broker whose rewind puts the message back at the head
-    /// (RabbitMQ's `basic.nack` with requeue) overrides it.
+    /// (RabbitMQ's `basic.nack` with requeue, Artemis `released`) overrides it.
     async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
         self.rewind(delivery).await
     }
@@ -442,12 +434,6 @@ pub trait NativeSettler: Send + Sync {
     ) -> Result<(), TransportError>;
 }
 
-/// The broker's own count of earlier deliveries of a message (0-based: 0 on the first).
-pub trait DeliveryCounter: Send + Sync {
-    /// Earlier deliveries of `delivery`, as the broker counts them.
-    fn native_attempts(&self, delivery: &Delivery) -> i64;
-}
-
 /// Take several deliveries at once and hold them all unsettled (drain-first consumers such as
 /// redrive, on brokers whose `pop` would otherwise take back an unsettled delivery).
 #[async_trait]
@@ -469,24 +455,41 @@ pub trait Browser: Send + Sync {
 }
 
 /// Publishes `body` to `queue` on behalf of `delivery` (a retry, a release, a dead-letter
-/// record, a redrive restore): a broker-confirmed settle write with the delivery's key when the
-/// transport offers one, else a routed publish when the delivery carries an out-of-band route,
-/// else a plain publish.
+/// record, a redrive restore), deliverable after `delay` where the transport can delay: a
+/// broker-confirmed settle write with the delivery's key when the transport offers one (its
+/// broker has no delays), else a routed publish when the delivery carries out-of-band facts
+/// (an out-of-band URN, a schema-version property), else a delayed or a plain publish. A
+/// transport that cannot delay sends the copy at once (the runtime warns about it at
+/// start-up when a back-off is configured).
+pub async fn publish_on_behalf(
+    transport: &dyn Transport,
+    delivery: &Delivery,
+    queue: &str,
+    body: &[u8],
+    delay: Option<Duration>,
+) -> Result<(), TransportError> {
+    let capabilities = transport.capabilities();
+    let delay = delay.filter(|d| !d.is_zero());
+    if let Some(settle) = capabilities.settle_publisher() {
+        return settle.publish_settle(queue, body, delivery.key()).await;
+    }
+    let facts = delivery.facts();
+    let carries = facts.urn.is_some() || facts.declared_version != crate::Declared::Absent;
+    if carries && let Some(routed) = capabilities.routed_publisher() {
+        return routed.publish_routed(queue, body, facts, delay).await;
+    }
+    match (delay, capabilities.delayed_publisher()) {
+        (Some(delay), Some(delayed)) => delayed.publish_delayed(queue, body, delay).await,
+        _ => transport.publish(queue, body).await,
+    }
+}
+
+/// [`publish_on_behalf`] without a delay.
 pub async fn publish_keeping_route(
     transport: &dyn Transport,
     delivery: &Delivery,
     queue: &str,
     body: &[u8],
 ) -> Result<(), TransportError> {
-    if let Some(settle) = transport.settle_publisher() {
-        return settle
-            .publish_settle(queue, body, delivery.route(), delivery.key())
-            .await;
-    }
-    if delivery.route().is_out_of_band()
-        && let Some(routed) = transport.routed_publisher()
-    {
-        return routed.publish_routed(queue, body, delivery.route()).await;
-    }
-    transport.publish(queue, body).await
+    publish_on_behalf(transport, delivery, queue, body, None).await
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    App, Consume, Context, Delivery, HandlerError, MemoryTransport, Redeliverer, Rewinder,
+    App, Capabilities, Consume, Context, Delivery, HandlerError, MemoryTransport, Redelivery,
     Transport, TransportError,
 };
 use serde_json::json;
@@ -57,11 +57,10 @@ impl Transport for Probe {
         self.closes.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        Some(&self.inner)
-    }
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        Some(&self.inner)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .rewind(&self.inner)
+            .redelivery(Redelivery::Native(&self.inner))
     }
 }
 

@@ -32,7 +32,7 @@ fn main() -> Result<(), babelqueue_envelope::Error> {
 
     let poison = b"{\"job\":\"urn:babel:orders:created\",\"attempts\":1.5}";
     let cause = poison_cause(poison, true).expect("1.5 is not an integer");
-    let block = DeadLetter::poison(&cause, "orders", 0, babelqueue_envelope::now_millis());
+    let block = DeadLetter::poison(Some(&cause), "orders", 0, babelqueue_envelope::now_millis());
     println!("poison cause: {cause}");
     println!(
         "DLQ record:   {}",

@@ -1,14 +1,16 @@
 //! Dead-letter records.
 //!
-//! Three shapes reach a dead-letter queue, and this module builds each of them:
+//! Three shapes reach a dead-letter queue, one [`Record`] kind each, and this module builds
+//! every one of them (the runtime, the CLI and the conformance runner all come here):
 //!
-//! * a decodable message that failed (or has no handler): the decoded envelope with a
-//!   `dead_letter` block appended ([`Envelope::annotate`]);
-//! * a message rejected by a transport's schema-version gate: the incoming body, byte for byte,
-//!   with no block;
-//! * a poison body: the ADR-0035 record ([`poison_record`]), a byte-level splice of the block
-//!   into a strict JSON object, else `{"raw": …, "dead_letter": …}` (base64 plus
-//!   `"raw_encoding":"base64"` when the bytes are not UTF-8; never U+FFFD).
+//! * [`Record::Annotated`]: a decodable message that failed (or has no handler, or was
+//!   rejected by its handler): the decoded envelope with `attempts` set and a `dead_letter`
+//!   block appended ([`annotated_record`]);
+//! * [`Record::Gated`]: a message rejected by the schema-version gate: the incoming body, byte
+//!   for byte, with no block;
+//! * [`Record::Poison`]: a poison body: the ADR-0035 record ([`poison_record`]), a byte-level
+//!   splice of the block into a strict JSON object, else `{"raw": …, "dead_letter": …}` (base64
+//!   plus `"raw_encoding":"base64"` when the bytes are not UTF-8; never U+FFFD).
 //!
 //! Which record a delivery gets is the runtime's decision; the bytes are built here.
 
@@ -95,17 +97,21 @@ impl DeadLetter {
         self
     }
 
-    /// The block for a poison body: reason `poison`, error `Undecodable BabelQueue body: <cause>`,
-    /// exception `BabelQueueError`, `original_queue` the consumed queue.
+    /// The block for a poison body: reason `poison`, error `Undecodable BabelQueue body: <cause>`
+    /// (only `Undecodable BabelQueue body` when the cause is not a body defect, such as an
+    /// attempt the broker could not count), exception `BabelQueueError`.
     pub fn poison(
-        cause: &PoisonCause,
-        consumed_queue: impl Into<String>,
+        cause: Option<&PoisonCause>,
+        original_queue: impl Into<String>,
         attempts: i64,
         failed_at_millis: i64,
     ) -> Self {
-        let mut error = String::from("Undecodable BabelQueue body: ");
-        error.push_str(&crate::verdict::cause_text(cause));
-        DeadLetter::new(Reason::Poison, consumed_queue, attempts, failed_at_millis)
+        let mut error = String::from("Undecodable BabelQueue body");
+        if let Some(cause) = cause {
+            error.push_str(": ");
+            error.push_str(&crate::verdict::cause_text(cause));
+        }
+        DeadLetter::new(Reason::Poison, original_queue, attempts, failed_at_millis)
             .with_error(error, "BabelQueueError")
     }
 
@@ -196,39 +202,93 @@ pub fn poison_record(body: &[u8], block: &DeadLetter) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// The record a dead-letter write carries.
-#[derive(Debug, Clone, Copy)]
-pub enum DeadLetterRecord<'a> {
-    /// A decodable message: the envelope with the block appended.
+/// The record for a decodable message: `envelope` with `attempts` set to the block's count and
+/// `block` appended (replacing an existing `dead_letter` in place). Identity, `data`, `meta`
+/// and unknown members are kept.
+pub fn annotated_record(envelope: &Envelope, block: &DeadLetter) -> Result<Vec<u8>, Error> {
+    let mut copy = envelope.clone();
+    copy.set_attempts(block.attempts);
+    Ok(copy.annotate(block).encode()?.into_bytes())
+}
+
+/// The record a dead-letter write carries: its kind, and what its `dead_letter` block says.
+/// The runtime decides which one a delivery gets; [`Record::render`] builds the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A decodable message: the decoded envelope with a block ([`annotated_record`]).
     Annotated {
-        /// The decoded envelope (attempts already counted).
-        envelope: &'a Envelope,
-        /// The block.
-        block: &'a DeadLetter,
+        /// `failed`, `unknown_urn`, or `poison` (rejected by its handler).
+        reason: Reason,
+        /// `attempts` of the copy and of the block.
+        attempts: i64,
+        /// The failure's message and type name, when there was a failure.
+        error: Option<(String, String)>,
     },
-    /// A schema-version-gated delivery: the incoming body, byte-identical, no block.
-    Gated {
-        /// The incoming body.
-        body: &'a [u8],
-    },
-    /// A poison body: the ADR-0035 splice or wrapper.
+    /// A schema-version-gated delivery: the incoming body, byte for byte, no block.
+    Gated,
+    /// A poison body: the ADR-0035 splice or wrapper ([`poison_record`]).
     Poison {
-        /// The incoming body.
-        body: &'a [u8],
-        /// The block.
-        block: &'a DeadLetter,
+        /// Why it is poison (`None`: the block says only `Undecodable BabelQueue body`).
+        cause: Option<PoisonCause>,
+        /// The attempts counted for it.
+        attempts: i64,
+        /// The block's `original_queue`.
+        original_queue: String,
     },
 }
 
-impl DeadLetterRecord<'_> {
-    /// The bytes to write to the dead-letter queue.
-    pub fn to_bytes(&self) -> Result<Cow<'_, [u8]>, Error> {
+impl Record {
+    /// The bytes of the record for `body`, consumed from `consumed_queue` and decoded as
+    /// `envelope` (when it was readable), stamped `failed_at_millis`.
+    ///
+    /// An annotated record's `original_queue` is the envelope's `meta.queue` when it names one,
+    /// else `consumed_queue`.
+    pub fn render(
+        &self,
+        body: &[u8],
+        envelope: Option<&Envelope>,
+        consumed_queue: &str,
+        failed_at_millis: i64,
+    ) -> Result<Vec<u8>, Error> {
         match self {
-            DeadLetterRecord::Annotated { envelope, block } => {
-                Ok(Cow::Owned(envelope.annotate(block).encode()?.into_bytes()))
+            Record::Gated => Ok(body.to_vec()),
+            Record::Poison {
+                cause,
+                attempts,
+                original_queue,
+            } => {
+                let block = DeadLetter::poison(
+                    cause.as_ref(),
+                    original_queue.clone(),
+                    *attempts,
+                    failed_at_millis,
+                );
+                Ok(poison_record(body, &block))
             }
-            DeadLetterRecord::Gated { body } => Ok(Cow::Borrowed(body)),
-            DeadLetterRecord::Poison { body, block } => Ok(Cow::Owned(poison_record(body, block))),
+            Record::Annotated {
+                reason,
+                attempts,
+                error,
+            } => {
+                let owned;
+                let envelope = match envelope {
+                    Some(envelope) => envelope,
+                    None => {
+                        owned = Envelope::default();
+                        &owned
+                    }
+                };
+                let original_queue = envelope
+                    .queue()
+                    .filter(|q| !q.is_empty())
+                    .map_or_else(|| String::from(consumed_queue), Cow::into_owned);
+                let mut block =
+                    DeadLetter::new(*reason, original_queue, *attempts, failed_at_millis);
+                if let Some((message, exception)) = error {
+                    block = block.with_error(message.clone(), exception.clone());
+                }
+                annotated_record(envelope, &block)
+            }
         }
     }
 }
@@ -280,6 +340,42 @@ mod tests {
         assert_eq!(
             block.to_raw().as_str(),
             r#"{"reason":"unknown_urn","error":null,"exception":null,"failed_at":7,"original_queue":"orders","attempts":2,"lang":"rust"}"#
+        );
+    }
+
+    #[test]
+    fn one_render_per_record_kind() {
+        let body = br#"{"job":"urn:x","data":{"n":12345678901234567890},"meta":{"queue":"orders"}}"#;
+        let envelope = Envelope::decode_lenient(body).envelope;
+        let annotated = Record::Annotated {
+            reason: Reason::Failed,
+            attempts: 3,
+            error: Some(("boom".into(), "RuntimeError".into())),
+        }
+        .render(body, Some(&envelope), "orders.retry", 7)
+        .unwrap();
+        assert_eq!(
+            core::str::from_utf8(&annotated).unwrap(),
+            r#"{"job":"urn:x","data":{"n":12345678901234567890},"meta":{"queue":"orders"},"attempts":3,"dead_letter":{"reason":"failed","error":"boom","exception":"RuntimeError","failed_at":7,"original_queue":"orders","attempts":3,"lang":"rust"}}"#
+        );
+        assert_eq!(Record::Gated.render(b"\xff raw", None, "q", 7).unwrap(), b"\xff raw");
+        let poison = |cause| Record::Poison {
+            cause,
+            attempts: 2,
+            original_queue: "orders".into(),
+        };
+        let typed = poison(Some(PoisonCause::NoIdentity))
+            .render(b"{}", None, "q", 7)
+            .unwrap();
+        assert_eq!(
+            core::str::from_utf8(&typed).unwrap(),
+            r#"{"dead_letter":{"reason":"poison","error":"Undecodable BabelQueue body: the body carries no valid 'job' or 'urn' identity","exception":"BabelQueueError","failed_at":7,"original_queue":"orders","attempts":2,"lang":"rust"}}"#
+        );
+        let bare = poison(None).render(b"x", None, "q", 7).unwrap();
+        assert!(
+            core::str::from_utf8(&bare)
+                .unwrap()
+                .contains(r#""error":"Undecodable BabelQueue body","#)
         );
     }
 

@@ -66,7 +66,7 @@ mod error;
 pub mod json;
 mod verdict;
 
-pub use dead_letter::{DeadLetter, DeadLetterRecord, Reason, poison_record};
+pub use dead_letter::{DeadLetter, Reason, Record, annotated_record, poison_record};
 pub use envelope::{
     Builder, CORE_META_KEYS, DecodeWarning, Decoded, Envelope, FORBIDDEN_META_KEYS,
     FORBIDDEN_POINTERS, WarningKind,

@@ -1,0 +1,229 @@
+//! Configuring an [`App`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelqueue_envelope::Message;
+
+use super::consume::Stop;
+use super::{App, Inner, Observer};
+use crate::error::{Error, Result};
+use crate::handler::{Context, Handler, HandlerError};
+use crate::policy::{Backoff, Jitter, Policy, UnknownUrn};
+use crate::transport::Transport;
+
+/// Configures an [`App`]. Defaults: queue `default`, `max_attempts` 3, dead-lettering off,
+/// `on_unknown_urn` `fail`, no back-off, concurrency 1, `shutdown_timeout` 30 s.
+#[must_use]
+pub struct AppBuilder {
+    transport: Arc<dyn Transport>,
+    queue: String,
+    policy: Policy,
+    handlers: HashMap<String, Arc<dyn Handler>>,
+    fallback: Option<Arc<dyn Handler>>,
+    concurrency: usize,
+    shutdown_timeout: Duration,
+    poll_timeout: Duration,
+    rewind_pause: Duration,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl fmt::Debug for AppBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AppBuilder")
+            .field("queue", &self.queue)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppBuilder {
+    /// The default queue to publish to and consume from.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = queue.into();
+        self
+    }
+    /// Total deliveries allowed, the first included (default 3; 1 or less = no retry).
+    pub fn max_attempts(mut self, max: i64) -> Self {
+        self.policy.max_attempts = max;
+        self
+    }
+    /// Dead-letter exhausted and poison messages (default off).
+    pub fn dead_letter(mut self, on: bool) -> Self {
+        self.policy.dead_letter = on;
+        self
+    }
+    /// An explicit dead-letter queue.
+    pub fn dead_letter_queue(mut self, queue: impl Into<String>) -> Self {
+        self.policy.dead_letter_queue = Some(queue.into());
+        self
+    }
+    /// The dead-letter suffix (default `.dlq`, or the transport's own rule).
+    pub fn dead_letter_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.policy.dead_letter_suffix = Some(suffix.into());
+        self
+    }
+    /// The unknown-URN strategy (default `fail`).
+    pub fn on_unknown_urn(mut self, strategy: UnknownUrn) -> Self {
+        self.policy.on_unknown_urn = strategy;
+        self
+    }
+    /// The delay of the `release` strategy (default 0).
+    pub fn unknown_urn_release_delay(mut self, delay: Duration) -> Self {
+        self.policy.unknown_urn_release_delay = delay;
+        self
+    }
+    /// The retry back-off base (default 0: immediate).
+    pub fn retry_backoff(mut self, base: Duration) -> Self {
+        self.policy.backoff.base = base.as_secs_f64();
+        self
+    }
+    /// The back-off multiplier (default 1: constant).
+    pub fn retry_backoff_multiplier(mut self, multiplier: f64) -> Self {
+        self.policy.backoff.multiplier = multiplier;
+        self
+    }
+    /// The back-off cap (default 0: none).
+    pub fn retry_backoff_max(mut self, max: Duration) -> Self {
+        self.policy.backoff.max = max.as_secs_f64();
+        self
+    }
+    /// The back-off jitter (default none).
+    pub fn retry_jitter(mut self, jitter: Jitter) -> Self {
+        self.policy.backoff.jitter = jitter;
+        self
+    }
+    /// The whole back-off at once.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.policy.backoff = backoff;
+        self
+    }
+    /// The whole policy at once.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+    /// Handlers in flight at once per consume loop (default 1). The transport's prefetch (AMQP
+    /// `basic_qos`, SQS batch size, Artemis link credit) follows it where the broker has one.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+    /// How long a graceful shutdown waits for running handlers before releasing their
+    /// messages unchanged (default 30 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+    /// How long one `pop` waits for a message (default 1 s).
+    pub fn poll_timeout(mut self, timeout: Duration) -> Self {
+        self.poll_timeout = timeout;
+        self
+    }
+    /// The pause after rewinding an unsettled message, so a broken DLQ is not hammered
+    /// (default 1 s).
+    pub fn rewind_pause(mut self, pause: Duration) -> Self {
+        self.rewind_pause = pause;
+        self
+    }
+    /// Reports every settled delivery to `observer`.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+    /// Routes `urn` (matched exactly) to `handler`; a later registration replaces an earlier one.
+    pub fn handle(mut self, urn: impl Into<String>, handler: impl Handler) -> Self {
+        self.handlers.insert(urn.into(), Arc::new(handler));
+        self
+    }
+    /// Handles every URN that has no handler of its own (tools, bridges, the CLI). With a
+    /// fallback, a valid envelope is never an unknown URN; poison and gated deliveries still
+    /// never reach a handler.
+    pub fn handle_any(mut self, handler: impl Handler) -> Self {
+        self.fallback = Some(Arc::new(handler));
+        self
+    }
+    /// Routes `urn` to an already shared handler.
+    pub fn handle_arc(mut self, urn: impl Into<String>, handler: Arc<dyn Handler>) -> Self {
+        self.handlers.insert(urn.into(), handler);
+        self
+    }
+    /// Routes [`Message::URN`] to a closure that receives `data` as an `M`.
+    pub fn handle_message<M, F, Fut>(self, f: F) -> Self
+    where
+        M: Message + serde::de::DeserializeOwned + Send + 'static,
+        F: Fn(M, Context) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+    {
+        self.handle(M::URN, crate::handler::typed::<M, F, Fut>(f))
+    }
+
+    /// Checks the configuration and builds the app.
+    pub fn build(self) -> Result<App> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.concurrency == 0 {
+            return bad("concurrency must be at least 1".into());
+        }
+        if self.policy.dead_letter_suffix.as_deref() == Some("") {
+            return bad("dead_letter_suffix is empty: the dead-letter queue would be the source queue itself".into());
+        }
+        if self.policy.dead_letter_queue.as_deref() == Some(self.queue.as_str()) {
+            return bad(format!(
+                "dead_letter_queue {:?} is the consumed queue itself",
+                self.queue
+            ));
+        }
+        let b = self.policy.backoff;
+        for (name, v) in [
+            ("retry_backoff", b.base),
+            ("retry_backoff_multiplier", b.multiplier),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return bad(format!("{name} must be a finite number >= 0, got {v}"));
+            }
+        }
+        if b.max.is_nan() {
+            return bad("retry_backoff_max must be a number".into());
+        }
+        Ok(App {
+            inner: Arc::new(Inner {
+                transport: self.transport,
+                queue: self.queue,
+                policy: self.policy,
+                handlers: self.handlers,
+                fallback: self.fallback,
+                concurrency: self.concurrency,
+                shutdown_timeout: self.shutdown_timeout,
+                poll_timeout: self.poll_timeout,
+                rewind_pause: self.rewind_pause,
+                stop: Arc::new(Stop::default()),
+                observer: self.observer,
+            }),
+        })
+    }
+}
+
+impl App {
+    /// Starts configuring an app over `transport`.
+    pub fn builder(transport: impl Transport + 'static) -> AppBuilder {
+        App::builder_arc(Arc::new(transport))
+    }
+
+    /// Starts configuring an app over a shared transport.
+    pub fn builder_arc(transport: Arc<dyn Transport>) -> AppBuilder {
+        AppBuilder {
+            transport,
+            queue: "default".into(),
+            policy: Policy::default(),
+            handlers: HashMap::new(),
+            fallback: None,
+            concurrency: 1,
+            shutdown_timeout: Duration::from_secs(30),
+            poll_timeout: Duration::from_secs(1),
+            rewind_pause: Duration::from_secs(1),
+            observer: None,
+        }
+    }
+}

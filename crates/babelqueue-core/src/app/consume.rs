@@ -1,0 +1,337 @@
+//! The consume loop: up to `concurrency` deliveries at once, and the graceful shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use super::dispatch::Deadline;
+use super::{App, LOG, Outcome};
+use crate::error::{Result, TransportError};
+use crate::transport::Redelivery;
+
+/// How [`App::consume`] runs.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Consume {
+    queue: Option<String>,
+    max_messages: Option<u64>,
+    idle_timeout: Option<Duration>,
+    handle_signals: bool,
+}
+
+impl Default for Consume {
+    fn default() -> Self {
+        Consume {
+            queue: None,
+            max_messages: None,
+            idle_timeout: None,
+            handle_signals: true,
+        }
+    }
+}
+
+impl Consume {
+    /// Consume forever (until stopped or signalled), from the app's queue.
+    pub fn new() -> Consume {
+        Consume::default()
+    }
+    /// Consume from this queue instead of the app's.
+    pub fn queue(mut self, queue: impl Into<String>) -> Consume {
+        self.queue = Some(queue.into());
+        self
+    }
+    /// Stop after this many deliveries were settled. Without an
+    /// [`idle_timeout`](Consume::idle_timeout) it also stops as soon as a poll finds the queue
+    /// empty (a delayed message that is not visible yet counts as absent); with one, an empty
+    /// poll waits for more until the queue has been idle that long.
+    pub fn max_messages(mut self, max: u64) -> Consume {
+        self.max_messages = Some(max);
+        self
+    }
+    /// Stop when nothing arrived for this long.
+    pub fn idle_timeout(mut self, idle: Duration) -> Consume {
+        self.idle_timeout = Some(idle);
+        self
+    }
+    /// Trap SIGTERM/SIGINT for a graceful shutdown (default on).
+    pub fn handle_signals(mut self, on: bool) -> Consume {
+        self.handle_signals = on;
+        self
+    }
+}
+
+/// What a consume run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Deliveries settled (handled, retried, dead-lettered, dropped, released, left unsettled).
+    pub processed: u64,
+    /// Deliveries given back unchanged because the loop was stopping or the deadline passed.
+    pub released_at_shutdown: u64,
+    /// Whether a signal ended the run (the transport was then closed).
+    pub signalled: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Stop {
+    pub(super) flag: AtomicBool,
+    pub(super) notify: Notify,
+}
+
+/// Asks a running consume loop to stop after its in-flight messages (thread-safe, cloneable).
+/// A stop requested before the loop starts makes it return at once; the flag is cleared when
+/// the loop returns.
+#[derive(Debug, Clone)]
+pub struct StopHandle(Arc<Stop>);
+
+impl StopHandle {
+    pub(super) fn new(stop: Arc<Stop>) -> StopHandle {
+        StopHandle(stop)
+    }
+
+    /// Requests the stop.
+    pub fn stop(&self) {
+        self.0.flag.store(true, Ordering::SeqCst);
+        self.0.notify.notify_waiters();
+    }
+
+    /// Whether a stop was requested.
+    pub fn is_stopping(&self) -> bool {
+        self.0.flag.load(Ordering::SeqCst)
+    }
+}
+
+impl App {
+    /// Consumes forever from the app's queue, with graceful shutdown on SIGTERM/SIGINT.
+    pub async fn run(&self) -> Result<Summary> {
+        self.consume(Consume::new()).await
+    }
+
+    /// Runs the consume loop.
+    ///
+    /// Up to `concurrency` handlers run at once. On the first SIGTERM/SIGINT (when
+    /// `handle_signals`) or a [`StopHandle::stop`], no new message is taken and running handlers
+    /// finish and settle; a signal also starts the `shutdown_timeout` deadline, after which a
+    /// handler still running is interrupted and its message released unchanged (never one whose
+    /// settlement had begun). A second signal brings the deadline forward to now.
+    pub async fn consume(&self, options: Consume) -> Result<Summary> {
+        let inner = &self.inner;
+        let queue = options.queue.clone().unwrap_or_else(|| inner.queue.clone());
+        let capabilities = inner.transport.capabilities();
+        if matches!(capabilities.redelivery_mode(), Redelivery::Impossible)
+            && inner.policy.max_attempts > 1
+        {
+            tracing::warn!(
+                target: LOG,
+                "The {} transport cannot redeliver a message with this configuration (no retry tiers) but \
+                 max_attempts is {}: a failing handler's message is left unsettled and comes back in place. \
+                 Configure retry tiers, or set max_attempts to 1.",
+                inner.transport.name(),
+                inner.policy.max_attempts
+            );
+        }
+        if inner.policy.backoff.base > 0.0
+            && matches!(capabilities.redelivery_mode(), Redelivery::Copy)
+            && capabilities.delayed_publisher().is_none()
+        {
+            tracing::warn!(
+                target: LOG,
+                "The {} transport cannot delay a message: a retry is sent back at once, and \
+                 retry_backoff is not honoured.",
+                inner.transport.name()
+            );
+        }
+        match inner
+            .transport
+            .prepare_consume(&queue, inner.concurrency)
+            .await
+        {
+            Ok(()) => {}
+            // A broker that is down now may be back by the first poll; the loop retries.
+            Err(e) if e.is_transient() => {
+                tracing::warn!(target: LOG, queue = %queue, error = %e, "Preparing to consume {queue:?} failed; polling anyway");
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let (deadline_tx, deadline_rx) = watch::channel(false);
+        let deadline_tx = Arc::new(deadline_tx);
+        let signalled = Arc::new(AtomicBool::new(false));
+        let signals = options.handle_signals.then(|| {
+            spawn_signal_listener(
+                inner.stop.clone(),
+                signalled.clone(),
+                deadline_tx.clone(),
+                inner.shutdown_timeout,
+            )
+        });
+
+        let mut summary = Summary::default();
+        let mut running: JoinSet<Outcome> = JoinSet::new();
+        let mut last_arrival = tokio::time::Instant::now();
+        let mut fatal: Option<TransportError> = None;
+        loop {
+            while let Some(done) = running.try_join_next() {
+                count(&mut summary, Some(done));
+            }
+            if inner.stop.flag.load(Ordering::SeqCst) {
+                break;
+            }
+            let started = summary.processed + running.len() as u64;
+            if options.max_messages.is_some_and(|max| started >= max) {
+                if running.is_empty() {
+                    break;
+                }
+                count(&mut summary, running.join_next().await);
+                continue;
+            }
+            if running.len() >= inner.concurrency {
+                tokio::select! {
+                    done = running.join_next() => count(&mut summary, done),
+                    () = inner.stop.notify.notified() => {}
+                }
+                continue;
+            }
+            let popped = inner.transport.pop(&queue, inner.poll_timeout).await;
+            match popped {
+                Ok(Some(delivery)) => {
+                    last_arrival = tokio::time::Instant::now();
+                    if inner.stop.flag.load(Ordering::SeqCst) {
+                        // Reserved after the stop was requested: hand it straight back.
+                        inner.release_unprocessed(&delivery).await;
+                        summary.released_at_shutdown += 1;
+                        break;
+                    }
+                    let task = inner.clone();
+                    let deadline = Deadline::at(deadline_rx.clone());
+                    running.spawn(async move { task.dispatch(delivery, deadline).await });
+                }
+                Ok(None) => {
+                    if running.is_empty() {
+                        if options.max_messages.is_some() && options.idle_timeout.is_none() {
+                            break;
+                        }
+                        if options
+                            .idle_timeout
+                            .is_some_and(|idle| last_arrival.elapsed() >= idle)
+                        {
+                            break;
+                        }
+                    } else {
+                        last_arrival = tokio::time::Instant::now();
+                    }
+                }
+                Err(e) if matches!(
+                    e.kind(),
+                    crate::error::TransportErrorKind::Auth | crate::error::TransportErrorKind::Config
+                ) =>
+                {
+                    // Wrong credentials, or a consumer its client gave up on (a configuration it
+                    // refuses, a fenced static member), do not heal by polling again: stop, and
+                    // say why.
+                    tracing::error!(target: LOG, queue = %queue, error = %e, "Receiving from {queue:?} cannot work ({:?}); stopping", e.kind());
+                    fatal = Some(e);
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!(target: LOG, queue = %queue, error = %e, "Receiving from queue {queue:?} failed; retrying");
+                    inner
+                        .pause(if e.is_transient() {
+                            inner.poll_timeout
+                        } else {
+                            inner.rewind_pause
+                        })
+                        .await;
+                    // Nothing arrives while the broker fails: that time counts towards the
+                    // idle timeout too.
+                    if running.is_empty()
+                        && options
+                            .idle_timeout
+                            .is_some_and(|idle| last_arrival.elapsed() >= idle)
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        while let Some(done) = running.join_next().await {
+            count(&mut summary, Some(done));
+        }
+        if let Some(listener) = signals {
+            listener.abort();
+        }
+        inner.stop.flag.store(false, Ordering::SeqCst);
+        if let Some(e) = fatal {
+            return Err(e.into());
+        }
+        summary.signalled = signalled.load(Ordering::SeqCst);
+        if summary.signalled
+            && let Err(e) = inner.transport.close().await
+        {
+            tracing::error!(target: LOG, error = %e, "Closing the transport failed");
+        }
+        Ok(summary)
+    }
+}
+
+fn count(
+    summary: &mut Summary,
+    done: Option<std::result::Result<Outcome, tokio::task::JoinError>>,
+) {
+    match done {
+        Some(Ok(Outcome::Interrupted)) => summary.released_at_shutdown += 1,
+        Some(Ok(_)) => summary.processed += 1,
+        Some(Err(e)) => {
+            tracing::error!(target: LOG, error = %e, "A dispatch task ended abnormally")
+        }
+        None => {}
+    }
+}
+
+fn spawn_signal_listener(
+    stop: Arc<Stop>,
+    signalled: Arc<AtomicBool>,
+    deadline: Arc<watch::Sender<bool>>,
+    shutdown_timeout: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if wait_for_signal().await.is_err() {
+            return;
+        }
+        tracing::warn!(target: LOG, "Shutdown signal received: finishing in-flight messages (deadline {shutdown_timeout:?})");
+        signalled.store(true, Ordering::SeqCst);
+        stop.flag.store(true, Ordering::SeqCst);
+        stop.notify.notify_waiters();
+        let timer = {
+            let deadline = deadline.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(shutdown_timeout).await;
+                deadline.send_replace(true);
+            })
+        };
+        if wait_for_signal().await.is_ok() {
+            tracing::warn!(target: LOG, "Second signal: interrupting running handlers now");
+            deadline.send_replace(true);
+        }
+        timer.abort();
+    })
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() -> std::io::Result<()> {
+    tokio::signal::ctrl_c().await
+}
+

@@ -1,0 +1,197 @@
+//! One delivery: classify it, route it, run its handler, and pick the settle plan.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::settle::Held;
+use super::{Event, Inner, LOG, Outcome};
+use crate::classify::{Class, classify};
+use crate::decide::{self, Failure, Plan, QueueFacts};
+use crate::handler::{Context, Handler, HandlerError};
+use crate::transport::{Delivery, Redelivery};
+
+/// Fires once the shutdown deadline passes (never, for a direct `dispatch`).
+#[derive(Clone)]
+pub(super) struct Deadline(Option<watch::Receiver<bool>>);
+
+impl Deadline {
+    pub(super) fn never() -> Deadline {
+        Deadline(None)
+    }
+
+    pub(super) fn at(fired: watch::Receiver<bool>) -> Deadline {
+        Deadline(Some(fired))
+    }
+
+    async fn reached(&self) {
+        match &self.0 {
+            Some(rx) => {
+                let mut rx = rx.clone();
+                if rx.wait_for(|fired| *fired).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+enum HandlerRun {
+    Done(Result<(), HandlerError>, Duration),
+    Interrupted,
+}
+
+impl Inner {
+    /// What the decision tables read about the consumed queue and the transport.
+    pub(super) fn queue_facts(&self, queue: &str) -> QueueFacts {
+        let capabilities = self.transport.capabilities();
+        QueueFacts {
+            queue: queue.to_owned(),
+            dead_letter_queue: decide::dead_letter_queue(
+                &self.policy,
+                queue,
+                capabilities.dead_letter_namer(),
+            ),
+            native_settler: capabilities.native_settler().is_some(),
+            can_redeliver: !matches!(capabilities.redelivery_mode(), Redelivery::Impossible),
+        }
+    }
+
+    pub(super) async fn dispatch(self: Arc<Self>, delivery: Delivery, deadline: Deadline) -> Outcome {
+        let mut sampler = |low: f64, high: f64| low + (high - low) * fastrand::f64();
+        let facts = self.queue_facts(delivery.queue());
+        let policy = &self.policy;
+        let queue = delivery.queue();
+        let class = classify(delivery.body(), delivery.facts(), queue);
+        let mut urn = String::new();
+        let mut handler_run = None;
+        let (plan, held) = match class {
+            Class::Gated { declared } => {
+                tracing::warn!(target: LOG, queue, declared = %crate::gate::escape(&declared, true),
+                    "A message on {queue:?} declares an unsupported schema version (supported: {}); it is not decoded",
+                    babelqueue_envelope::SCHEMA_VERSION);
+                (decide::gated(policy, &facts), Held::raw(&delivery))
+            }
+            Class::Poison(poison) => {
+                tracing::warn!(target: LOG, queue, cause = %poison.cause, attempts = poison.attempts,
+                    "A message on {queue:?} is poison ({}); it never reaches a handler", poison.cause);
+                (
+                    decide::poison(policy, &facts, &poison, &mut sampler),
+                    Held::raw(&delivery),
+                )
+            }
+            Class::Readable {
+                body,
+                envelope,
+                urn: routed_urn,
+                routed,
+            } => {
+                urn = routed_urn;
+                let attempts = envelope.attempts();
+                let handler = if urn.is_empty() {
+                    None
+                } else {
+                    self.handlers.get(&urn).or(self.fallback.as_ref()).cloned()
+                };
+                let plan = match handler {
+                    None => decide::unknown_urn(policy, &facts, &urn, attempts, &mut sampler),
+                    Some(handler) => {
+                        let ctx = Context::with_route(
+                            envelope.clone(),
+                            queue,
+                            delivery.headers().clone(),
+                            if routed { urn.clone() } else { String::new() },
+                            delivery.facts().count.map_or(0, |c| c.native()),
+                        );
+                        match self.run_handler(handler, ctx, &deadline).await {
+                            HandlerRun::Interrupted => {
+                                tracing::warn!(target: LOG, queue, urn = %urn,
+                                    "Shutdown deadline passed while the handler was running: releasing the message unchanged");
+                                self.release_unprocessed(&delivery).await;
+                                self.observe(&delivery, &urn, Outcome::Interrupted, None);
+                                return Outcome::Interrupted;
+                            }
+                            HandlerRun::Done(Ok(()), took) => {
+                                handler_run = Some((took, true));
+                                Plan::Ack
+                            }
+                            HandlerRun::Done(Err(e), took) => {
+                                handler_run = Some((took, false));
+                                tracing::warn!(target: LOG, queue, urn = %urn, attempts,
+                                    error = %e, "Handler failed");
+                                let failure = Failure {
+                                    message: e.message().to_owned(),
+                                    exception: e.exception().to_owned(),
+                                    action: e.action(),
+                                    unknown_urn: false,
+                                };
+                                decide::failure(policy, &facts, attempts, &failure, &mut sampler)
+                            }
+                        }
+                    }
+                };
+                (plan, Held::readable(body.into_owned(), envelope))
+            }
+        };
+        let outcome = self
+            .execute(&delivery, &held, &facts, plan, &mut sampler)
+            .await;
+        self.observe(&delivery, &urn, outcome, handler_run);
+        outcome
+    }
+
+    fn observe(
+        &self,
+        delivery: &Delivery,
+        urn: &str,
+        outcome: Outcome,
+        handler: Option<(Duration, bool)>,
+    ) {
+        if let Some(observer) = &self.observer {
+            observer.on_event(&Event {
+                queue: delivery.queue(),
+                urn,
+                outcome,
+                handler,
+            });
+        }
+    }
+
+    /// Runs the handler in a task of its own, so a panic is a failure rather than a crash and
+    /// the shutdown deadline can interrupt it.
+    async fn run_handler(
+        &self,
+        handler: Arc<dyn Handler>,
+        ctx: Context,
+        deadline: &Deadline,
+    ) -> HandlerRun {
+        let started = Instant::now();
+        let mut task = tokio::spawn(handler.call(ctx));
+        tokio::select! {
+            biased;
+            joined = &mut task => {
+                let result = match joined {
+                    Ok(result) => result,
+                    Err(e) if e.is_panic() => Err(panicked(e.into_panic())),
+                    Err(_) => Err(HandlerError::new("the handler task was cancelled").with_exception("Cancelled")),
+                };
+                HandlerRun::Done(result, started.elapsed())
+            }
+            () = deadline.reached() => {
+                task.abort();
+                HandlerRun::Interrupted
+            }
+        }
+    }
+}
+
+fn panicked(payload: Box<dyn std::any::Any + Send>) -> HandlerError {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic".to_owned());
+    HandlerError::new(format!("the handler panicked: {text}")).with_exception("Panic")
+}

@@ -1,0 +1,156 @@
+//! The runtime: [`App`] publishes envelopes and runs the consume loop that routes each delivery
+//! to its handler and settles it.
+//!
+//! The module tree reads like the path of one message (`docs/architecture.md`):
+//!
+//! * [`builder`]: configuring an app;
+//! * [`publish`]: the producer side;
+//! * [`consume`]: the loop, its concurrency and the graceful shutdown;
+//! * [`dispatch`]: one delivery: classify it, run its handler, pick the plan;
+//! * [`settle`]: carry the plan out with the transport's capabilities.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::handler::Handler;
+use crate::policy::Policy;
+use crate::transport::Transport;
+
+mod builder;
+mod consume;
+mod dispatch;
+mod publish;
+mod settle;
+
+pub use builder::AppBuilder;
+pub use consume::{Consume, StopHandle, Summary};
+
+const LOG: &str = "babelqueue::app";
+
+/// How one delivery ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Handled and acknowledged (or deleted by the `delete` strategy).
+    Acked,
+    /// Acknowledged and dropped, with a warning.
+    Dropped,
+    /// Given back for a retry (attempts counted).
+    Retried,
+    /// Given back unchanged (the `release` strategy).
+    Released,
+    /// Written to the dead-letter queue and settled.
+    DeadLettered,
+    /// Left to the broker's native mechanism.
+    Native,
+    /// Left unsettled after a failed settle write; it will come back.
+    Unsettled,
+    /// Released unchanged at the shutdown deadline (its handler was interrupted).
+    Interrupted,
+}
+
+/// What the runtime reports about each delivery, for metrics and tracing.
+#[derive(Debug, Clone)]
+pub struct Event<'a> {
+    /// The consumed queue.
+    pub queue: &'a str,
+    /// The URN the delivery was routed by (`""` for poison and gated deliveries).
+    pub urn: &'a str,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The handler's run time and whether it succeeded, when a handler ran.
+    pub handler: Option<(Duration, bool)>,
+}
+
+/// Receives an [`Event`] for every settled delivery (implemented by `babelqueue-otel`).
+pub trait Observer: Send + Sync {
+    /// Called once per delivery, after it is settled.
+    fn on_event(&self, event: &Event<'_>);
+}
+
+/// Everything an app holds, shared by its clones and its dispatch tasks.
+struct Inner {
+    transport: Arc<dyn Transport>,
+    queue: String,
+    policy: Policy,
+    handlers: HashMap<String, Arc<dyn Handler>>,
+    fallback: Option<Arc<dyn Handler>>,
+    concurrency: usize,
+    shutdown_timeout: Duration,
+    poll_timeout: Duration,
+    rewind_pause: Duration,
+    stop: Arc<consume::Stop>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+/// The BabelQueue runtime: publish envelopes, and consume them with URN-routed handlers.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::Error> {
+/// use babelqueue_core::{App, Consume, Context, HandlerError, MemoryTransport};
+///
+/// let app = App::builder(MemoryTransport::new())
+///     .queue("orders")
+///     .dead_letter(true)
+///     .handle("urn:babel:orders:created", |ctx: Context| async move {
+///         let order: serde_json::Value = ctx.data_as()?;
+///         println!("order {}", order["order_id"]);
+///         Ok::<(), HandlerError>(())
+///     })
+///     .build()?;
+///
+/// app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+/// let summary = app.consume(Consume::new().max_messages(1).handle_signals(false)).await?;
+/// assert_eq!(summary.processed, 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for App {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut urns: Vec<&String> = self.inner.handlers.keys().collect();
+        urns.sort();
+        f.debug_struct("App")
+            .field("transport", &self.inner.transport.name())
+            .field("queue", &self.inner.queue)
+            .field("policy", &self.inner.policy)
+            .field("concurrency", &self.inner.concurrency)
+            .field("handlers", &urns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// The transport.
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.inner.transport
+    }
+
+    /// The default queue.
+    pub fn queue(&self) -> &str {
+        &self.inner.queue
+    }
+
+    /// The settle policy.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// A handle that stops a running consume loop.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle::new(self.inner.stop.clone())
+    }
+
+    /// Routes one delivery the caller already popped, and settles it.
+    pub async fn dispatch(&self, delivery: crate::Delivery) -> Outcome {
+        self.inner
+            .clone()
+            .dispatch(delivery, dispatch::Deadline::never())
+            .await
+    }
+}

@@ -1,0 +1,316 @@
+//! Carrying a settle [`Plan`] out with the transport's capabilities (which capability wins is
+//! documented on [`crate::transport`]).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use babelqueue_envelope::Envelope;
+
+use super::{Inner, LOG, Outcome};
+use crate::decide::{
+    self, DropReason, Failure, OnWriteFailure, Plan, QueueFacts, ReleaseBody, Unsettle,
+};
+use crate::error::{Error, TransportError};
+use crate::transport::{Delivery, Redeliver, Redelivery, publish_keeping_route, publish_on_behalf};
+
+/// What the runtime holds of a delivery while it settles it: the decoded envelope and the body
+/// with `attempts` reconciled, for a readable one.
+pub(super) struct Held {
+    readable: Option<(Vec<u8>, Envelope)>,
+}
+
+impl Held {
+    /// A delivery that was not decoded (gated or poison): its records use the raw body.
+    pub(super) fn raw(_delivery: &Delivery) -> Held {
+        Held { readable: None }
+    }
+
+    /// A readable delivery: its reconciled body and its envelope.
+    pub(super) fn readable(body: Vec<u8>, envelope: Envelope) -> Held {
+        Held {
+            readable: Some((body, envelope)),
+        }
+    }
+
+    fn envelope(&self) -> Option<&Envelope> {
+        self.readable.as_ref().map(|(_, e)| e)
+    }
+
+    fn body<'a>(&'a self, delivery: &'a Delivery) -> &'a [u8] {
+        self.readable
+            .as_ref()
+            .map_or(delivery.body(), |(body, _)| body.as_slice())
+    }
+}
+
+impl Inner {
+    fn release_body(
+        &self,
+        delivery: &Delivery,
+        held: &Held,
+        body: ReleaseBody,
+    ) -> Result<(Vec<u8>, Option<i64>), Error> {
+        match body {
+            ReleaseBody::Unchanged => Ok((normalised(held.body(delivery)), None)),
+            ReleaseBody::Counted(n) => {
+                let mut copy = held.envelope().cloned().unwrap_or_default();
+                copy.set_attempts(n);
+                Ok((copy.encode()?.into_bytes(), Some(n)))
+            }
+            ReleaseBody::Bare(n) => Ok((format!("{{\"attempts\":{n}}}").into_bytes(), Some(n))),
+        }
+    }
+
+    pub(super) fn execute<'a>(
+        &'a self,
+        delivery: &'a Delivery,
+        held: &'a Held,
+        facts: &'a QueueFacts,
+        plan: Plan,
+        sampler: decide::Sampler<'a>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send + 'a>> {
+        Box::pin(async move {
+            let queue = delivery.queue();
+            match plan {
+                Plan::Ack => {
+                    self.ack(delivery).await;
+                    Outcome::Acked
+                }
+                Plan::Drop(reason) => {
+                    tracing::warn!(target: LOG, queue, "Dropping a message on queue {queue:?}: {}", describe_drop(&reason, delivery));
+                    self.ack(delivery).await;
+                    Outcome::Dropped
+                }
+                Plan::Release { body, delay } => {
+                    let retry = !matches!(body, ReleaseBody::Unchanged);
+                    let written = match self.release_body(delivery, held, body) {
+                        Ok((bytes, attempts)) => self
+                            .release(delivery, Redeliver::new(&bytes, attempts, delay))
+                            .await
+                            .map_err(Error::from),
+                        Err(e) => Err(e),
+                    };
+                    match written {
+                        Ok(()) if retry => Outcome::Retried,
+                        Ok(()) => Outcome::Released,
+                        Err(e) => {
+                            tracing::error!(target: LOG, queue, error = %e,
+                                "Re-publishing a message for retry on queue {queue:?} failed; it was NOT acknowledged and will be redelivered");
+                            self.leave_unsettled(delivery, Unsettle::Rewind).await;
+                            Outcome::Unsettled
+                        }
+                    }
+                }
+                Plan::DeadLetter {
+                    queue: dlq,
+                    record,
+                    on_failure,
+                } => {
+                    let rendered = record.render(
+                        held.body(delivery),
+                        held.envelope(),
+                        queue,
+                        babelqueue_envelope::now_millis(),
+                    );
+                    let written = match rendered {
+                        Ok(bytes) => self
+                            .write_dead_letter(delivery, &dlq, &bytes)
+                            .await
+                            .map_err(Error::from),
+                        Err(e) => Err(Error::from(e)),
+                    };
+                    match (written, on_failure) {
+                        (Ok(()), _) => Outcome::DeadLettered,
+                        (Err(e), OnWriteFailure::Leave(unsettle)) => {
+                            tracing::error!(target: LOG, queue, dead_letter_queue = %dlq, error = %e,
+                                "Dead-lettering a message from queue {queue:?} to {dlq:?} failed; it was NOT acknowledged \
+                                 or retried, and will come back (the write is tried again then); the worker keeps running");
+                            self.leave_unsettled(delivery, unsettle).await;
+                            Outcome::Unsettled
+                        }
+                        (Err(e), OnWriteFailure::Fail) => {
+                            tracing::error!(target: LOG, queue, dead_letter_queue = %dlq, error = %e,
+                                "Dead-lettering an unknown-URN message failed; taking the retry path");
+                            let failure = Failure {
+                                message: e.to_string(),
+                                exception: "TransportError".to_owned(),
+                                action: crate::handler::Action::Retry,
+                                unknown_urn: true,
+                            };
+                            let attempts = held.envelope().map_or(0, Envelope::attempts);
+                            let plan =
+                                decide::failure(&self.policy, facts, attempts, &failure, sampler);
+                            self.execute(delivery, held, facts, plan, sampler).await
+                        }
+                    }
+                }
+                Plan::Native {
+                    reason,
+                    description,
+                } => {
+                    tracing::warn!(target: LOG, queue, reason,
+                        "Left to the broker's native mechanism (not acknowledged, not retried): queue {queue:?}, reason {reason}");
+                    if let Some(settler) = self.transport.capabilities().native_settler()
+                        && let Err(e) = settler.settle_native(delivery, reason, &description).await
+                    {
+                        tracing::error!(target: LOG, queue, error = %e,
+                            "Native settle of a message on queue {queue:?} failed; it stays unacknowledged and will be redelivered");
+                    }
+                    Outcome::Native
+                }
+                Plan::LeaveUnsettled(unsettle) => {
+                    self.leave_unsettled(delivery, unsettle).await;
+                    Outcome::Unsettled
+                }
+            }
+        })
+    }
+
+    async fn ack(&self, delivery: &Delivery) {
+        if let Err(e) = self.transport.ack(delivery).await {
+            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
+                "Failed to acknowledge a processed message on queue {:?}; it was NOT released and will be redelivered by the broker",
+                delivery.queue());
+        }
+    }
+
+    /// Sends `delivery` back for another delivery: the broker's own mechanism, else a copy
+    /// (delayed where the transport can) and then the acknowledgement of the original. A
+    /// transport that cannot redeliver refuses, and the delivery is left unsettled.
+    async fn release(
+        &self,
+        delivery: &Delivery,
+        redeliver: Redeliver<'_>,
+    ) -> Result<(), TransportError> {
+        match self.transport.capabilities().redelivery_mode() {
+            Redelivery::Native(redeliverer) => redeliverer.redeliver(delivery, redeliver).await,
+            Redelivery::Impossible => Err(TransportError::unsupported(format!(
+                "the {} transport cannot redeliver a message with this configuration",
+                self.transport.name()
+            ))),
+            Redelivery::Copy => {
+                publish_on_behalf(
+                    self.transport.as_ref(),
+                    delivery,
+                    delivery.queue(),
+                    redeliver.body,
+                    redeliver.delay,
+                )
+                .await?;
+                self.ack(delivery).await;
+                Ok(())
+            }
+        }
+    }
+
+    async fn write_dead_letter(
+        &self,
+        delivery: &Delivery,
+        queue: &str,
+        body: &[u8],
+    ) -> Result<(), TransportError> {
+        if let Some(writer) = self.transport.capabilities().dead_letter_writer() {
+            return writer.dead_letter(delivery, queue, body).await;
+        }
+        publish_keeping_route(self.transport.as_ref(), delivery, queue, body).await?;
+        self.ack(delivery).await;
+        Ok(())
+    }
+
+    async fn leave_unsettled(&self, delivery: &Delivery, unsettle: Unsettle) {
+        let capabilities = self.transport.capabilities();
+        if unsettle == Unsettle::AbandonOrRewind
+            && capabilities.rewinder().is_none()
+            && let Some(abandoner) = capabilities.abandoner()
+        {
+            if let Err(e) = abandoner.abandon(delivery).await {
+                tracing::error!(target: LOG, queue = delivery.queue(), error = %e, "Failed to abandon an unsettled message");
+                return;
+            }
+            self.pause(self.rewind_pause).await;
+            return;
+        }
+        if let Some(rewinder) = capabilities.rewinder() {
+            // A version-gated delivery is never written back to its queue (the contract allows
+            // only its dead-letter write), so it is rewound in place; any other message whose
+            // settle write failed moves behind the others where the broker can.
+            let rewound = match unsettle {
+                Unsettle::AbandonOrRewind => rewinder.rewind(delivery).await,
+                Unsettle::Rewind => rewinder.rewind_behind(delivery).await,
+            };
+            if let Err(e) = rewound {
+                tracing::error!(target: LOG, queue = delivery.queue(), error = %e, "Failed to rewind an unsettled message");
+                return;
+            }
+            self.pause(self.rewind_pause).await;
+        }
+    }
+
+    /// Gives back a message whose handler never completed: rewound where possible, else
+    /// released unchanged with no delay and no attempt counted.
+    pub(super) async fn release_unprocessed(&self, delivery: &Delivery) {
+        if let Some(rewinder) = self.transport.capabilities().rewinder() {
+            if let Err(e) = rewinder.rewind(delivery).await {
+                tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
+                    "Failed to rewind an unprocessed message at shutdown; the broker will redeliver it");
+            }
+            return;
+        }
+        let body = normalised(delivery.body());
+        if let Err(e) = self
+            .release(delivery, Redeliver::new(&body, None, None))
+            .await
+        {
+            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
+                "Failed to release an unprocessed message at shutdown; it is left unsettled and the broker will redeliver it");
+        }
+    }
+
+    /// Sleeps, waking early on a stop request.
+    pub(super) async fn pause(&self, pause: Duration) {
+        if self.stop.flag.load(Ordering::SeqCst) {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = self.stop.notify.notified() => {}
+        }
+    }
+}
+
+fn describe_drop(reason: &DropReason, delivery: &Delivery) -> String {
+    match reason {
+        DropReason::RetriesExhausted { attempts } => {
+            format!(
+                "after {attempts} attempts: retries are exhausted and no dead-letter queue is configured"
+            )
+        }
+        DropReason::PoisonDeleted { cause } => {
+            format!("a poison message (on_unknown_urn=delete): {cause}")
+        }
+        DropReason::Undeliverable => format!(
+            "an undeliverable message ({} body bytes): it can never be handled and no dead-letter queue is configured",
+            delivery.body().len()
+        ),
+        DropReason::PoisonCannotRetry => {
+            "a poison record: the transport cannot redeliver it and dead-lettering is off \
+             (degrade-to-delete); enable dead_letter to keep it"
+                .to_owned()
+        }
+        DropReason::Rejected { message } => {
+            format!("rejected by its handler ({message}) and no dead-letter queue is configured")
+        }
+    }
+}
+
+/// A raw body to re-publish: byte for byte, unless it is an object carrying a forbidden key or a
+/// top-level `urn`, which are then dropped/folded by a decode → encode.
+pub(crate) fn normalised(body: &[u8]) -> Vec<u8> {
+    match Envelope::parse_object(body) {
+        Ok(parsed) if parsed.forbidden_key().is_some() => Envelope::decode_lenient(body)
+            .envelope
+            .encode()
+            .map_or_else(|_| body.to_vec(), String::into_bytes),
+        _ => body.to_vec(),
+    }
+}

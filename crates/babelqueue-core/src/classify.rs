@@ -1,0 +1,234 @@
+//! The first step of every dispatch: from a delivery's body and [`Facts`] to what the runtime
+//! is holding ([`Class`]). Pure (no I/O, no clock, no logging), tested row by row; the runtime
+//! logs what it found and asks [`decide`](crate::decide) what to do.
+//!
+//! The order is the contract's:
+//!
+//! 1. the schema-version gate, on the property the broker carried, before anything reads the
+//!    body ([`Class::Gated`]);
+//! 2. an attempt the broker could not count ([`Facts::attempts_not_counted`]), then the strict
+//!    classifier of the envelope crate ([`poison_cause`]): [`Class::Poison`], with its typed
+//!    cause and its delivery count;
+//! 3. otherwise the body's `attempts` reconciled with the broker's count, decoded leniently,
+//!    and routed by the out-of-band URN when there is one ([`Class::Readable`]).
+
+use std::borrow::Cow;
+
+use babelqueue_envelope::{Envelope, PoisonCause, ascii, poison_cause};
+
+use crate::attempts;
+use crate::delivery::Facts;
+
+/// Why a delivery is poison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The body is not a readable envelope with an identity.
+    Body(PoisonCause),
+    /// The broker could not count the attempt ([`Facts::attempts_not_counted`]); the record's
+    /// error says only `Undecodable BabelQueue body`, as the reference binding writes it.
+    NotCounted,
+}
+
+impl Cause {
+    /// The typed cause of a poison body, when there is one.
+    pub fn poison_cause(&self) -> Option<&PoisonCause> {
+        match self {
+            Cause::Body(cause) => Some(cause),
+            Cause::NotCounted => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::Body(cause) => write!(f, "{cause}"),
+            Cause::NotCounted => f.write_str("the broker could not count its attempts"),
+        }
+    }
+}
+
+/// A poison delivery: never decoded, never handed to a handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Poison {
+    /// Why.
+    pub cause: Cause,
+    /// Deliveries it has had ([`attempts::poison_attempts`]); 0 when not counted.
+    pub attempts: i64,
+    /// The `original_queue` of its record.
+    pub original_queue: String,
+    /// Dead-lettered in every configuration ([`Facts::poison_always_dead_lettered`]).
+    pub always_dead_lettered: bool,
+}
+
+/// What a delivery is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Class<'a> {
+    /// The schema-version gate rejected it: never decoded, handled or retried.
+    Gated {
+        /// The declared version as carried (uncapped, unescaped; see
+        /// [`gate::escape`](crate::gate::escape) for logs).
+        declared: String,
+    },
+    /// Not a readable envelope.
+    Poison(Poison),
+    /// A readable envelope.
+    Readable {
+        /// The body with `attempts` reconciled (borrowed when nothing changed): what a
+        /// release of the unchanged message sends back.
+        body: Cow<'a, [u8]>,
+        /// The decoded envelope (forbidden keys dropped, the `urn` alias folded).
+        envelope: Envelope,
+        /// The URN it routes by: the out-of-band one when the broker carried one, else the
+        /// body's (possibly empty: an envelope with no identity).
+        urn: String,
+        /// Whether `urn` came out of band.
+        routed: bool,
+    },
+}
+
+/// Classifies `body`, consumed from `queue`, with the facts its transport reported.
+pub fn classify<'a>(body: &'a [u8], facts: &Facts, queue: &str) -> Class<'a> {
+    if let Some(declared) = facts.declared_version.rejected() {
+        return Class::Gated { declared };
+    }
+    let original_queue = || {
+        facts
+            .original_queue
+            .clone()
+            .filter(|q| !q.is_empty())
+            .unwrap_or_else(|| queue.to_owned())
+    };
+    if facts.attempts_not_counted {
+        return Class::Poison(Poison {
+            cause: Cause::NotCounted,
+            attempts: 0,
+            original_queue: original_queue(),
+            always_dead_lettered: facts.poison_always_dead_lettered,
+        });
+    }
+    if let Some(cause) = poison_cause(body, true) {
+        return Class::Poison(Poison {
+            cause: Cause::Body(cause),
+            attempts: attempts::poison_attempts(body, facts.count),
+            original_queue: original_queue(),
+            always_dead_lettered: facts.poison_always_dead_lettered,
+        });
+    }
+    let body = attempts::reconcile(body, facts.count);
+    let envelope = Envelope::decode_lenient(&body).envelope;
+    let out_of_band = facts
+        .urn
+        .as_deref()
+        .map(ascii::trim)
+        .filter(|urn| !urn.is_empty() && !envelope.urn().is_empty());
+    let (urn, routed) = match out_of_band {
+        Some(urn) => (urn.to_owned(), true),
+        None => (envelope.urn().into_owned(), false),
+    };
+    Class::Readable {
+        body,
+        envelope,
+        urn,
+        routed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::{Count, Declared};
+
+    const ORDER: &[u8] = br#"{"job":"urn:babel:orders:created","data":{"n":1},"attempts":1}"#;
+
+    fn facts() -> Facts {
+        Facts::default()
+    }
+
+    #[test]
+    fn the_gate_comes_first_whatever_the_body() {
+        for body in [ORDER, b"not json"] {
+            let f = Facts {
+                declared_version: Declared::Text("2".into()),
+                attempts_not_counted: true,
+                ..facts()
+            };
+            assert_eq!(
+                classify(body, &f, "q"),
+                Class::Gated {
+                    declared: "2".into()
+                }
+            );
+        }
+        let f = Facts {
+            declared_version: Declared::Integer(1),
+            ..facts()
+        };
+        assert!(matches!(classify(ORDER, &f, "q"), Class::Readable { .. }));
+    }
+
+    #[test]
+    fn poison_carries_its_typed_cause_count_and_queue() {
+        let Class::Poison(p) = classify(br#"{"attempts":4}"#, &facts(), "orders") else {
+            panic!()
+        };
+        assert!(matches!(p.cause, Cause::Body(PoisonCause::NoIdentity)));
+        assert_eq!((p.attempts, p.original_queue.as_str()), (4, "orders"));
+        assert!(!p.always_dead_lettered);
+
+        let f = Facts {
+            count: Some(Count::Carried(2)),
+            original_queue: Some("orders".into()),
+            poison_always_dead_lettered: true,
+            ..facts()
+        };
+        let Class::Poison(p) = classify(b"\xff", &f, "orders.retry.1") else {
+            panic!()
+        };
+        assert!(matches!(p.cause, Cause::Body(PoisonCause::InvalidUtf8 { .. })));
+        assert_eq!((p.attempts, p.original_queue.as_str()), (2, "orders"));
+        assert!(p.always_dead_lettered);
+    }
+
+    #[test]
+    fn an_uncounted_attempt_is_poison_even_for_a_readable_body() {
+        let f = Facts {
+            attempts_not_counted: true,
+            ..facts()
+        };
+        let Class::Poison(p) = classify(ORDER, &f, "q") else {
+            panic!()
+        };
+        assert_eq!((p.cause, p.attempts), (Cause::NotCounted, 0));
+    }
+
+    #[test]
+    fn readable_bodies_are_reconciled_and_routed() {
+        let f = Facts {
+            count: Some(Count::Redelivered(3)),
+            urn: Some(" urn:routed ".into()),
+            ..facts()
+        };
+        let Class::Readable {
+            body,
+            envelope,
+            urn,
+            routed,
+        } = classify(ORDER, &f, "q")
+        else {
+            panic!()
+        };
+        assert_eq!(envelope.attempts(), 3);
+        assert!(body.ends_with(br#""attempts":3}"#));
+        assert_eq!((urn.as_str(), routed), ("urn:routed", true));
+
+        let Class::Readable {
+            body, urn, routed, ..
+        } = classify(ORDER, &facts(), "q")
+        else {
+            panic!()
+        };
+        assert!(matches!(body, Cow::Borrowed(_)));
+        assert_eq!((urn.as_str(), routed), ("urn:babel:orders:created", false));
+    }
+}

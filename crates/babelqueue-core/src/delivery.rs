@@ -1,0 +1,307 @@
+//! [`Delivery`]: one message a transport handed out, and the [`Facts`] its broker reported
+//! about it.
+//!
+//! A transport describes; it never decides. It says what the broker carried beside the body
+//! (an out-of-band URN, the schema-version property, a delivery count and how that count relates
+//! to the body's `attempts`, the queue a retried record was first published to …) and the
+//! runtime alone turns those facts into a verdict ([`classify`](crate::classify)) and a settle
+//! plan ([`decide`](crate::decide)).
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::gate::GateValue;
+
+/// Out-of-band headers that ride beside the envelope (never inside it): `traceparent`,
+/// `bq-replay-bypass`, … String keys and values.
+pub type Headers = BTreeMap<String, String>;
+
+/// The schema-version property as the broker carried it: the input of the version gate, which
+/// the runtime applies before anything decodes the body.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub enum Declared {
+    /// The broker carries no such property (the default; also every header-less broker).
+    #[default]
+    Absent,
+    /// A present property holding null.
+    Null,
+    /// A string property, exactly as carried (never trimmed).
+    Text(String),
+    /// An integral property (any AMQP width, signed or unsigned).
+    Integer(i128),
+    /// A floating-point property.
+    Float(f64),
+    /// A boolean property.
+    Bool(bool),
+}
+
+impl Declared {
+    /// The value the gate reads.
+    pub fn gate_value(&self) -> GateValue<'_> {
+        match self {
+            Declared::Absent => GateValue::Absent,
+            Declared::Null => GateValue::Null,
+            Declared::Text(text) => GateValue::Text(text),
+            Declared::Integer(n) => GateValue::Integer(*n),
+            Declared::Float(f) => GateValue::Float(*f),
+            Declared::Bool(b) => GateValue::Bool(*b),
+        }
+    }
+
+    /// The declared version the gate rejects, or `None` when the delivery may be decoded (see
+    /// [`gate::gated`](crate::gate::gated)).
+    pub fn rejected(&self) -> Option<String> {
+        crate::gate::gated(self.gate_value())
+    }
+}
+
+/// What the broker knows about how often a message was delivered, and how that count
+/// reconciles with the body's `attempts` (the runtime applies the rule, see
+/// [`attempts`](crate::attempts)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Count {
+    /// The broker counts earlier deliveries, 0 on the first (SQS `ApproximateReceiveCount - 1`,
+    /// Service Bus `DeliveryCount - 1`, Artemis `delivery-count`): `attempts` is raised to at
+    /// least this count, never lowered.
+    Redelivered(i64),
+    /// The broker carries an authoritative attempts count out of band (the Kafka `bq-attempts`
+    /// header): `attempts` is set to it, whatever the body says.
+    Carried(i64),
+    /// A carried count when there is a valid one, else the body's integer `attempts`, then
+    /// raised to the broker's redelivery count (Pulsar: `bq-attempts` and the redelivery
+    /// count). A body without an integer `attempts` is left as it is.
+    CarriedOrBody {
+        /// The carried count, when valid.
+        carried: Option<i64>,
+        /// The broker's redelivery count (0 on the first delivery).
+        redelivered: i64,
+    },
+}
+
+impl Count {
+    /// The deliveries the broker knows of without reading the body: what a poison body is
+    /// counted by, and what [`Context::native_attempts`](crate::Context::native_attempts)
+    /// reports.
+    pub fn native(&self) -> i64 {
+        match *self {
+            Count::Redelivered(n) | Count::Carried(n) => n,
+            Count::CarriedOrBody {
+                carried,
+                redelivered,
+            } => carried.unwrap_or(0).max(redelivered),
+        }
+        .max(0)
+    }
+}
+
+/// Everything a transport reports about a delivery beside its body and headers. Each fact has
+/// a neutral default, so a transport whose broker says nothing sets none of them.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Facts {
+    /// A URN the broker carried out of band (the Pulsar `bq-job` property): a readable body is
+    /// routed by it instead of its own `job`. Never rescues an unreadable body.
+    pub urn: Option<String>,
+    /// The schema-version property, for the gate.
+    pub declared_version: Declared,
+    /// The broker's delivery count and its reconciliation rule.
+    pub count: Option<Count>,
+    /// The queue the message was first published to, when the broker carried it (the Kafka
+    /// `bq-original-topic` header of a record re-injected from a retry tier): the
+    /// `original_queue` of its poison record. The consumed queue when `None`.
+    pub original_queue: Option<String>,
+    /// The binding dead-letters a poison body in every configuration: neither
+    /// `on_unknown_urn = delete` nor dead-lettering off drops it, and it is never retried (a
+    /// Redis reservation has nowhere else to go).
+    pub poison_always_dead_lettered: bool,
+    /// The broker could not count this delivery's attempt (the Laravel reserve script reserved
+    /// the raw job because cjson could not read its `attempts`): the delivery is treated as
+    /// poison whatever its body says.
+    pub attempts_not_counted: bool,
+}
+
+/// One message a transport handed out, held until the runtime settles it.
+pub struct Delivery {
+    body: Bytes,
+    queue: String,
+    headers: Headers,
+    facts: Facts,
+    key: Option<Vec<u8>>,
+    handle: Box<dyn Any + Send + Sync>,
+}
+
+impl Delivery {
+    /// A delivery of `body` consumed from `queue`, with no headers and no facts. A `Vec<u8>`
+    /// or a [`Bytes`] is taken without a copy.
+    pub fn new(queue: impl Into<String>, body: impl Into<Bytes>) -> Delivery {
+        Delivery {
+            body: body.into(),
+            queue: queue.into(),
+            headers: Headers::new(),
+            facts: Facts::default(),
+            key: None,
+            handle: Box::new(()),
+        }
+    }
+
+    /// Attaches the out-of-band headers the broker carried.
+    #[must_use]
+    pub fn with_headers(mut self, headers: Headers) -> Delivery {
+        self.headers = headers;
+        self
+    }
+
+    /// Attaches every fact at once.
+    #[must_use]
+    pub fn with_facts(mut self, facts: Facts) -> Delivery {
+        self.facts = facts;
+        self
+    }
+
+    /// Sets the URN the broker carried out of band ([`Facts::urn`]), as carried (the runtime
+    /// trims it when it routes); blank is none.
+    #[must_use]
+    pub fn with_urn(mut self, urn: impl Into<String>) -> Delivery {
+        let urn = urn.into();
+        self.facts.urn = (!babelqueue_envelope::ascii::is_blank(&urn)).then_some(urn);
+        self
+    }
+
+    /// Sets the schema-version property as carried ([`Facts::declared_version`]).
+    #[must_use]
+    pub fn with_declared_version(mut self, declared: Declared) -> Delivery {
+        self.facts.declared_version = declared;
+        self
+    }
+
+    /// Sets the broker's delivery count ([`Facts::count`]).
+    #[must_use]
+    pub fn with_count(mut self, count: Count) -> Delivery {
+        self.facts.count = Some(count);
+        self
+    }
+
+    /// Sets the queue the message was first published to ([`Facts::original_queue`]).
+    #[must_use]
+    pub fn with_original_queue(mut self, queue: impl Into<String>) -> Delivery {
+        self.facts.original_queue = Some(queue.into());
+        self
+    }
+
+    /// Marks a poison body as dead-lettered in every configuration
+    /// ([`Facts::poison_always_dead_lettered`]).
+    #[must_use]
+    pub fn poison_always_dead_lettered(mut self) -> Delivery {
+        self.facts.poison_always_dead_lettered = true;
+        self
+    }
+
+    /// Marks the delivery's attempt as one the broker could not count
+    /// ([`Facts::attempts_not_counted`]).
+    #[must_use]
+    pub fn attempts_not_counted(mut self) -> Delivery {
+        self.facts.attempts_not_counted = true;
+        self
+    }
+
+    /// Sets the broker record key (`None` = a null key; an empty key is a key).
+    #[must_use]
+    pub fn with_key(mut self, key: Option<Vec<u8>>) -> Delivery {
+        self.key = key;
+        self
+    }
+
+    /// Attaches the transport's own settle handle (a receipt, a delivery tag, an offset …).
+    #[must_use]
+    pub fn with_handle<T: Any + Send + Sync>(mut self, handle: T) -> Delivery {
+        self.handle = Box::new(handle);
+        self
+    }
+
+    /// The body, byte for byte as the broker carried it.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body as shared bytes (a cheap clone, no copy).
+    pub fn bytes(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// The queue the delivery was consumed from.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The out-of-band headers.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// What the broker reported about the delivery.
+    pub fn facts(&self) -> &Facts {
+        &self.facts
+    }
+
+    /// The broker record key, when the broker has keys.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.key.as_deref()
+    }
+
+    /// The transport's settle handle, when it is a `T`.
+    pub fn handle<T: Any>(&self) -> Option<&T> {
+        self.handle.downcast_ref()
+    }
+}
+
+impl fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("queue", &self.queue)
+            .field("body", &String::from_utf8_lossy(&self.body))
+            .field("headers", &self.headers)
+            .field("facts", &self.facts)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_counts_never_go_below_zero() {
+        assert_eq!(Count::Redelivered(2).native(), 2);
+        assert_eq!(Count::Carried(-3).native(), 0);
+        let pulsar = |carried, redelivered| Count::CarriedOrBody {
+            carried,
+            redelivered,
+        };
+        assert_eq!(pulsar(Some(4), 1).native(), 4);
+        assert_eq!(pulsar(None, 3).native(), 3);
+        assert_eq!(pulsar(Some(1), 5).native(), 5);
+    }
+
+    #[test]
+    fn blank_out_of_band_urns_are_none() {
+        let d = Delivery::new("q", b"{}".to_vec()).with_urn(" \t");
+        assert_eq!(d.facts().urn, None);
+        let d = Delivery::new("q", b"{}".to_vec()).with_urn("urn:x");
+        assert_eq!(d.facts().urn.as_deref(), Some("urn:x"));
+    }
+
+    #[test]
+    fn the_declared_version_goes_through_the_one_gate() {
+        assert_eq!(Declared::Absent.rejected(), None);
+        assert_eq!(Declared::Text("1".into()).rejected(), None);
+        assert_eq!(Declared::Integer(1).rejected(), None);
+        assert_eq!(Declared::Text(" 1".into()).rejected(), Some(" 1".into()));
+        assert_eq!(Declared::Integer(2).rejected(), Some("2".into()));
+    }
+}
