@@ -168,10 +168,10 @@ impl NativeClient {
                 ))
             })?;
         }
-        let pulsar = builder
-            .build()
-            .await
-            .map_err(|e| PulsarError::from_client(&format!("connecting to {url}"), &e))?;
+        let pulsar = builder.build().await.map_err(|e| {
+            let context = format!("connecting to {}", babelqueue_core::redact::redact(url));
+            PulsarError::from_client(&context, &e).scrubbed(url)
+        })?;
         Ok(NativeClient {
             pulsar,
             options,
