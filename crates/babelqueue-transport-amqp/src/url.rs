@@ -16,9 +16,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The one redaction helper of the workspace (re-exported for the crate's messages).
-pub(crate) use babelqueue_core::redact::redact;
-use babelqueue_core::redact::scrub;
+use babelqueue_core::redact::{redact, scrub};
 use lapin::uri::{AMQPScheme, AMQPUri};
 
 use crate::error::AmqpError;
