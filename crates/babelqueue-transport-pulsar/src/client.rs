@@ -237,6 +237,7 @@ impl NativeClient {
         properties: Properties,
         deliver_at_time: Option<i64>,
     ) -> Result<(), PulsarError> {
+        crate::projection::check_size(topic, payload.len())?;
         let producer = self.producer(topic).await?;
         let message = pulsar::producer::Message {
             payload: payload.to_vec(),
