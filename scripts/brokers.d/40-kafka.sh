@@ -1,5 +1,7 @@
 # Apache Kafka 4.4 (single-node KRaft: broker + controller in one JVM), from the Maven Central
-# artifacts, on 127.0.0.1:9092 (controller 127.0.0.1:9093). Data under $BQ_BROKERS_DIR/kafka.
+# artifacts, on 127.0.0.1:9092 (PLAINTEXT; controller 127.0.0.1:9093) and 127.0.0.1:9094
+# (SASL_PLAINTEXT, mechanism PLAIN, one user: bq / bq-secret, for the wrong-credentials tests).
+# Data under $BQ_BROKERS_DIR/kafka.
 #
 # Tuned for tests, not production: one partition per auto-created topic, replication factor 1,
 # no initial rebalance delay, and a group session timeout that may go down to 1 s so a test can
@@ -8,6 +10,10 @@ BROKERS+=(kafka)
 KAFKA_VERSION=${BQ_KAFKA_VERSION:-4.4.0}
 KAFKA_PORT=${BQ_KAFKA_PORT:-9092}
 KAFKA_CONTROLLER_PORT=${BQ_KAFKA_CONTROLLER_PORT:-9093}
+KAFKA_SASL_PORT=${BQ_KAFKA_SASL_PORT:-9094}
+# The one SASL/PLAIN user of the test broker (a throwaway test credential, not a secret).
+KAFKA_SASL_USER=bq
+KAFKA_SASL_PASSWORD=bq-secret
 KAFKA_DIR=$BQ_BROKERS_DIR/kafka
 
 _kafka_cp() { echo "$KAFKA_DIR/libs/*"; }
@@ -61,11 +67,14 @@ _kafka_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_PLAINTEXT://127.0.0.1:$KAFKA_SASL_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER="$KAFKA_SASL_PASSWORD";
 log.dirs=$KAFKA_DIR/data
 auto.create.topics.enable=true
 num.partitions=1
@@ -98,6 +107,9 @@ EOF
 }
 
 start_kafka() {
+    # A broker that runs but is not ready by today's check (e.g. started by an older version of
+    # this script, without the SASL listener) is stopped first: two JVMs cannot share the ports.
+    stop_kafka
     _kafka_config
     local java_opts=(-Xms256m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true
         "-Dlog4j2.configurationFile=$KAFKA_DIR/log4j2.properties")
@@ -118,6 +130,7 @@ ready_kafka() {
     # The broker listener accepts connections once the broker is running; the log line says the
     # KRaft server (controller and broker) finished starting.
     (exec 3<>"/dev/tcp/127.0.0.1/$KAFKA_PORT") 2>/dev/null || return 1
+    (exec 3<>"/dev/tcp/127.0.0.1/$KAFKA_SASL_PORT") 2>/dev/null || return 1
     grep -q "started (kafka.server.KafkaRaftServer)" "$KAFKA_DIR/kafka.log" 2>/dev/null
 }
 
@@ -136,4 +149,8 @@ stop_kafka() {
     rm -f "$KAFKA_DIR/kafka.pid"
 }
 
-env_kafka() { echo "export BQ_KAFKA_URL=kafka://127.0.0.1:$KAFKA_PORT"; }
+env_kafka() {
+    echo "export BQ_KAFKA_URL=kafka://127.0.0.1:$KAFKA_PORT"
+    # The SASL listener with the right credentials; the tests swap the password for a wrong one.
+    echo "export BQ_KAFKA_SASL_URL='kafka://$KAFKA_SASL_USER:$KAFKA_SASL_PASSWORD@127.0.0.1:$KAFKA_SASL_PORT?security.protocol=SASL_PLAINTEXT&sasl.mechanism=PLAIN'"
+}

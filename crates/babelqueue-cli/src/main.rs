@@ -488,6 +488,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Every error is printed without the password of the broker URL, whatever shape an error
+    // message quotes it in.
+    let url = broker_url(&cli.command);
     let result = runtime.block_on(async {
         match cli.command {
             Command::Demo => demo::run().await,
@@ -502,8 +505,27 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("babelqueue: {e}");
+            let shown = match &url {
+                Some(url) => babelqueue::redact::scrub(&e, url),
+                None => babelqueue::redact::redact(&e),
+            };
+            eprintln!("babelqueue: {shown}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The broker URL a command was given, if any.
+fn broker_url(command: &Command) -> Option<String> {
+    match command {
+        Command::Publish(args) => Some(args.url.clone()),
+        Command::Consume(args) => Some(args.url.clone()),
+        Command::Dlq {
+            command: DlqCommand::List(args),
+        } => Some(args.url.clone()),
+        Command::Dlq {
+            command: DlqCommand::Redrive(args),
+        } => Some(args.dlq.url.clone()),
+        _ => None,
     }
 }

@@ -163,6 +163,93 @@ fn consume_exits_after_the_idle_timeout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 handler call(s)"));
 }
 
+/// Everything the process printed.
+fn printed(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn a_url_typo_without_the_separator_never_prints_the_password() {
+    for command in ["consume", "publish", "dlq list"] {
+        let mut args: Vec<&str> = command.split(' ').collect();
+        args.extend(["amqp:/guest:hunter2@127.0.0.1", "--queue", "q"]);
+        if command == "publish" {
+            args.extend(["--urn", "urn:a"]);
+        }
+        if command == "consume" {
+            args.extend(["--idle-timeout", "5"]);
+        }
+        let out = babelqueue(&args, None);
+        assert!(!out.status.success(), "{command}: {}", printed(&out));
+        let text = printed(&out);
+        assert!(!text.contains("hunter2"), "{command}: {text}");
+        assert!(
+            !text.contains("127.0.0.1"),
+            "{command}: only the scheme is shown: {text}"
+        );
+        assert!(
+            text.contains("\"amqp\"") && text.contains("no \"://\""),
+            "{command}: says what is wrong: {text}"
+        );
+    }
+}
+
+/// The CLI against a real RabbitMQ (`BQ_AMQP_URL`), with a password it refuses.
+#[cfg(feature = "amqp")]
+mod amqp {
+    use std::time::{Duration, Instant};
+
+    use super::{babelqueue, printed};
+
+    /// `host:port` of the broker, when it is reachable.
+    fn broker() -> Option<String> {
+        let url = std::env::var("BQ_AMQP_URL")
+            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+        let address = babelqueue::redact::host(&url).expect("BQ_AMQP_URL names a host");
+        let reachable = std::net::ToSocketAddrs::to_socket_addrs(&address.as_str())
+            .ok()
+            .and_then(|mut a| a.next())
+            .is_some_and(|a| {
+                std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok()
+            });
+        if reachable {
+            return Some(address);
+        }
+        assert!(
+            std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
+            "RabbitMQ is required at {address}"
+        );
+        println!("SKIPPED: RabbitMQ not reachable at {address}");
+        None
+    }
+
+    #[test]
+    fn wrong_credentials_exit_non_zero_and_never_print_the_password() {
+        let Some(address) = broker() else { return };
+        let host = address.split(':').next().unwrap_or_default().to_owned();
+        let url = format!("amqp://guest:wrongpw@{address}/%2f");
+        let started = Instant::now();
+        let out = babelqueue(
+            &["consume", &url, "--queue", "q", "--idle-timeout", "5"],
+            None,
+        );
+        let text = printed(&out);
+        assert!(!out.status.success(), "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the worker stops at once, it does not poll: {:?}",
+            started.elapsed()
+        );
+        assert!(text.contains("refused the credentials"), "{text}");
+        assert!(text.contains(&host), "names the broker: {text}");
+        assert!(!text.contains("wrongpw"), "{text}");
+    }
+}
+
 /// The CLI against a real Redis (`BQ_REDIS_URL`), in both layouts.
 #[cfg(feature = "redis")]
 mod redis {
@@ -185,6 +272,21 @@ mod redis {
         } else {
             base
         })
+    }
+
+    #[test]
+    fn wrong_credentials_exit_non_zero_and_never_print_the_password() {
+        let Some(base) = url(false) else { return };
+        let address = babelqueue::redact::host(&base).expect("BQ_REDIS_URL names a host");
+        let wrong = format!("redis://bq-auth:wrongpw@{address}");
+        let out = babelqueue(
+            &["consume", &wrong, "--queue", "q", "--idle-timeout", "5"],
+            None,
+        );
+        let text = super::printed(&out);
+        assert!(!out.status.success(), "{text}");
+        assert!(text.contains("refused the credentials"), "{text}");
+        assert!(!text.contains("wrongpw"), "{text}");
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub mod handler;
 pub mod idempotency;
 pub mod memory;
 pub mod policy;
+pub mod redact;
 pub mod redrive;
 pub mod schema;
 pub mod transport;

@@ -11,6 +11,8 @@ use tokio_postgres::Client;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use babelqueue_core::redact::{redact, scrub};
+
 use crate::error::Error;
 
 /// How long a connection attempt may take when the URL sets no `connect_timeout`.
@@ -45,9 +47,14 @@ impl Connector {
     /// plain text.
     pub fn parse(url: &str) -> Result<Connector, Error> {
         let (text, root_cert) = split_tls_options(url)?;
-        let mut config: tokio_postgres::Config = text
-            .parse()
-            .map_err(|e| Error::Config(format!("connection string: {e}")))?;
+        let mut config: tokio_postgres::Config =
+            text.parse().map_err(|e: tokio_postgres::Error| {
+                Error::Config(format!(
+                    "connection string {:?}: {}",
+                    redact(url),
+                    scrub(&e.to_string(), url)
+                ))
+            })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
@@ -63,9 +70,53 @@ impl Connector {
         self.config.get_ssl_mode()
     }
 
+    /// `host:port` of the server(s), for messages.
+    pub fn endpoint(&self) -> String {
+        let ports = self.config.get_ports();
+        self.config
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let host = match host {
+                    tokio_postgres::config::Host::Tcp(h) if h.contains(':') => format!("[{h}]"),
+                    tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                    #[cfg(unix)]
+                    tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+                };
+                let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+                format!("{host}:{port}")
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Opens a connection; its I/O runs on a spawned tokio task until the client is dropped.
+    /// Refused credentials are an [`Error::Auth`] that names the server; a server that cannot
+    /// be reached is an [`Error::Connection`] that names it.
     pub async fn connect(&self) -> Result<Client, Error> {
-        let (client, connection) = self.config.connect(self.tls.clone()).await?;
+        let (client, connection) =
+            self.config
+                .connect(self.tls.clone())
+                .await
+                .map_err(|e| match Error::from(e) {
+                    Error::Auth {
+                        message,
+                        code,
+                        source,
+                        ..
+                    } => Error::Auth {
+                        endpoint: Some(self.endpoint()),
+                        message,
+                        code,
+                        source,
+                    },
+                    Error::Connection { message, source } => Error::Connection {
+                        message: format!("{message} (connecting to {})", self.endpoint()),
+                        source,
+                    },
+                    other => other,
+                })?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(target: "babelqueue::postgres", error = %e,
@@ -82,8 +133,8 @@ fn split_tls_options(text: &str) -> Result<(String, Option<String>), Error> {
     if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
         return Ok((text.to_owned(), None));
     }
-    let mut url =
-        url::Url::parse(text).map_err(|e| Error::Config(format!("connection URL: {e}")))?;
+    let mut url = url::Url::parse(text)
+        .map_err(|e| Error::Config(format!("connection URL {:?}: {e}", redact(text))))?;
     let mut root_cert = None;
     let mut kept = Vec::new();
     for (key, value) in url.query_pairs() {
@@ -217,6 +268,78 @@ mod tests {
         );
         let (text, ca) = split_tls_options("host=h user=u").unwrap();
         assert_eq!((text.as_str(), ca), ("host=h user=u", None));
+    }
+
+    /// A port on 127.0.0.1 that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        port
+    }
+
+    fn shown(error: &Error) -> String {
+        format!("{error}\n{error:?}")
+    }
+
+    #[test]
+    fn a_bad_option_never_shows_the_password() {
+        for url in [
+            "postgres://bq:hunter2@127.0.0.1:5432/bq?bogus=1",
+            "postgres://bq:hunter2@127.0.0.1:5432/bq?connect_timeout=soon",
+            "postgresql://bq:hun@ter2@[::1]:5432/bq?sslmode=sometimes",
+            "postgres://bq:hunter2@127.0.0.1:notaport/bq",
+            "postgres://bq:hunter2@127.0.0.1:5432/bq?sslrootcert=/nonexistent/ca.pem",
+            "host=127.0.0.1 user=bq password=hunter2 port=soon",
+            "host=127.0.0.1 user=bq password='hunter2' bogus=1",
+            "postgres:/bq:hunter2@127.0.0.1/bq",
+        ] {
+            let error = Connector::parse(url).unwrap_err();
+            assert_eq!(error.kind(), crate::ErrorKind::Config, "{url}: {error}");
+            let text = shown(&error);
+            assert!(
+                !text.contains("hunter2") && !text.contains("ter2"),
+                "{url}: {text}"
+            );
+        }
+        let connector = Connector::parse("postgres://bq:hunter2@127.0.0.1/bq").unwrap();
+        assert!(!format!("{connector:?}").contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_never_shows_the_password() {
+        let port = closed_port();
+        for url in [
+            format!("postgres://bq:hunter2@127.0.0.1:{port}/bq?sslmode=disable"),
+            format!("host=127.0.0.1 port={port} user=bq password=hunter2 sslmode=disable"),
+        ] {
+            let error = connect(&url).await.unwrap_err();
+            assert_eq!(error.kind(), crate::ErrorKind::Connection, "{error:?}");
+            assert!(error.is_transient());
+            let text = shown(&error);
+            assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+            let outbox = babelqueue_outbox::Error::from(error);
+            let text = format!("{outbox}\n{outbox:?}");
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+        }
+    }
+
+    #[test]
+    fn refused_credentials_are_auth_errors() {
+        let error = Error::Auth {
+            endpoint: Some("127.0.0.1:5432".into()),
+            message: "password authentication failed for user \"bq\" (28P01)".into(),
+            code: "28P01".into(),
+            source: None,
+        };
+        assert_eq!(error.kind(), crate::ErrorKind::Auth);
+        assert!(!error.is_transient());
+        assert_eq!(error.sqlstate(), Some("28P01"));
+        assert_eq!(
+            error.to_string(),
+            "PostgreSQL at 127.0.0.1:5432 refused the credentials: password authentication failed for user \"bq\" (28P01)"
+        );
     }
 
     #[test]

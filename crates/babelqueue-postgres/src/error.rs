@@ -19,6 +19,21 @@ pub enum Error {
         #[source]
         source: Option<tokio_postgres::Error>,
     },
+    /// The server refused the credentials (SQLSTATE `28P01` invalid password, `28000` invalid
+    /// authorization: a wrong password, an unknown role, no `pg_hba.conf` entry). Not
+    /// transient.
+    #[error("PostgreSQL{} refused the credentials: {message}", at(.endpoint))]
+    Auth {
+        /// `host:port` of the server, when known.
+        endpoint: Option<String>,
+        /// The server's message (with its SQLSTATE code).
+        message: String,
+        /// The SQLSTATE code.
+        code: String,
+        /// The underlying error.
+        #[source]
+        source: Option<tokio_postgres::Error>,
+    },
     /// The server refused a statement.
     #[error("PostgreSQL: {message}")]
     Database {
@@ -46,6 +61,8 @@ pub enum ErrorKind {
     Config,
     /// Network trouble; worth retrying.
     Connection,
+    /// The server refused the credentials.
+    Auth,
     /// The server refused a statement; see [`Error::is_transient`].
     Database,
     /// An unreadable answer.
@@ -58,6 +75,7 @@ impl Error {
         match self {
             Error::Config(_) => ErrorKind::Config,
             Error::Connection { .. } => ErrorKind::Connection,
+            Error::Auth { .. } => ErrorKind::Auth,
             Error::Database { .. } => ErrorKind::Database,
             Error::Protocol(_) => ErrorKind::Protocol,
         }
@@ -76,6 +94,7 @@ impl Error {
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
             Error::Database { code, .. } => code.as_deref(),
+            Error::Auth { code, .. } => Some(code),
             _ => None,
         }
     }
@@ -86,6 +105,17 @@ impl Error {
             source: None,
         }
     }
+}
+
+/// SQLSTATE codes of refused credentials: `28P01` invalid password, `28000` invalid
+/// authorization specification.
+const AUTH_SQLSTATES: &[&str] = &["28P01", "28000"];
+
+/// ` at <endpoint>`, or nothing.
+fn at(endpoint: &Option<String>) -> String {
+    endpoint
+        .as_deref()
+        .map_or_else(String::new, |e| format!(" at {e}"))
 }
 
 /// SQLSTATE classes and codes that describe a condition that passes: connection exceptions
@@ -102,6 +132,14 @@ impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Error {
         if let Some(db) = e.as_db_error() {
             let code = db.code().code().to_owned();
+            if AUTH_SQLSTATES.contains(&code.as_str()) {
+                return Error::Auth {
+                    endpoint: None,
+                    message: format!("{} ({code})", db.message()),
+                    code,
+                    source: Some(e),
+                };
+            }
             return Error::Database {
                 message: format!("{} ({code})", db.message()),
                 transient: transient_sqlstate(&code),

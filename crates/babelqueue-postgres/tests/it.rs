@@ -34,6 +34,7 @@ fn redis_url() -> String {
 }
 
 fn unreachable(what: &str, url: &str, why: &str) {
+    let url = babelqueue_core::redact::redact(url);
     assert!(
         std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
         "{what} at {url} is required but not reachable: {why}"
@@ -55,6 +56,51 @@ async fn database() -> Option<Client> {
             None
         }
     }
+}
+
+/// A wrong password is an Auth error (SQLSTATE 28P01) that names the server, fails at once, and
+/// never shows the password; the stores built from such a URL fail the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_an_auth_error_that_names_the_server() {
+    if database().await.is_none() {
+        return;
+    }
+    let good = babelqueue_postgres::Connector::parse(&pg_url()).unwrap();
+    let endpoint = good.endpoint();
+    let host = endpoint.split(':').next().unwrap_or_default().to_owned();
+    let wrong = format!("postgres://bq:wrongpw@{endpoint}/bq");
+    let started = std::time::Instant::now();
+    let error = babelqueue_postgres::connect(&wrong).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        error.kind(),
+        babelqueue_postgres::ErrorKind::Auth,
+        "{error:?}"
+    );
+    assert_eq!(error.sqlstate(), Some("28P01"), "{error:?}");
+    assert!(!error.is_transient());
+    let text = format!("{error}\n{error:?}");
+    assert!(
+        text.contains(&host) && text.contains("refused the credentials"),
+        "{text}"
+    );
+    assert!(!text.contains("wrongpw"), "{text}");
+    let outbox = babelqueue_outbox::Error::from(error);
+    assert!(!outbox.is_transient(), "{outbox:?}");
+    assert!(
+        !format!("{outbox}\n{outbox:?}").contains("wrongpw"),
+        "{outbox:?}"
+    );
+
+    let store = PgOutboxStore::connect(&wrong).await.unwrap_err();
+    assert!(
+        !format!("{store}\n{store:?}").contains("wrongpw"),
+        "{store:?}"
+    );
 }
 
 /// A raw Redis client, or `None` (skip) when Redis is down and not required.

@@ -62,7 +62,12 @@ pub enum AmqpError {
         /// RabbitMQ's reply text.
         detail: String,
     },
-    /// The broker refused an operation (access refused, not found, …).
+    /// The broker refused the login or the user's access (`ACCESS_REFUSED`, reply code 403): a
+    /// wrong user name or password, or a user without the permission. Not transient: a consume
+    /// loop stops with it.
+    #[error("RabbitMQ refused the credentials (ACCESS_REFUSED): {0}")]
+    Auth(String),
+    /// The broker refused an operation (not found, precondition failed, …).
     #[error("RabbitMQ refused the operation: {0}")]
     Refused(String),
     /// Any other client failure.
@@ -84,6 +89,8 @@ pub enum AmqpErrorKind {
     Timeout,
     /// The broker said no.
     Rejected,
+    /// The broker refused the credentials.
+    Auth,
     /// Anything else.
     Other,
 }
@@ -100,6 +107,7 @@ impl AmqpError {
             | AmqpError::Unroutable { .. }
             | AmqpError::DeclareMismatch { .. }
             | AmqpError::Refused(_) => AmqpErrorKind::Rejected,
+            AmqpError::Auth(_) => AmqpErrorKind::Auth,
             AmqpError::Other(_) => AmqpErrorKind::Other,
         }
     }
@@ -131,9 +139,12 @@ impl From<lapin::Error> for AmqpError {
             K::ProtocolError(amqp) => match amqp.get_id() {
                 // CONNECTION_FORCED (broker shutdown or restart), CHANNEL_ERROR, internal errors
                 320 | 504 | 541 => AmqpError::Connection(e.to_string()),
+                // ACCESS_REFUSED: the login (connection.close during the handshake) or the
+                // user's permission on a resource.
+                403 => AmqpError::Auth(e.to_string()),
                 _ => AmqpError::Refused(e.to_string()),
             },
-            K::AuthProviderError(_) => AmqpError::Refused(e.to_string()),
+            K::AuthProviderError(_) => AmqpError::Auth(e.to_string()),
             _ => AmqpError::Other(e.to_string()),
         }
     }
@@ -147,6 +158,7 @@ impl From<AmqpError> for TransportError {
             AmqpErrorKind::Connection => TransportErrorKind::Connection,
             AmqpErrorKind::Timeout => TransportErrorKind::Timeout,
             AmqpErrorKind::Rejected => TransportErrorKind::Rejected,
+            AmqpErrorKind::Auth => TransportErrorKind::Auth,
             AmqpErrorKind::Other => TransportErrorKind::Other,
         };
         TransportError::new(kind, "amqp").with_source(e)
@@ -185,6 +197,7 @@ mod tests {
                 TransportErrorKind::Config,
                 false,
             ),
+            (AmqpError::Auth("x".into()), TransportErrorKind::Auth, false),
             (
                 AmqpError::Tls("x".into()),
                 TransportErrorKind::Config,
@@ -207,5 +220,95 @@ mod tests {
             assert_eq!(mapped.is_transient(), transient);
             assert!(mapped.to_string().contains(&text), "{mapped}");
         }
+    }
+
+    #[test]
+    fn access_refused_is_an_auth_error() {
+        use lapin::protocol::{AMQPError, AMQPErrorKind, AMQPSoftError};
+        let refused = lapin::Error::from(lapin::ErrorKind::ProtocolError(AMQPError::new(
+            AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED),
+            "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN".into(),
+        )));
+        let error = AmqpError::from(refused);
+        assert!(matches!(error, AmqpError::Auth(_)), "{error:?}");
+        assert_eq!(error.kind(), AmqpErrorKind::Auth);
+        assert!(!error.is_transient());
+        assert!(
+            error.to_string().contains("refused the credentials"),
+            "{error}"
+        );
+        let mapped = TransportError::from(error);
+        assert_eq!(mapped.kind(), TransportErrorKind::Auth);
+        assert!(!mapped.is_transient());
+        // Other refusals stay refusals.
+        let not_found = lapin::Error::from(lapin::ErrorKind::ProtocolError(AMQPError::new(
+            AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND),
+            "NOT_FOUND - no queue 'q'".into(),
+        )));
+        assert_eq!(AmqpError::from(not_found).kind(), AmqpErrorKind::Rejected);
+    }
+
+    /// A port on 127.0.0.1 that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        port
+    }
+
+    fn assert_hidden(error: &AmqpError, secret: &str) {
+        let display = error.to_string();
+        let debug = format!("{error:?}");
+        assert!(
+            !display.contains(secret),
+            "Display shows {secret}: {display}"
+        );
+        assert!(!debug.contains(secret), "Debug shows {secret}: {debug}");
+        let runtime = TransportError::from(AmqpError::Other(display.clone()));
+        assert!(!runtime.to_string().contains(secret), "{runtime}");
+    }
+
+    #[test]
+    fn a_bad_url_option_never_shows_the_password() {
+        for url in [
+            "amqp://guest:hunter2@127.0.0.1:5672/%2f?prefetch=0",
+            "amqp://guest:hunter2@127.0.0.1:5672/%2f?declare=maybe",
+            "amqp://guest:hunter2@127.0.0.1:5672/%zz",
+            "amqp://guest:hun@ter2@127.0.0.1:5672/?prefetch=x",
+            "amqp://guest:hunter2@[::1]:5672/?heartbeat=x",
+            "amqp://guest:hunter2@127.0.0.1:notaport/",
+            "amqp:/guest:hunter2@127.0.0.1",
+            "amqp:guest:hunter2@127.0.0.1",
+            "guest:hunter2@127.0.0.1:5672",
+            "AMQP://guest:hunter2@127.0.0.1",
+        ] {
+            let error = crate::AmqpUrl::parse(url).unwrap_err();
+            assert_eq!(error.kind(), AmqpErrorKind::Config, "{url}: {error}");
+            for secret in ["hunter2", "ter2"] {
+                assert_hidden(&error, secret);
+            }
+            let runtime = TransportError::from(error);
+            assert!(
+                !format!("{runtime} {runtime:?}").contains("ter2"),
+                "{runtime:?}"
+            );
+        }
+        // The URL itself keeps its password out of `Debug`.
+        let parsed = crate::AmqpUrl::parse("amqp://guest:hunter2@127.0.0.1/%2f").unwrap();
+        assert!(!format!("{parsed:?}").contains("hunter2"), "{parsed:?}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_never_shows_the_password() {
+        let url = format!("amqp://guest:hunter2@127.0.0.1:{}/%2f", closed_port());
+        let error = crate::AmqpTransport::connect(&url).await.unwrap_err();
+        assert!(error.is_transient(), "{error:?}");
+        assert_hidden(&error, "hunter2");
+        let runtime = TransportError::from(error);
+        assert_eq!(runtime.kind(), TransportErrorKind::Connection);
+        assert!(
+            !format!("{runtime} {runtime:?}").contains("hunter2"),
+            "{runtime:?}"
+        );
     }
 }

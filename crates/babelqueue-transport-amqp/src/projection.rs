@@ -351,11 +351,16 @@ mod tests {
             br#"{"job":"urn:x","attempts":-1e400,"meta":{"schema_version":1e999}}"#,
         ] {
             let props = properties(body, &extra).unwrap();
-            let h = props.headers().as_ref().map(|t| t.inner().clone()).unwrap_or_default();
+            let h = props
+                .headers()
+                .as_ref()
+                .map(|t| t.inner().clone())
+                .unwrap_or_default();
             assert!(!h.contains_key("x-attempts"), "{h:?}");
             assert!(!h.contains_key("x-schema-version"), "{h:?}");
             assert!(
-                h.values().all(|v| !matches!(v, AMQPValue::Double(f) if !f.is_finite())),
+                h.values()
+                    .all(|v| !matches!(v, AMQPValue::Double(f) if !f.is_finite())),
                 "{h:?}"
             );
         }

@@ -43,7 +43,9 @@ use tokio::time::Instant;
 use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, LapinClient};
 use crate::error::AmqpError;
 use crate::projection;
-use crate::url::{AmqpUrl, redact};
+use babelqueue_core::redact::redact;
+
+use crate::url::AmqpUrl;
 
 const LOG: &str = "babelqueue::amqp";
 
@@ -268,6 +270,9 @@ impl AmqpTransport {
             .map_err(|e| match e {
                 AmqpError::Connection(text) => {
                     AmqpError::Connection(format!("{text} (connecting to {})", redact(url)))
+                }
+                AmqpError::Auth(text) => {
+                    AmqpError::Auth(format!("{text} (connecting to {})", redact(url)))
                 }
                 other => other,
             })?;

@@ -13,14 +13,18 @@
 //! * Other keys (pika options such as `socket_timeout`) are ignored with a warning, so a URL
 //!   shared with a Python worker keeps working.
 
+use std::fmt;
 use std::str::FromStr;
 
+use babelqueue_core::redact::{redact, scrub};
 use lapin::uri::{AMQPScheme, AMQPUri};
 
 use crate::error::AmqpError;
 
 /// A parsed broker URL: what lapin connects to, and the BabelQueue options it carried.
-#[derive(Debug, Clone)]
+///
+/// `Debug` leaves the password out.
+#[derive(Clone)]
 pub struct AmqpUrl {
     /// What lapin connects to, vhost fixed.
     pub uri: AMQPUri,
@@ -28,6 +32,22 @@ pub struct AmqpUrl {
     pub prefetch: Option<u16>,
     /// Whether queues are declared before use (default `true`).
     pub declare: bool,
+}
+
+impl fmt::Debug for AmqpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let authority = &self.uri.authority;
+        f.debug_struct("AmqpUrl")
+            .field("tls", &self.is_tls())
+            .field("host", &authority.host)
+            .field("port", &authority.port)
+            .field("user", &authority.userinfo.username)
+            .field("password", &"<redacted>")
+            .field("vhost", &self.uri.vhost)
+            .field("prefetch", &self.prefetch)
+            .field("declare", &self.declare)
+            .finish_non_exhaustive()
+    }
 }
 
 const LAPIN_KEYS: [&str; 5] = [
@@ -59,7 +79,8 @@ impl AmqpUrl {
         };
         if scheme != "amqp" && scheme != "amqps" {
             return bad(format!(
-                "scheme {scheme:?} is not amqp or amqps (case-sensitive)"
+                "scheme {:?} is not amqp or amqps (case-sensitive)",
+                redact(scheme)
             ));
         }
         let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -72,7 +93,12 @@ impl AmqpUrl {
         } else {
             match percent_decode(path) {
                 Some(v) => v,
-                None => return bad(format!("the vhost {path:?} is not valid percent-encoding")),
+                None => {
+                    return bad(format!(
+                        "the vhost {:?} is not valid percent-encoding",
+                        redact(path)
+                    ));
+                }
             }
         };
 
@@ -84,11 +110,21 @@ impl AmqpUrl {
             match key {
                 "prefetch" => match value.parse::<u16>() {
                     Ok(n) if n > 0 => prefetch = Some(n),
-                    _ => return bad(format!("prefetch must be 1..=65535, got {value:?}")),
+                    _ => {
+                        return bad(format!(
+                            "prefetch must be 1..=65535, got {:?}",
+                            redact(value)
+                        ));
+                    }
                 },
                 "declare" => match parse_bool(value) {
                     Some(b) => declare = b,
-                    None => return bad(format!("declare must be a boolean, got {value:?}")),
+                    None => {
+                        return bad(format!(
+                            "declare must be a boolean, got {:?}",
+                            redact(value)
+                        ));
+                    }
                 },
                 k if LAPIN_KEYS.contains(&k) => lapin_query.push(pair),
                 other => {
@@ -104,7 +140,8 @@ impl AmqpUrl {
         }
         let mut uri = match AMQPUri::from_str(&for_lapin) {
             Ok(uri) => uri,
-            Err(e) => return bad(e),
+            // lapin's messages may quote the text it was given.
+            Err(e) => return bad(scrub(&e, url)),
         };
         uri.vhost = vhost;
         if scheme == "amqps" {
@@ -120,22 +157,6 @@ impl AmqpUrl {
     /// Whether the connection uses TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self.uri.scheme, AMQPScheme::AMQPS)
-    }
-}
-
-/// The URL with its password replaced by `***`, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}:***{}", &rest[at..])
-        }
-        None => url.to_owned(),
     }
 }
 

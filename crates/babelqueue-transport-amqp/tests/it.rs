@@ -17,6 +17,8 @@
 #[path = "it/common.rs"]
 mod common;
 
+#[path = "it/auth.rs"]
+mod auth;
 #[path = "it/cli.rs"]
 mod cli;
 #[path = "it/interop.rs"]

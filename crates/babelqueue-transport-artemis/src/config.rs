@@ -4,6 +4,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use babelqueue_core::redact::{redact, scrub};
+
 use crate::error::ArtemisError;
 
 /// The AMQP port `artemis://` uses when the URL names none (the IANA AMQP port).
@@ -84,19 +86,21 @@ impl ArtemisConfig {
             "artemis+ssl" => true,
             other => {
                 return bad(format!(
-                    "scheme {other:?} is not an Artemis scheme; use artemis:// or artemis+ssl://"
+                    "scheme {:?} is not an Artemis scheme; use artemis:// or artemis+ssl://",
+                    redact(other)
                 ));
             }
         };
         // `url` only parses "special" schemes' hosts strictly; parse as http(s) to get them.
         let rest = &url[scheme.len() + 3..];
-        let parsed = url::Url::parse(&format!("http://{rest}"))
-            .map_err(|e| ArtemisError::Url(format!("{:?}: {e}", redact(url))))?;
+        let parsed = url::Url::parse(&format!("http://{rest}")).map_err(|e| {
+            ArtemisError::Url(format!("{:?}: {}", redact(url), scrub(&e.to_string(), url)))
+        })?;
         if !matches!(parsed.path(), "" | "/") {
             return bad(format!(
                 "{:?} has a path ({:?}); an Artemis URL names a broker, not a queue",
                 redact(url),
-                parsed.path()
+                redact(parsed.path())
             ));
         }
         let host = match parsed.host() {
@@ -136,7 +140,12 @@ impl ArtemisConfig {
                 "credit" => {
                     config.credit = match value.parse::<u32>() {
                         Ok(n) if n >= 1 => n,
-                        _ => return bad(format!("credit must be an integer >= 1, got {value:?}")),
+                        _ => {
+                            return bad(format!(
+                                "credit must be an integer >= 1, got {:?}",
+                                redact(&value)
+                            ));
+                        }
                     }
                 }
                 "receive_timeout_ms" => {
@@ -150,7 +159,9 @@ impl ArtemisConfig {
                 "ca" => return bad("ca is empty; give the path of a PEM file".into()),
                 other => {
                     return bad(format!(
-                        "unknown option {other:?}; the accepted options are {}",
+                        "unknown option {:?} in {:?}; the accepted options are {}",
+                        redact(other),
+                        redact(url),
                         OPTIONS.join(", ")
                     ));
                 }
@@ -204,22 +215,6 @@ fn boolean(key: &str, value: &str) -> Result<bool, ArtemisError> {
     }
 }
 
-/// The URL with its password replaced, for error messages.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}:***@{host}{tail}")
-        }
-        None => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +251,13 @@ mod tests {
         assert_eq!(
             redact("artemis://u:secret@h:1?credit=2"),
             "artemis://u:***@h:1?credit=2"
+        );
+        assert!(
+            !format!(
+                "{:?}",
+                ArtemisConfig::parse("artemis://u:secret@h").unwrap()
+            )
+            .contains("secret")
         );
         let user_only = ArtemisConfig::parse("artemis://admin@h").unwrap();
         assert_eq!(
@@ -294,6 +296,37 @@ mod tests {
             let err = ArtemisConfig::parse(url).unwrap_err();
             assert!(err.to_string().contains(needle), "{url}: {err}");
             assert!(!err.to_string().contains(":pw@"), "{url}: {err}");
+        }
+    }
+
+    /// `Display` and `Debug` of the error and of the runtime error it becomes.
+    fn shown(error: ArtemisError) -> String {
+        let text = format!("{error}\n{error:?}");
+        let runtime = babelqueue_core::TransportError::from(error);
+        format!("{text}\n{runtime}\n{runtime:?}")
+    }
+
+    #[test]
+    fn a_bad_url_option_never_shows_the_password() {
+        for url in [
+            "artemis://bq:hunter2@127.0.0.1:5673?credit=0",
+            "artemis://bq:hunter2@127.0.0.1:5673?nope=1",
+            "artemis://bq:hunter2@127.0.0.1:5673?password=hunter2",
+            "artemis://bq:hun@ter2@[::1]:5673?credit=x",
+            "artemis+ssl://bq:hunter2@h?receive_timeout_ms=soon",
+            "artemis://bq:hunter2@127.0.0.1:5673/orders",
+            "artemis://bq:hunter2@:5673",
+            "artemis://bq:hunter2@h:notaport",
+            "artemis:/bq:hunter2@127.0.0.1:5673",
+            "bq:hunter2@127.0.0.1:5673",
+            "amqp://bq:hunter2@127.0.0.1:5673",
+        ] {
+            let error = ArtemisConfig::parse(url).unwrap_err();
+            let text = shown(error);
+            assert!(
+                !text.contains("hunter2") && !text.contains("ter2"),
+                "{url}: {text}"
+            );
         }
     }
 }

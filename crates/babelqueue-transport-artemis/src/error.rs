@@ -23,8 +23,9 @@ pub enum ArtemisError {
         /// What happened, as the AMQP client reported it.
         reason: String,
     },
-    /// The broker refused the credentials (SASL).
-    #[error("Artemis refused the login to {endpoint}: {reason}")]
+    /// The broker refused the credentials (the SASL exchange failed): a wrong user name or
+    /// password. Not transient: a consume loop stops with it.
+    #[error("Artemis at {endpoint} refused the credentials: {reason}")]
     Authentication {
         /// `host:port` of the broker.
         endpoint: String,
@@ -69,8 +70,10 @@ pub enum ArtemisError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ArtemisErrorKind {
-    /// Configuration (URL, TLS, credentials): fix it, retrying does not help.
+    /// Configuration (URL, TLS): fix it, retrying does not help.
     Config,
+    /// The broker refused the credentials: fix them, retrying does not help.
+    Auth,
     /// The broker is unreachable or the connection dropped: transient.
     Connection,
     /// The broker did not answer in time: transient.
@@ -85,9 +88,8 @@ impl ArtemisError {
     /// The class of the error.
     pub fn kind(&self) -> ArtemisErrorKind {
         match self {
-            ArtemisError::Url(_) | ArtemisError::Tls(_) | ArtemisError::Authentication { .. } => {
-                ArtemisErrorKind::Config
-            }
+            ArtemisError::Url(_) | ArtemisError::Tls(_) => ArtemisErrorKind::Config,
+            ArtemisError::Authentication { .. } => ArtemisErrorKind::Auth,
             ArtemisError::Connection { .. } | ArtemisError::Stale { .. } => {
                 ArtemisErrorKind::Connection
             }
@@ -113,6 +115,7 @@ impl From<ArtemisError> for TransportError {
     fn from(error: ArtemisError) -> TransportError {
         let kind = match error.kind() {
             ArtemisErrorKind::Config => TransportErrorKind::Config,
+            ArtemisErrorKind::Auth => TransportErrorKind::Auth,
             ArtemisErrorKind::Connection => TransportErrorKind::Connection,
             ArtemisErrorKind::Timeout => TransportErrorKind::Timeout,
             ArtemisErrorKind::Rejected => TransportErrorKind::Rejected,
@@ -167,7 +170,7 @@ mod tests {
                     endpoint: "h:1".into(),
                     reason: "bad password".into(),
                 },
-                TransportErrorKind::Config,
+                TransportErrorKind::Auth,
                 false,
             ),
         ];
@@ -179,5 +182,25 @@ mod tests {
             assert_eq!(mapped.is_transient(), transient, "{text}");
             assert!(mapped.to_string().contains(&text), "{mapped}");
         }
+    }
+
+    /// A port on 127.0.0.1 that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        port
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_never_shows_the_password() {
+        let url = format!("artemis://bq:hunter2@127.0.0.1:{}", closed_port());
+        let error = crate::ArtemisTransport::connect(&url).await.unwrap_err();
+        assert!(error.is_transient(), "{error:?}");
+        assert!(error.to_string().contains("127.0.0.1"), "{error}");
+        let text = format!("{error}\n{error:?}");
+        let runtime = TransportError::from(error);
+        let text = format!("{text}\n{runtime}\n{runtime:?}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 }

@@ -126,7 +126,7 @@ fn host_port(authority: &str) -> Result<(String, Option<u16>), AsbError> {
             host,
             Some(
                 port.parse::<u16>()
-                    .map_err(|e| AsbError::Config(format!("bad port {port:?}: {e}")))?,
+                    .map_err(|e| AsbError::Config(format!("bad port {:?}: {e}", redact(port))))?,
             ),
         ),
         _ => (authority, None),
@@ -137,6 +137,8 @@ fn host_port(authority: &str) -> Result<(String, Option<u16>), AsbError> {
     Ok((host.to_owned(), port))
 }
 
+use babelqueue_core::redact::redact;
+
 fn percent_decode(text: &str) -> String {
     babelqueue_core::gate::unescape(text)
 }
@@ -146,9 +148,18 @@ impl ConnectionConfig {
     /// SharedAccessKey=…` (`UseDevelopmentEmulator=true` selects plain AMQP on 5672).
     pub fn from_connection_string(text: &str) -> Result<ConnectionConfig, AsbError> {
         let mut fields: HashMap<String, String> = HashMap::new();
-        for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        for (n, part) in text
+            .split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .enumerate()
+        {
+            // The part is not shown: it may be a key that lost its `SharedAccessKey=`.
             let (k, v) = part.split_once('=').ok_or_else(|| {
-                AsbError::Config(format!("connection string part {part:?} is not key=value"))
+                AsbError::Config(format!(
+                    "part {} of the connection string is not key=value",
+                    n + 1
+                ))
             })?;
             fields.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
         }
@@ -188,10 +199,11 @@ impl ConnectionConfig {
     ) -> Result<ConnectionConfig, AsbError> {
         let (scheme, rest) = url
             .split_once("://")
-            .ok_or_else(|| AsbError::Config(format!("{url:?} is not a URL")))?;
+            .ok_or_else(|| AsbError::Config(format!("{:?} is not a URL", redact(url))))?;
         if !SCHEMES.contains(&scheme) {
             return Err(AsbError::Config(format!(
-                "{scheme:?} is not an Azure Service Bus scheme (sb, servicebus, azureservicebus)"
+                "{:?} is not an Azure Service Bus scheme (sb, servicebus, azureservicebus)",
+                redact(scheme)
             )));
         }
         let authority = rest.split(['/', '?']).next().unwrap_or_default();
@@ -299,6 +311,16 @@ fn refused(context: &str, e: impl fmt::Display) -> AsbError {
     AsbError::Rejected(format!("{context}: {e}"))
 }
 
+/// A refused `put-token`: `401 Unauthorized` means the SAS token (the key) was not accepted.
+fn token_refused(context: &str, e: &fe2o3_amqp_management::error::Error) -> AsbError {
+    match e {
+        fe2o3_amqp_management::error::Error::Status(status) if status.code.0.get() == 401 => {
+            AsbError::Auth(format!("{context}: {e}"))
+        }
+        other => refused(context, other),
+    }
+}
+
 impl AmqpServiceBus {
     /// Opens the connection, the session and the CBS link.
     pub async fn connect(config: ConnectionConfig) -> Result<AmqpServiceBus, AsbError> {
@@ -365,7 +387,15 @@ impl AmqpServiceBus {
                 ),
             )
             .await
-            .map_err(|e| refused(&format!("authorising {resource}"), e))?;
+            .map_err(|e| {
+                token_refused(
+                    &format!(
+                        "{} refused the SAS token of the key {:?} for {resource}",
+                        self.config.host, self.config.key_name
+                    ),
+                    &e,
+                )
+            })?;
         link.tokens
             .insert(queue.to_owned(), Instant::now() + TOKEN_LIFETIME);
         Ok(())
@@ -663,6 +693,95 @@ mod tests {
         let err = ConnectionConfig::from_url("kafka://x", None).unwrap_err();
         assert!(err.to_string().contains("not an Azure Service Bus scheme"));
         assert!(ConnectionConfig::from_url("sb://", Some("")).is_err());
+    }
+
+    #[test]
+    fn a_refused_token_is_an_auth_error() {
+        use fe2o3_amqp_management::error::{Error as MgmtError, StatusError};
+        use fe2o3_amqp_management::status::StatusCode;
+        let status = |code: u16| {
+            MgmtError::Status(StatusError {
+                code: StatusCode(std::num::NonZeroU16::new(code).unwrap()),
+                description: Some("InvalidSignature: The token has an invalid signature.".into()),
+            })
+        };
+        let context =
+            "ns.servicebus.windows.net refused the SAS token of the key \"k\" for sb://ns/q";
+        let error = token_refused(context, &status(401));
+        assert_eq!(error.kind(), crate::AsbErrorKind::Auth, "{error:?}");
+        assert!(!error.is_transient());
+        let text = error.to_string();
+        assert!(
+            text.contains("refused the credentials") && text.contains("ns.servicebus.windows.net"),
+            "{text}"
+        );
+        let mapped = babelqueue_core::TransportError::from(error);
+        assert_eq!(mapped.kind(), babelqueue_core::TransportErrorKind::Auth);
+        // Other statuses stay refusals.
+        assert_eq!(
+            token_refused(context, &status(404)).kind(),
+            crate::AsbErrorKind::Rejected
+        );
+    }
+
+    /// A port on 127.0.0.1 that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        port
+    }
+
+    fn shown(error: AsbError) -> String {
+        let text = format!("{error}\n{error:?}");
+        let runtime = babelqueue_core::TransportError::from(error);
+        format!("{text}\n{runtime}\n{runtime:?}")
+    }
+
+    #[test]
+    fn a_bad_url_or_connection_string_never_shows_the_key() {
+        for url in [
+            "sb://k:hunter2@127.0.0.1:99999",
+            "sb://k:hunter2@",
+            "sb:/k:hunter2@ns.servicebus.windows.net",
+            "k:hunter2@ns.servicebus.windows.net",
+            "http://k:hunter2@ns.servicebus.windows.net",
+        ] {
+            let error = ConnectionConfig::from_url(url, None).unwrap_err();
+            assert_eq!(error.kind(), crate::AsbErrorKind::Config, "{url}: {error}");
+            let text = shown(error);
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+        }
+        for text in [
+            "Endpoint=sb://h/;SharedAccessKeyName=k;hunter2",
+            "Endpoint=sb://h:99999/;SharedAccessKeyName=k;SharedAccessKey=hunter2",
+            "SharedAccessKeyName=k;SharedAccessKey=hunter2",
+        ] {
+            let error = ConnectionConfig::from_connection_string(text).unwrap_err();
+            let shown = shown(error);
+            assert!(!shown.contains("hunter2"), "{text}: {shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_never_shows_the_key() {
+        let port = closed_port();
+        let url = format!("sb://k:hunter2@127.0.0.1:{port}");
+        let string = format!(
+            "Endpoint=sb://127.0.0.1:{port}/;SharedAccessKeyName=k;SharedAccessKey=hunter2;UseDevelopmentEmulator=true"
+        );
+        for (url, string) in [
+            (url.as_str(), None),
+            ("sb://ignored", Some(string.as_str())),
+        ] {
+            let error = crate::AsbTransport::connect_with(url, string)
+                .await
+                .unwrap_err();
+            assert!(error.is_transient(), "{error:?}");
+            assert!(error.to_string().contains("127.0.0.1"), "{error}");
+            let text = shown(error);
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+        }
     }
 
     #[test]

@@ -12,6 +12,10 @@ pub enum AsbError {
     /// The namespace cannot be reached, or the connection dropped.
     #[error("Azure Service Bus connection failed: {0}")]
     Connection(String),
+    /// The namespace refused the credentials (the SAS token made from the shared access key was
+    /// not accepted: a wrong key or key name). Not transient: a consume loop stops with it.
+    #[error("Azure Service Bus refused the credentials: {0}")]
+    Auth(String),
     /// The namespace did not answer in time.
     #[error("Azure Service Bus operation timed out: {0}")]
     Timeout(String),
@@ -42,6 +46,8 @@ pub enum AsbErrorKind {
     Timeout,
     /// Refused by the namespace.
     Rejected,
+    /// The credentials were refused.
+    Auth,
     /// Not sendable as it is.
     Unsupported,
     /// Anything else.
@@ -56,6 +62,7 @@ impl AsbError {
             AsbError::Connection(_) => AsbErrorKind::Connection,
             AsbError::Timeout(_) => AsbErrorKind::Timeout,
             AsbError::Rejected(_) => AsbErrorKind::Rejected,
+            AsbError::Auth(_) => AsbErrorKind::Auth,
             AsbError::Invalid(_) => AsbErrorKind::Unsupported,
             AsbError::ForeignDelivery(_) | AsbError::Client(_) => AsbErrorKind::Other,
         }
@@ -77,6 +84,7 @@ impl From<AsbError> for TransportError {
             AsbErrorKind::Connection => TransportErrorKind::Connection,
             AsbErrorKind::Timeout => TransportErrorKind::Timeout,
             AsbErrorKind::Rejected => TransportErrorKind::Rejected,
+            AsbErrorKind::Auth => TransportErrorKind::Auth,
             AsbErrorKind::Unsupported => TransportErrorKind::Unsupported,
             AsbErrorKind::Other => TransportErrorKind::Other,
         };
@@ -111,6 +119,7 @@ mod tests {
                 TransportErrorKind::Config,
                 false,
             ),
+            (AsbError::Auth("x".into()), TransportErrorKind::Auth, false),
             (
                 AsbError::Invalid("x".into()),
                 TransportErrorKind::Unsupported,

@@ -149,14 +149,25 @@ impl fmt::Display for RetryTiers {
 /// Everything a Kafka transport needs to know.
 ///
 /// Built from a `kafka://` URL ([`KafkaConfig::from_url`]) or by hand. The BabelQueue settings
-/// (group, delivery timeout, retry tiers) never reach librdkafka; [`KafkaConfig::client`]
-/// holds the librdkafka options that do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (group, static member id, delivery timeout, retry tiers) never reach librdkafka as they
+/// are; [`KafkaConfig::client`] holds the librdkafka options that do.
+///
+/// `Debug` masks every secret option (`sasl.password`, `ssl.key.password`, …: see
+/// [`is_secret_option`]).
+#[derive(Clone, PartialEq, Eq)]
 pub struct KafkaConfig {
     /// `bootstrap.servers`.
     pub brokers: String,
     /// The work-topic consumers' group.
     pub group_id: String,
+    /// Static group membership (KIP-345): a stable id of this worker (one per worker process,
+    /// e.g. a StatefulSet pod name), from which each work-topic consumer gets its
+    /// `group.instance.id` (`<id>-<topic>`). A restarted worker with the same id takes its
+    /// partitions back at once, without a rebalance; a worker that is gone keeps them until
+    /// `session.timeout.ms` passes, and two live workers with the same id fence each other.
+    /// Not with `group.protocol=consumer` (KIP-848), where the broker refuses a restarted
+    /// member's id until the old session expires. `None` (the default): dynamic membership.
+    pub group_instance_id: Option<String>,
     /// How long a confirmed write waits for its delivery report (also the producer's
     /// `message.timeout.ms`, so a write that timed out here cannot still land later unnoticed).
     pub delivery_timeout: Duration,
@@ -167,16 +178,128 @@ pub struct KafkaConfig {
     pub client: BTreeMap<String, String>,
 }
 
+impl fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secrets = self.secrets();
+        let client: BTreeMap<&str, String> = self
+            .client
+            .iter()
+            .map(|(k, v)| {
+                let shown = if is_secret_option(k) {
+                    MASK.to_owned()
+                } else {
+                    // a secret given (by mistake) as the value of another option
+                    scrub(v, &secrets)
+                };
+                (k.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("KafkaConfig")
+            .field("brokers", &self.brokers)
+            .field("group_id", &self.group_id)
+            .field("group_instance_id", &self.group_instance_id)
+            .field("delivery_timeout", &self.delivery_timeout)
+            .field("retry_tiers", &self.retry_tiers)
+            .field("client", &client)
+            .finish()
+    }
+}
+
 impl Default for KafkaConfig {
     fn default() -> Self {
         KafkaConfig {
             brokers: DEFAULT_BROKERS.to_owned(),
             group_id: DEFAULT_GROUP_ID.to_owned(),
+            group_instance_id: None,
             delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
             retry_tiers: RetryTiers::none(),
             client: BTreeMap::new(),
         }
     }
+}
+
+/// What a secret is replaced with wherever a URL, an option or a librdkafka message is shown.
+pub(crate) const MASK: &str = babelqueue_core::redact::MASK;
+
+/// Whether a librdkafka option holds a secret, so that its value is never shown (in `Debug`,
+/// errors or logs): every name the shared rule masks
+/// ([`babelqueue_core::redact::is_secret_key`]: `sasl.password`, `ssl.key.password`,
+/// `sasl.oauthbearer.client.secret` …), and the Kafka options that carry secrets under other
+/// names (`ssl.key.pem`, `sasl.jaas.config`, `sasl.oauthbearer.config`), or a misspelt
+/// password option (`sasl.pasword`: any name containing `pass`, `pasw`, `pwd`, `secret`,
+/// `token` or `credential`).
+pub fn is_secret_option(key: &str) -> bool {
+    if babelqueue_core::redact::is_secret_key(key) {
+        return true;
+    }
+    let key = key.to_ascii_lowercase();
+    [
+        "pass",
+        "pasw",
+        "pwd",
+        "secret",
+        "token",
+        "jaas",
+        "credential",
+        "key.pem",
+        "ssl_key",
+        "oauthbearer.config",
+    ]
+    .iter()
+    .any(|part| key.contains(part))
+}
+
+/// `url` with its secrets masked: the password of `user:password@` and every secret query
+/// value ([`babelqueue_core::redact::redact`]), and the value of every other option that
+/// [`is_secret_option`] names. For logs and error messages.
+///
+/// ```
+/// use babelqueue_transport_kafka::config::redact_url;
+/// assert_eq!(
+///     redact_url("kafka://bq:s3cret@k1:9094?sasl.password=s3cret&ssl.key.pem=PEM&linger.ms=1"),
+///     "kafka://bq:***@k1:9094?sasl.password=***&ssl.key.pem=***&linger.ms=1"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let url = babelqueue_core::redact::redact(url);
+    let Some((head, query)) = url.split_once('?') else {
+        return url;
+    };
+    format!("{head}?{}", redact_query(query))
+}
+
+/// A URL query with the value of every secret option replaced by [`MASK`].
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if is_secret_option(&babelqueue_core::gate::unescape(key)) => {
+                format!("{key}={MASK}")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// `text` with every occurrence of each secret (of at least
+/// [`babelqueue_core::redact::SCRUB_MIN_LEN`] characters) replaced by [`MASK`], then
+/// [`babelqueue_core::redact::redact`]ed: the last line of defence for text that comes from
+/// elsewhere (librdkafka's error and log lines).
+pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut secrets: Vec<&String> = secrets
+        .iter()
+        .filter(|s| s.chars().count() >= babelqueue_core::redact::SCRUB_MIN_LEN)
+        .collect();
+    // Longest first, so a secret that contains another is masked whole.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = text.to_owned();
+    for secret in secrets {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), MASK);
+        }
+    }
+    babelqueue_core::redact::redact(&out)
 }
 
 impl KafkaConfig {
@@ -188,13 +311,30 @@ impl KafkaConfig {
         }
     }
 
-    /// Parses `kafka://host:9092[,host2:9092][/][?key=value&…]`.
+    /// The values of the secret options ([`is_secret_option`]), to be masked wherever text
+    /// from librdkafka is shown.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        self.client
+            .iter()
+            .filter(|(k, v)| is_secret_option(k) && !v.is_empty())
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Parses `kafka://[user:password@]host:9092[,host2:9092][/][?key=value&…]`.
     ///
-    /// The bootstrap servers are everything between `kafka://` and the first `/` or `?`
-    /// (default `localhost:9092`). Query keys: `group_id`, `delivery_timeout_ms`,
+    /// The bootstrap servers are everything between `kafka://` (and the `user:password@` part)
+    /// and the first `/` or `?` (default `localhost:9092`). Query keys: `group_id`,
+    /// `group_instance_id` (static membership, see [`KafkaConfig::group_instance_id`]; the
+    /// librdkafka spelling `group.instance.id` means the same), `delivery_timeout_ms`,
     /// `retry_tiers_ms` (`default`, `none` or `5000,30000,…`); any other key is a librdkafka
     /// option passed to the client as is (`linger.ms=1`, `session.timeout.ms=6000`). Values are
     /// percent-decoded.
+    ///
+    /// SASL: `user:password@` sets `sasl.username` and `sasl.password` (percent-decoded), and
+    /// `sasl.mechanism=PLAIN` unless the query names a mechanism; the query must then say
+    /// `security.protocol=SASL_PLAINTEXT` or `SASL_SSL` (nothing is guessed). The same
+    /// options can be given as query keys instead. Errors never show a secret.
     ///
     /// ```
     /// use babelqueue_transport_kafka::KafkaConfig;
@@ -203,6 +343,13 @@ impl KafkaConfig {
     /// assert_eq!(config.brokers, "k1:9092,k2:9092");
     /// assert_eq!(config.retry_tiers.as_millis(), &[5_000, 30_000, 300_000, 1_800_000]);
     /// assert_eq!(config.client["linger.ms"], "1");
+    ///
+    /// let sasl = KafkaConfig::from_url("kafka://bq:p%40ss@k1:9094?security.protocol=SASL_SSL")?;
+    /// assert_eq!(sasl.brokers, "k1:9094");
+    /// assert_eq!(sasl.client["sasl.username"], "bq");
+    /// assert_eq!(sasl.client["sasl.password"], "p@ss");
+    /// assert_eq!(sasl.client["sasl.mechanism"], "PLAIN");
+    /// assert!(!format!("{sasl:?}").contains("p@ss"));
     /// # Ok::<(), babelqueue_transport_kafka::KafkaError>(())
     /// ```
     pub fn from_url(url: &str) -> Result<KafkaConfig, KafkaError> {
@@ -216,12 +363,35 @@ impl KafkaConfig {
             None => url,
         };
         let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let brokers = location.split('/').next().unwrap_or_default();
+        let authority = location.split('/').next().unwrap_or_default();
+        let (userinfo, brokers) = match authority.rsplit_once('@') {
+            Some((userinfo, brokers)) => (Some(userinfo), brokers),
+            None => (None, authority),
+        };
         let mut config = KafkaConfig::new(if brokers.is_empty() {
             DEFAULT_BROKERS
         } else {
             brokers
         });
+        if let Some(userinfo) = userinfo {
+            let (user, password) = match userinfo.split_once(':') {
+                Some((user, password)) => (user, Some(password)),
+                None => (userinfo, None),
+            };
+            let user = babelqueue_core::gate::unescape(user);
+            if user.is_empty() {
+                return Err(KafkaError::Config(
+                    "the user name before '@' in a Kafka URL must not be empty".into(),
+                ));
+            }
+            config.client.insert("sasl.username".into(), user);
+            if let Some(password) = password {
+                config.client.insert(
+                    "sasl.password".into(),
+                    babelqueue_core::gate::unescape(password),
+                );
+            }
+        }
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let key = babelqueue_core::gate::unescape(key);
@@ -232,6 +402,13 @@ impl KafkaConfig {
                         return Err(KafkaError::Config("group_id must not be empty".into()));
                     }
                     config.group_id = value;
+                }
+                "group_instance_id" | "group.instance.id" => {
+                    if value.is_empty() {
+                        config.group_instance_id = None;
+                    } else {
+                        config.group_instance_id = Some(checked_instance_id(value)?);
+                    }
                 }
                 "delivery_timeout_ms" => {
                     let ms = value
@@ -248,7 +425,8 @@ impl KafkaConfig {
                 "retry_tiers_ms" => config.retry_tiers = RetryTiers::parse(&value)?,
                 _ if key.is_empty() => {
                     return Err(KafkaError::Config(format!(
-                        "empty option name in the URL query {query:?}"
+                        "empty option name in the URL query {:?}",
+                        redact_query(query)
                     )));
                 }
                 _ => {
@@ -256,7 +434,36 @@ impl KafkaConfig {
                 }
             }
         }
+        if userinfo.is_some() {
+            let protocol = config
+                .client
+                .get("security.protocol")
+                .map(|p| p.to_ascii_uppercase());
+            if !matches!(protocol.as_deref(), Some("SASL_PLAINTEXT" | "SASL_SSL")) {
+                return Err(KafkaError::Config(
+                    "a Kafka URL with user:password@ needs security.protocol=SASL_PLAINTEXT or \
+                     SASL_SSL in its query"
+                        .into(),
+                ));
+            }
+            if !config.client.contains_key("sasl.mechanism")
+                && !config.client.contains_key("sasl.mechanisms")
+            {
+                config
+                    .client
+                    .insert("sasl.mechanism".into(), "PLAIN".into());
+            }
+        }
         Ok(config)
+    }
+
+    /// Sets static group membership (see [`KafkaConfig::group_instance_id`]).
+    pub fn with_group_instance_id(
+        mut self,
+        id: impl Into<String>,
+    ) -> Result<KafkaConfig, KafkaError> {
+        self.group_instance_id = Some(checked_instance_id(id.into())?);
+        Ok(self)
     }
 
     /// Sets the retry tiers.
@@ -290,6 +497,35 @@ impl KafkaConfig {
         self.client.insert(key.into(), value.into());
         self
     }
+}
+
+/// Kafka's rule for a `group.instance.id`: 1 to 249 of `[A-Za-z0-9._-]`.
+fn checked_instance_id(id: String) -> Result<String, KafkaError> {
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if id.is_empty() || id.len() > 249 || !id.chars().all(legal) {
+        return Err(KafkaError::Config(format!(
+            "group_instance_id must be 1 to 249 of [A-Za-z0-9._-], got {id:?}"
+        )));
+    }
+    Ok(id)
+}
+
+/// The `group.instance.id` of the consumer of `topics` in a worker whose static id is `id`:
+/// `<id>-<topic>` (each queue has its own consumer, and two consumers sharing one id would
+/// fence each other), or `<id>-<hash>` when that would pass Kafka's 249 characters.
+pub(crate) fn member_instance_id(id: &str, topics: &[String]) -> String {
+    let joined = topics.join("+");
+    let full = format!("{id}-{joined}");
+    if full.len() <= 249 && !joined.contains('+') {
+        return full;
+    }
+    // FNV-1a: stable across runs and Rust versions (the id must not change on a restart).
+    let hash = joined.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let suffix = format!("-{hash:016x}");
+    let keep = id.len().min(249 - suffix.len());
+    format!("{}{suffix}", id.get(..keep).unwrap_or(id))
 }
 
 #[cfg(test)]
@@ -333,6 +569,89 @@ mod tests {
         ] {
             assert!(KafkaConfig::from_url(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn credentials_in_the_url() {
+        let c = KafkaConfig::from_url(
+            "kafka://bq:p%40ss%3Aw@k1:9094,k2:9094/?security.protocol=sasl_plaintext",
+        )
+        .unwrap();
+        assert_eq!(c.brokers, "k1:9094,k2:9094");
+        assert_eq!(c.client["sasl.username"], "bq");
+        assert_eq!(c.client["sasl.password"], "p@ss:w");
+        assert_eq!(c.client["sasl.mechanism"], "PLAIN");
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("p@ss"), "{debug}");
+        assert!(debug.contains("\"sasl.password\": \"***\""), "{debug}");
+        // an explicit mechanism is kept; the query may override the user
+        let c = KafkaConfig::from_url(
+            "kafka://bq:pw@k1:9094?security.protocol=SASL_SSL&sasl.mechanism=SCRAM-SHA-512",
+        )
+        .unwrap();
+        assert_eq!(c.client["sasl.mechanism"], "SCRAM-SHA-512");
+        // nothing is guessed: credentials need a SASL protocol
+        for bad in [
+            "kafka://bq:pw@k1:9094",
+            "kafka://bq:pw@k1:9094?security.protocol=SSL",
+            "kafka://:pw@k1:9094?security.protocol=SASL_SSL",
+        ] {
+            let err = KafkaConfig::from_url(bad).unwrap_err();
+            assert!(!err.to_string().contains("pw"), "{err}");
+        }
+        assert_eq!(
+            redact_url("kafka://bq:pw@k1:9094?security.protocol=SASL_SSL&sasl.jaas.config=x"),
+            "kafka://bq:***@k1:9094?security.protocol=SASL_SSL&sasl.jaas.config=***"
+        );
+        for secret in [
+            "sasl.password",
+            "SASL.PASSWORD",
+            "ssl.key.password",
+            "ssl.keystore.password",
+            "ssl.key.pem",
+            "sasl.oauthbearer.client.secret",
+            "sasl.oauthbearer.config",
+            "sasl.pasword",
+        ] {
+            assert!(is_secret_option(secret), "{secret}");
+        }
+        for plain in [
+            "sasl.username",
+            "sasl.mechanism",
+            "linger.ms",
+            "ssl.ca.location",
+        ] {
+            assert!(!is_secret_option(plain), "{plain}");
+        }
+    }
+
+    #[test]
+    fn static_membership() {
+        assert_eq!(KafkaConfig::default().group_instance_id, None);
+        let c = KafkaConfig::from_url("kafka://k?group_instance_id=worker-1").unwrap();
+        assert_eq!(c.group_instance_id.as_deref(), Some("worker-1"));
+        assert!(!c.client.contains_key("group.instance.id"));
+        let c = KafkaConfig::from_url("kafka://k?group.instance.id=w.2").unwrap();
+        assert_eq!(c.group_instance_id.as_deref(), Some("w.2"));
+        assert!(!c.client.contains_key("group.instance.id"));
+        assert!(KafkaConfig::from_url("kafka://k?group_instance_id=a%20b").is_err());
+        assert!(
+            KafkaConfig::default()
+                .with_group_instance_id("x/y")
+                .is_err()
+        );
+        assert_eq!(
+            member_instance_id("worker-1", &["orders".to_owned()]),
+            "worker-1-orders"
+        );
+        let two = member_instance_id("w", &["a".to_owned(), "b".to_owned()]);
+        assert!(two.starts_with("w-") && two.len() == 2 + 16, "{two}");
+        assert_eq!(
+            two,
+            member_instance_id("w", &["a".to_owned(), "b".to_owned()])
+        );
+        let long = member_instance_id(&"w".repeat(249), &["orders".to_owned()]);
+        assert_eq!(long.len(), 249);
     }
 
     #[test]

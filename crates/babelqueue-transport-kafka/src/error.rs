@@ -76,6 +76,16 @@ pub enum KafkaError {
     /// A delayed publish asked for a delay that is not a whole number of milliseconds.
     #[error("a Kafka delay must be a whole number of milliseconds, got {0:?}")]
     DelayNotWholeMillis(Duration),
+    /// The broker refused the credentials (a SASL handshake that failed: a wrong user or
+    /// password, a mechanism the listener does not offer). Not transient: polling again does
+    /// not heal it, so [`App::consume`](babelqueue_core::App::consume) stops with it.
+    #[error("the Kafka broker at {brokers} refused the credentials: {reason}")]
+    Auth {
+        /// The bootstrap servers (never the credentials).
+        brokers: String,
+        /// librdkafka's account of it, secrets masked.
+        reason: String,
+    },
     /// A simulated broker failure (the `fake` client).
     #[error("injected Kafka failure: {message}")]
     Injected {
@@ -96,6 +106,7 @@ impl KafkaError {
             }
             KafkaError::DeliveryTimeout { .. } => TransportErrorKind::Timeout,
             KafkaError::Seek { .. } => TransportErrorKind::Other,
+            KafkaError::Auth { .. } => TransportErrorKind::Auth,
             KafkaError::NoRetryTiers { .. } => TransportErrorKind::Config,
             KafkaError::DelayTooLong { .. } | KafkaError::DelayNotWholeMillis(_) => {
                 TransportErrorKind::Unsupported
@@ -115,6 +126,42 @@ impl KafkaError {
     pub(crate) fn client(operation: &'static str) -> impl FnOnce(RdError) -> KafkaError {
         move |source| KafkaError::Client { operation, source }
     }
+
+    /// Like [`KafkaError::client`], for creating a client from a configuration: librdkafka's
+    /// complaint about an option names the option and its value, so the value of a secret
+    /// option, and any secret anywhere in the text, is masked before the error is kept.
+    pub(crate) fn client_config(
+        operation: &'static str,
+        secrets: &[String],
+    ) -> impl FnOnce(RdError) -> KafkaError {
+        move |source| {
+            let source = match source {
+                RdError::ClientConfig(code, description, key, value) => {
+                    let value = if crate::config::is_secret_option(&key) {
+                        crate::config::MASK.to_owned()
+                    } else {
+                        crate::config::scrub(&value, secrets)
+                    };
+                    RdError::ClientConfig(
+                        code,
+                        crate::config::scrub(&description, secrets),
+                        crate::config::scrub(&key, secrets),
+                        value,
+                    )
+                }
+                other => other,
+            };
+            KafkaError::Client { operation, source }
+        }
+    }
+}
+
+/// Whether a librdkafka error code says the broker refused the credentials.
+pub(crate) fn is_auth_code(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed
+    )
 }
 
 /// The runtime class of a librdkafka error, from its error code (never its text).
@@ -126,9 +173,15 @@ fn classify(error: &RdError) -> TransportErrorKind {
             return TransportErrorKind::Config;
         }
         RdError::Canceled => return TransportErrorKind::Connection,
+        // A fatal consumer error (e.g. fenced by another member with the same static id): the
+        // consumer never recovers, polling again does not help.
+        RdError::MessageConsumptionFatal(_) => return TransportErrorKind::Config,
         _ => {}
     }
     match error.rdkafka_error_code() {
+        Some(code) if is_auth_code(code) => TransportErrorKind::Auth,
+        // Another live consumer uses the same static member id (group_instance_id).
+        Some(C::FencedInstanceId | C::UnreleasedInstanceId) => TransportErrorKind::Config,
         Some(C::MessageTimedOut | C::RequestTimedOut | C::OperationTimedOut | C::TimedOutQueue) => {
             TransportErrorKind::Timeout
         }

@@ -44,6 +44,8 @@ struct State {
     seeks: Vec<(TopicPartition, i64)>,
     failing: HashSet<String>,
     failing_commits: bool,
+    refusing_credentials: bool,
+    failing_polls: Option<TransportErrorKind>,
     clock_ms: i64,
     write_delay: Duration,
     events: Vec<String>,
@@ -172,6 +174,29 @@ impl FakeKafka {
         self.state().failing_commits = fail;
     }
 
+    /// Makes every write and poll fail as a broker that refuses the credentials does
+    /// ([`KafkaError::Auth`]) (`true`), or accept them again (`false`).
+    pub fn refuse_credentials(&self, refuse: bool) {
+        self.state().refusing_credentials = refuse;
+    }
+
+    /// Makes every poll fail with an error of `kind` (`Some`), or work again (`None`).
+    pub fn fail_polls(&self, kind: Option<TransportErrorKind>) {
+        self.state().failing_polls = kind;
+    }
+
+    fn refused(&self) -> Result<(), KafkaError> {
+        if self.state().refusing_credentials {
+            return Err(KafkaError::Auth {
+                brokers: "fake:9092".into(),
+                reason:
+                    "SASL authentication error: Authentication failed: Invalid username or password"
+                        .into(),
+            });
+        }
+        Ok(())
+    }
+
     /// Sets the broker clock (epoch ms) stamped on records written without a timestamp
     /// (0, the default, leaves them without one).
     pub fn set_clock_ms(&self, now_ms: i64) {
@@ -220,6 +245,7 @@ pub struct FakeProducer {
 #[async_trait]
 impl KafkaProducer for FakeProducer {
     async fn send(&self, record: OutRecord, _timeout: Duration) -> Result<(), KafkaError> {
+        self.kafka.refused()?;
         let delay = self.kafka.state().write_delay;
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -326,6 +352,13 @@ impl FakeConsumer {
 #[async_trait]
 impl KafkaConsumer for FakeConsumer {
     async fn poll(&self, timeout: Duration) -> Result<Option<Record>, KafkaError> {
+        self.kafka.refused()?;
+        if let Some(kind) = self.kafka.state().failing_polls {
+            return Err(KafkaError::Injected {
+                kind,
+                message: format!("polling {:?}", self.topics),
+            });
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let arrived = self.kafka.shared.arrived.notified();

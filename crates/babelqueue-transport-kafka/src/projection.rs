@@ -28,14 +28,37 @@ pub const HEADER_DELAY: &str = "bq-delay";
 /// On a retry-tier record: the work topic it goes back to.
 pub const HEADER_ORIGINAL_TOPIC: &str = "bq-original-topic";
 
-/// The header text of a scalar member: a string as is, a number as its literal; nothing for
-/// other types.
+/// The header text of a scalar member: a string as is, a number as its literal when a reader
+/// can take it ([`readable_number`]); nothing for other types.
 fn scalar_text(raw: &RawJson) -> Option<String> {
     match raw.kind() {
         JsonKind::String => raw.as_string().map(Cow::into_owned),
-        JsonKind::Number => Some(raw.as_str().to_owned()),
+        JsonKind::Number if readable_number(raw) => Some(raw.as_str().to_owned()),
         _ => None,
     }
+}
+
+/// Whether a number literal can go into a header: an integer within 64 bits, or a decimal
+/// that stays finite and non-zero (unless it is zero) as a double. `1e400` (infinite as a
+/// double: a reader would see `inf`, or fail), `-1e400`, `1e-400` (silently 0) and
+/// `9223372036854775808` (past `i64`) are left out: a header value must mean to every
+/// consumer what the body says.
+fn readable_number(raw: &RawJson) -> bool {
+    if raw.is_integer() {
+        return raw.as_i64().is_some();
+    }
+    let literal = raw.as_str();
+    let Ok(value) = literal.parse::<f64>() else {
+        return false;
+    };
+    if !value.is_finite() {
+        return false;
+    }
+    let mantissa = literal.split(['e', 'E']).next().unwrap_or_default();
+    value != 0.0
+        || mantissa
+            .bytes()
+            .all(|b| matches!(b, b'0' | b'.' | b'-' | b'+'))
 }
 
 /// The `bq-*` record headers of a body, in the contract order: `bq-job`, `bq-trace-id`,
@@ -44,7 +67,9 @@ fn scalar_text(raw: &RawJson) -> Option<String> {
 /// Read from the body as written (no key dropped, no alias folded). A body that is not a
 /// non-empty JSON object gets none; a non-object `meta` gives no meta headers; empty and null
 /// values are left out (`bq-schema-version` only when null); `bq-attempts` is `0` when
-/// `attempts` is absent or null and is left out when it is not an integer.
+/// `attempts` is absent or null and is left out when it is not an integer within 64 bits. A
+/// number that a reader cannot take as it is written (`1e400`, `1e-400`, an integer past 64
+/// bits) is left out of every header, never written as `inf` or a rounded value.
 ///
 /// ```
 /// use babelqueue_transport_kafka::projection::project;
@@ -297,6 +322,59 @@ mod tests {
         );
         assert_eq!(record_timestamp(br#"{"meta":{"created_at":0}}"#), None);
         assert_eq!(record_timestamp(br#"{"meta":{"created_at":"1"}}"#), None);
+    }
+
+    /// A number a consumer cannot read as written (infinite or zero as a double, an integer
+    /// past 64 bits) never reaches a header; finite ones are written as their literal.
+    #[test]
+    fn out_of_range_numbers_are_left_out() {
+        for huge in [
+            "1e400",
+            "-1e400",
+            "1E400",
+            "1e-400",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+        ] {
+            let body = format!(
+                r#"{{"job":"urn:x","trace_id":{huge},"meta":{{"id":{huge},"schema_version":{huge},"lang":{huge}}},"attempts":{huge}}}"#
+            );
+            let headers = texts(&project(body.as_bytes()));
+            assert_eq!(headers, [("bq-job".into(), "urn:x".into())], "{huge}");
+            for (_, value) in &headers {
+                assert!(
+                    !value.contains("inf") && !value.contains("NaN"),
+                    "{huge}: {value}"
+                );
+            }
+        }
+        assert_eq!(
+            texts(&project(br#"{"job":"urn:x","attempts":1e400}"#)),
+            [("bq-job".into(), "urn:x".into())]
+        );
+        assert_eq!(
+            texts(&project(
+                br#"{"job":"urn:x","meta":{"schema_version":1e400}}"#
+            )),
+            [
+                ("bq-job".into(), "urn:x".into()),
+                ("bq-attempts".into(), "0".into())
+            ]
+        );
+        // readable numbers stay as written
+        assert_eq!(
+            texts(&project(
+                br#"{"job":"urn:x","meta":{"schema_version":2.5,"id":0.0,"lang":-0e5},"attempts":-9223372036854775808}"#
+            )),
+            [
+                ("bq-job".into(), "urn:x".into()),
+                ("bq-message-id".into(), "0.0".into()),
+                ("bq-schema-version".into(), "2.5".into()),
+                ("bq-source-lang".into(), "-0e5".into()),
+                ("bq-attempts".into(), "-9223372036854775808".into())
+            ]
+        );
     }
 
     #[test]

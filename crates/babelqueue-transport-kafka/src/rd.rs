@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rdkafka::ClientContext;
@@ -20,23 +20,136 @@ use crate::client::{
     KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, RecordHeader, RevokeHook,
     TopicPartition,
 };
-use crate::config::KafkaConfig;
-use crate::error::KafkaError;
+use crate::config::{KafkaConfig, member_instance_id, scrub};
+use crate::error::{KafkaError, is_auth_code};
 
 const LOG: &str = "babelqueue::kafka::librdkafka";
 
 /// How long a blocking seek waits for librdkafka.
 const SEEK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client context: librdkafka's log lines and errors go to `tracing`; a consumer's
-/// revoked partitions go to the transport's hook.
+/// How long a refusal of the credentials counts as the current state of the connection.
+/// librdkafka reports an identical broker error at most once per 30 s (it suppresses the
+/// repeats) and retries a refused connection at least every `reconnect.backoff.max.ms`
+/// (10 s), so a refusal that persists is reported again within this window.
+const AUTH_FRESH: Duration = Duration::from_secs(45);
+
+/// A refusal of the credentials, as librdkafka reported it.
+#[derive(Debug)]
+struct AuthFailure {
+    at: Instant,
+    reason: String,
+}
+
+/// What the producer and the consumers of one [`RdKafkaClient`] learned about the
+/// credentials: librdkafka reports a refused SASL handshake as a client error event (to the
+/// context's error callback) and keeps reconnecting, so a write would otherwise only fail
+/// when its delivery timeout passes, and a poll would return nothing forever. The last
+/// refusal is kept (secrets masked) until a broker answers a request again or
+/// [`AUTH_FRESH`] passes, and every waiting `send` / `poll` hears about a new one at once.
+pub(crate) struct AuthWatch {
+    brokers: String,
+    secrets: Vec<String>,
+    state: tokio::sync::watch::Sender<Option<Arc<AuthFailure>>>,
+}
+
+impl AuthWatch {
+    fn new(config: &KafkaConfig) -> AuthWatch {
+        AuthWatch {
+            brokers: config.brokers.clone(),
+            secrets: config.secrets(),
+            state: tokio::sync::watch::Sender::new(None),
+        }
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        scrub(text, &self.secrets)
+    }
+
+    /// Records a refusal (from the context's error callback, on a librdkafka thread).
+    fn refused(&self, reason: &str) {
+        let reason = self.scrub(reason);
+        self.state.send_replace(Some(Arc::new(AuthFailure {
+            at: Instant::now(),
+            reason,
+        })));
+    }
+
+    /// A broker answered a request: the credentials are good (again).
+    fn accepted(&self) {
+        self.state.send_if_modified(|state| state.take().is_some());
+    }
+
+    /// The current refusal, when one was reported within [`AUTH_FRESH`].
+    fn current(&self) -> Option<KafkaError> {
+        let state = self.state.borrow();
+        state
+            .as_ref()
+            .filter(|f| f.at.elapsed() < AUTH_FRESH)
+            .map(|f| self.error(f))
+    }
+
+    fn error(&self, failure: &AuthFailure) -> KafkaError {
+        KafkaError::Auth {
+            brokers: self.brokers.clone(),
+            reason: failure.reason.clone(),
+        }
+    }
+
+    /// A subscription to refusals reported from now on; take it before checking
+    /// [`AuthWatch::current`], so that nothing reported in between is missed.
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<Option<Arc<AuthFailure>>> {
+        self.state.subscribe()
+    }
+
+    /// Waits until a refusal is reported after `changes` was taken.
+    async fn next_refusal(
+        &self,
+        mut changes: tokio::sync::watch::Receiver<Option<Arc<AuthFailure>>>,
+    ) -> KafkaError {
+        loop {
+            if changes.changed().await.is_err() {
+                // The client is gone; nothing will be reported any more.
+                return std::future::pending().await;
+            }
+            let failure = changes.borrow_and_update().clone();
+            if let Some(failure) = failure {
+                return self.error(&failure);
+            }
+        }
+    }
+
+    /// `error`, or the refusal behind it when its code says the credentials were refused
+    /// (a poll or delivery error carries the code, the error event the explanation).
+    fn explain(&self, error: KafkaError) -> KafkaError {
+        if error.kind() != babelqueue_core::TransportErrorKind::Auth
+            || matches!(error, KafkaError::Auth { .. })
+        {
+            return error;
+        }
+        let reason = self.state.borrow().as_ref().map_or_else(
+            || self.scrub(&error.to_string()),
+            |failure| failure.reason.clone(),
+        );
+        KafkaError::Auth {
+            brokers: self.brokers.clone(),
+            reason,
+        }
+    }
+}
+
+/// The client context: librdkafka's log lines and errors go to `tracing` (secrets masked), a
+/// refusal of the credentials to the [`AuthWatch`]; a consumer's revoked partitions go to the
+/// transport's hook.
 #[derive(Clone)]
 pub(crate) struct RdContext {
     on_revoke: Option<RevokeHook>,
+    auth: Arc<AuthWatch>,
 }
 
 impl ClientContext for RdContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        let message = self.auth.scrub(message);
         match level {
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert
@@ -51,7 +164,14 @@ impl ClientContext for RdContext {
     }
 
     fn error(&self, error: RdError, reason: &str) {
-        tracing::warn!(target: LOG, error = %error, "librdkafka: {reason}");
+        let reason = self.auth.scrub(reason);
+        if error.rdkafka_error_code().is_some_and(is_auth_code) {
+            tracing::error!(target: LOG, brokers = %self.auth.brokers, error = %error,
+                "The Kafka broker refused the credentials: {reason}");
+            self.auth.refused(&reason);
+        } else {
+            tracing::warn!(target: LOG, error = %error, "librdkafka: {reason}");
+        }
     }
 }
 
@@ -78,6 +198,7 @@ impl ConsumerContext for RdContext {
 #[derive(Clone)]
 pub struct RdKafkaClient {
     config: KafkaConfig,
+    auth: Arc<AuthWatch>,
     producer: Arc<OnceLock<Arc<RdProducer>>>,
     producer_init: Arc<Mutex<()>>,
 }
@@ -94,6 +215,7 @@ impl RdKafkaClient {
     /// A client for `config` (nothing connects until the first use).
     pub fn new(config: KafkaConfig) -> RdKafkaClient {
         RdKafkaClient {
+            auth: Arc::new(AuthWatch::new(&config)),
             config,
             producer: Arc::new(OnceLock::new()),
             producer_init: Arc::new(Mutex::new(())),
@@ -103,6 +225,13 @@ impl RdKafkaClient {
     /// The configuration.
     pub fn config(&self) -> &KafkaConfig {
         &self.config
+    }
+
+    fn context(&self, on_revoke: Option<RevokeHook>) -> RdContext {
+        RdContext {
+            on_revoke,
+            auth: self.auth.clone(),
+        }
     }
 
     fn base(&self, defaults: &[(&str, String)]) -> ClientConfig {
@@ -125,9 +254,15 @@ impl RdKafkaClient {
             .clamp(1, i32::MAX as u128);
         let producer: FutureProducer<RdContext> = self
             .base(&[("message.timeout.ms", timeout_ms.to_string())])
-            .create_with_context(RdContext { on_revoke: None })
-            .map_err(KafkaError::client("create the producer"))?;
-        Ok(Arc::new(RdProducer { producer }))
+            .create_with_context(self.context(None))
+            .map_err(KafkaError::client_config(
+                "create the producer",
+                &self.auth.secrets,
+            ))?;
+        Ok(Arc::new(RdProducer {
+            producer,
+            auth: self.auth.clone(),
+        }))
     }
 
     /// Creates `topics` with `partitions` partitions each (replication factor 1) and waits for
@@ -138,8 +273,11 @@ impl RdKafkaClient {
         use rdkafka::types::RDKafkaErrorCode;
         let admin: AdminClient<RdContext> = self
             .base(&[])
-            .create_with_context(RdContext { on_revoke: None })
-            .map_err(KafkaError::client("create the admin client"))?;
+            .create_with_context(self.context(None))
+            .map_err(KafkaError::client_config(
+                "create the admin client",
+                &self.auth.secrets,
+            ))?;
         let new: Vec<NewTopic<'_>> = topics
             .iter()
             .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
@@ -184,17 +322,36 @@ impl KafkaClient for RdKafkaClient {
         topics: &[String],
         on_revoke: RevokeHook,
     ) -> Result<Arc<dyn KafkaConsumer>, KafkaError> {
-        let consumer: StreamConsumer<RdContext> = self
-            .base(&[
-                ("group.id", group_id.to_owned()),
-                ("enable.auto.commit", "false".to_owned()),
-                ("auto.offset.reset", "earliest".to_owned()),
-                ("allow.auto.create.topics", "true".to_owned()),
-            ])
-            .create_with_context(RdContext {
-                on_revoke: Some(on_revoke),
-            })
-            .map_err(KafkaError::client("create the consumer"))?;
+        let mut config = self.base(&[
+            ("group.id", group_id.to_owned()),
+            ("enable.auto.commit", "false".to_owned()),
+            ("auto.offset.reset", "earliest".to_owned()),
+            ("allow.auto.create.topics", "true".to_owned()),
+        ]);
+        if let Some(id) = &self.config.group_instance_id {
+            if self
+                .config
+                .client
+                .get("group.protocol")
+                .is_some_and(|p| p.eq_ignore_ascii_case("consumer"))
+            {
+                // KIP-848: the broker refuses a restarted static member's id until the old
+                // member's session expires (UNRELEASED_INSTANCE_ID), and librdkafka takes that
+                // as fatal: a SIGKILLed worker's successor would never consume.
+                return Err(KafkaError::Config(
+                    "group_instance_id (static membership) cannot be used with \
+                     group.protocol=consumer: a restarted worker would be refused its id"
+                        .into(),
+                ));
+            }
+            config.set("group.instance.id", member_instance_id(id, topics));
+        }
+        let consumer: StreamConsumer<RdContext> = config
+            .create_with_context(self.context(Some(on_revoke)))
+            .map_err(KafkaError::client_config(
+                "create the consumer",
+                &self.auth.secrets,
+            ))?;
         let names: Vec<&str> = topics.iter().map(String::as_str).collect();
         consumer
             .subscribe(&names)
@@ -202,6 +359,7 @@ impl KafkaClient for RdKafkaClient {
         Ok(Arc::new(RdConsumer {
             consumer: Mutex::new(Some(Arc::new(consumer))),
             topics: topics.to_vec(),
+            auth: self.auth.clone(),
         }))
     }
 }
@@ -209,6 +367,7 @@ impl KafkaClient for RdKafkaClient {
 /// The librdkafka producer.
 pub(crate) struct RdProducer {
     producer: FutureProducer<RdContext>,
+    auth: Arc<AuthWatch>,
 }
 
 impl fmt::Debug for RdProducer {
@@ -237,16 +396,32 @@ impl KafkaProducer for RdProducer {
         if let Some(ts) = record.timestamp {
             future = future.timestamp(ts);
         }
-        match tokio::time::timeout(timeout, self.producer.send(future, timeout)).await {
+        // Credentials refused a moment ago: nothing is written (librdkafka would hold the
+        // record until the delivery timeout and then drop it).
+        let changes = self.auth.subscribe();
+        if let Some(refused) = self.auth.current() {
+            return Err(refused);
+        }
+        let delivery = tokio::time::timeout(timeout, self.producer.send(future, timeout));
+        let result = tokio::select! {
+            result = delivery => result,
+            // Refused while waiting: the record stays queued in librdkafka and is dropped
+            // when its delivery timeout passes (an unconfirmed write, as after a timeout).
+            refused = self.auth.next_refusal(changes) => return Err(refused),
+        };
+        match result {
             Err(_) => Err(KafkaError::DeliveryTimeout {
                 topic: record.topic.clone(),
                 timeout,
             }),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err((source, _))) => Err(KafkaError::Delivery {
+            Ok(Ok(_)) => {
+                self.auth.accepted();
+                Ok(())
+            }
+            Ok(Err((source, _))) => Err(self.auth.explain(KafkaError::Delivery {
                 topic: record.topic.clone(),
                 source,
-            }),
+            })),
         }
     }
 
@@ -263,6 +438,7 @@ impl KafkaProducer for RdProducer {
 pub(crate) struct RdConsumer {
     consumer: Mutex<Option<Arc<StreamConsumer<RdContext>>>>,
     topics: Vec<String>,
+    auth: Arc<AuthWatch>,
 }
 
 impl fmt::Debug for RdConsumer {
@@ -326,13 +502,24 @@ fn owned(message: &BorrowedMessage<'_>) -> Record {
 impl KafkaConsumer for RdConsumer {
     async fn poll(&self, timeout: Duration) -> Result<Option<Record>, KafkaError> {
         let consumer = self.get()?;
-        match tokio::time::timeout(timeout, consumer.recv()).await {
+        let changes = self.auth.subscribe();
+        if let Some(refused) = self.auth.current() {
+            return Err(refused);
+        }
+        let received = tokio::select! {
+            received = tokio::time::timeout(timeout, consumer.recv()) => received,
+            refused = self.auth.next_refusal(changes) => return Err(refused),
+        };
+        match received {
             Err(_) => Ok(None),
-            Ok(Ok(message)) => Ok(Some(owned(&message))),
-            Ok(Err(source)) => Err(KafkaError::Client {
+            Ok(Ok(message)) => {
+                self.auth.accepted();
+                Ok(Some(owned(&message)))
+            }
+            Ok(Err(source)) => Err(self.auth.explain(KafkaError::Client {
                 operation: "poll",
                 source,
-            }),
+            })),
         }
     }
 
@@ -342,7 +529,9 @@ impl KafkaConsumer for RdConsumer {
         tokio::task::spawn_blocking(move || consumer.commit(&list, CommitMode::Sync))
             .await
             .map_err(|e| KafkaError::Config(format!("the commit task failed: {e}")))?
-            .map_err(KafkaError::client("commit"))
+            .map_err(|e| self.auth.explain(KafkaError::client("commit")(e)))?;
+        self.auth.accepted();
+        Ok(())
     }
 
     async fn seek(&self, partition: &TopicPartition, offset: i64) -> Result<(), KafkaError> {
@@ -392,5 +581,148 @@ impl KafkaConsumer for RdConsumer {
             })
             .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::redact_url;
+
+    const PASSWORD: &str = "s3cret-Pw-91";
+
+    fn assert_hidden(what: &str, error: &KafkaError) {
+        let (display, debug) = (error.to_string(), format!("{error:?}"));
+        assert!(
+            !display.contains(PASSWORD),
+            "{what}: Display shows the password: {display}"
+        );
+        assert!(
+            !debug.contains(PASSWORD),
+            "{what}: Debug shows the password: {debug}"
+        );
+        let runtime: babelqueue_core::TransportError = KafkaError::Config(display.clone()).into();
+        assert!(!runtime.to_string().contains(PASSWORD), "{what}: {runtime}");
+    }
+
+    fn sasl_url(query: &str) -> String {
+        format!("kafka://bq:{PASSWORD}@127.0.0.1:1?security.protocol=SASL_PLAINTEXT&{query}")
+    }
+
+    /// librdkafka's complaint about a bad option names the option and its value: the value of
+    /// a secret (or misspelt secret) option, and the password anywhere, is masked.
+    #[test]
+    fn a_bad_option_never_shows_the_password() {
+        for (what, query) in [
+            ("a bad value", "linger.ms=abc".to_owned()),
+            (
+                "the password as a bad value",
+                format!("linger.ms={PASSWORD}"),
+            ),
+            (
+                "a misspelt password option",
+                format!("sasl.pasword={PASSWORD}"),
+            ),
+            ("an unknown option", format!("no.such.option={PASSWORD}")),
+        ] {
+            let config = KafkaConfig::from_url(&sasl_url(&query)).unwrap();
+            assert!(
+                !format!("{config:?}").contains(PASSWORD),
+                "{what}: {config:?}"
+            );
+            let client = RdKafkaClient::new(config);
+            assert!(!format!("{client:?}").contains(PASSWORD));
+            let err = client.producer().expect_err(what);
+            assert_eq!(
+                err.kind(),
+                babelqueue_core::TransportErrorKind::Config,
+                "{what}"
+            );
+            assert_hidden(what, &err);
+            let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+            let err = client
+                .consumer("g", &["orders".to_owned()], hook)
+                .expect_err(what);
+            assert_hidden(what, &err);
+        }
+        // The URL itself is shown only redacted.
+        let err = KafkaConfig::from_url(&format!(
+            "kafka://bq:{PASSWORD}@h:1?sasl.password={PASSWORD}&=x"
+        ))
+        .unwrap_err();
+        assert_hidden("an empty option name", &err);
+        let err = KafkaConfig::from_url(&format!("kafka://bq:{PASSWORD}@h:1")).unwrap_err();
+        assert_hidden("credentials without a SASL protocol", &err);
+        assert!(!redact_url(&sasl_url(&format!("sasl.password={PASSWORD}"))).contains(PASSWORD));
+    }
+
+    /// A broker that refuses the connection: the publish fails once its delivery timeout
+    /// passes, as a transient error that shows no password.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_connection_never_shows_the_password() {
+        let config =
+            KafkaConfig::from_url(&sasl_url("sasl.mechanism=PLAIN&delivery_timeout_ms=1500"))
+                .unwrap();
+        let client = RdKafkaClient::new(config);
+        let producer = client.producer().unwrap();
+        let record = OutRecord {
+            topic: "orders".into(),
+            key: None,
+            value: b"{}".to_vec(),
+            headers: Vec::new(),
+            timestamp: None,
+        };
+        let err = producer
+            .send(record, Duration::from_millis(1500))
+            .await
+            .unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        assert_hidden("a refused connection", &err);
+        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+        let consumer = client.consumer("g", &["orders".to_owned()], hook).unwrap();
+        if let Err(err) = consumer.poll(Duration::from_millis(500)).await {
+            assert_hidden("a poll of a refused connection", &err);
+        }
+        consumer.close().await;
+    }
+
+    #[test]
+    fn static_membership_refuses_the_consumer_protocol() {
+        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+        let client = RdKafkaClient::new(
+            KafkaConfig::from_url(
+                "kafka://127.0.0.1:1?group_instance_id=w&group.protocol=consumer",
+            )
+            .unwrap(),
+        );
+        let err = client
+            .consumer("g", &["orders".to_owned()], hook)
+            .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            babelqueue_core::TransportErrorKind::Config,
+            "{err}"
+        );
+    }
+
+    /// The last line of defence: librdkafka's own text loses every secret of the config.
+    #[test]
+    fn librdkafka_text_is_scrubbed() {
+        let config = KafkaConfig::from_url(&sasl_url("ssl.key.password=k3y-Pa55")).unwrap();
+        let watch = AuthWatch::new(&config);
+        let text = format!("conf: sasl.password={PASSWORD} ssl.key.password=k3y-Pa55 user bq");
+        let scrubbed = watch.scrub(&text);
+        assert!(
+            !scrubbed.contains(PASSWORD) && !scrubbed.contains("k3y-Pa55"),
+            "{scrubbed}"
+        );
+        assert!(scrubbed.contains("user bq"), "{scrubbed}");
+        watch.refused(&format!("SASL authentication error for {PASSWORD}"));
+        let refusal = watch.current().expect("a current refusal");
+        assert_eq!(refusal.kind(), babelqueue_core::TransportErrorKind::Auth);
+        assert!(refusal.to_string().contains("127.0.0.1:1"), "{refusal}");
+        assert_hidden("a refusal", &refusal);
+        watch.accepted();
+        assert!(watch.current().is_none());
     }
 }

@@ -182,7 +182,14 @@ impl RetryReinjector {
         match self.consumer.poll(wait).await {
             Ok(Some(record)) => self.accept(record).await,
             Ok(None) => {}
-            Err(e) => tracing::warn!(target: LOG, error = %e, "Kafka poll reported an error"),
+            Err(e) => {
+                tracing::warn!(target: LOG, error = %e, "Kafka poll reported an error");
+                if !e.is_transient() {
+                    // A refusal (wrong credentials) comes back at once on every poll: wait out
+                    // the poll instead of spinning.
+                    tokio::time::sleep(wait).await;
+                }
+            }
         }
         self.forget_revoked();
         self.release_due().await

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use babelqueue_core::{
     App, Consume, Context, DelayedPublisher, HandlerError, Redeliverer, Route, Transport,
+    TransportErrorKind,
 };
 use babelqueue_envelope::Envelope;
 
@@ -585,4 +586,196 @@ async fn the_commit_waits_for_the_settle_writes_delivery_report() {
             "commit orders[0]@2"
         ]
     );
+}
+
+/// A broker that refuses the credentials: `publish` fails with an `Auth` error naming the
+/// broker, and `App::consume` stops with it (so a CLI worker exits non-zero) instead of
+/// polling forever.
+#[tokio::test]
+async fn refused_credentials_fail_publish_and_stop_consume() {
+    let kafka = FakeKafka::new();
+    let t = transport(&kafka, &[]);
+    kafka.refuse_credentials(true);
+    let err = t.publish("orders", &envelope(1)).await.unwrap_err();
+    assert_eq!(err.kind(), TransportErrorKind::Auth, "{err}");
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("refused the credentials"), "{err}");
+    assert!(err.to_string().contains("fake:9092"), "{err}");
+
+    let app = builder(&t)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(10),
+        app.consume(Consume::new().handle_signals(false)),
+    )
+    .await
+    .expect("consume stops by itself");
+    let err = stopped.expect_err("consume returns the refusal");
+    match &err {
+        babelqueue_core::Error::Transport(e) => assert_eq!(e.kind(), TransportErrorKind::Auth),
+        other => panic!("not a transport error: {other:?}"),
+    }
+
+    kafka.refuse_credentials(false);
+    t.publish("orders", &envelope(2)).await.unwrap();
+    consume(&app, 1).await;
+    assert_eq!(kafka.committed(GROUP, "orders", 0), Some(1));
+}
+
+/// A transient poll error (a broker that is down) is swallowed: `pop` waits out its timeout
+/// and returns nothing, and the worker goes on once the broker is back.
+#[tokio::test]
+async fn transient_poll_errors_are_waited_out_not_returned() {
+    let kafka = FakeKafka::new();
+    let t = transport(&kafka, &[]);
+    t.publish("orders", &envelope(1)).await.unwrap();
+    kafka.fail_polls(Some(TransportErrorKind::Connection));
+    let started = tokio::time::Instant::now();
+    assert!(
+        t.pop("orders", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(50),
+        "the pop waited"
+    );
+    kafka.fail_polls(None);
+    assert!(
+        t.pop("orders", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// `attempts` as written by a broken producer: negative, down to `i64::MIN`.
+const NEGATIVE_ATTEMPTS: [i64; 2] = [-5, i64::MIN];
+
+/// A failing handler on a record whose body says `attempts` < 0 (no `bq-attempts` header, so
+/// the body stands; or a negative header, read as 0): with no tiers and `max_attempts(1)` it
+/// is settled at once (dead-lettered, or dropped with dead-lettering off), never retried in
+/// place forever.
+#[tokio::test]
+async fn negative_attempts_are_settled_without_tiers() {
+    for attempts in NEGATIVE_ATTEMPTS {
+        for with_header in [false, true] {
+            for dead_letter in [true, false] {
+                let case = format!("attempts {attempts}, header {with_header}, dlq {dead_letter}");
+                let kafka = FakeKafka::new();
+                let t = transport(&kafka, &[]);
+                let body = babelqueue_core::attempts::exactly(&envelope(1), attempts).into_owned();
+                assert!(
+                    String::from_utf8_lossy(&body).contains(&format!("\"attempts\":{attempts}")),
+                    "{case}"
+                );
+                let headers = if with_header {
+                    vec![RecordHeader::text("bq-attempts", attempts.to_string())]
+                } else {
+                    vec![]
+                };
+                kafka.append("orders", 0, record(&body, Some(b"k"), headers));
+                let calls = Arc::new(AtomicUsize::new(0));
+                let seen = calls.clone();
+                let app = builder(&t)
+                    .max_attempts(1)
+                    .dead_letter(dead_letter)
+                    .handle(URN, move |_ctx: Context| {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        async { Err::<(), _>(HandlerError::new("down")) }
+                    })
+                    .build()
+                    .unwrap();
+                consume(&app, 1).await;
+                assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
+                assert_eq!(kafka.committed(GROUP, "orders", 0), Some(1), "{case}");
+                assert!(kafka.seeks().is_empty(), "{case}: not rewound");
+                let dlq = kafka.records("orders.dlq");
+                if dead_letter {
+                    assert_eq!(dlq.len(), 1, "{case}");
+                    assert_eq!(dlq[0].key.as_deref(), Some(&b"k"[..]), "{case}");
+                } else {
+                    assert!(dlq.is_empty(), "{case}: dropped");
+                    assert_eq!(kafka.topics_written(), ["orders"], "{case}");
+                }
+            }
+        }
+    }
+}
+
+/// With tiers and `max_attempts(3)`, a record whose body says `attempts` < 0 runs its handler
+/// exactly 3 times (tier 1, tier 2, then the dead letter), through the re-injector.
+#[tokio::test]
+async fn negative_attempts_with_tiers_run_the_handler_max_attempts_times() {
+    for attempts in NEGATIVE_ATTEMPTS {
+        let kafka = FakeKafka::new();
+        let t = transport(&kafka, &[1000, 2000]);
+        let body = babelqueue_core::attempts::exactly(&envelope(1), attempts).into_owned();
+        kafka.append("orders", 0, record(&body, None, vec![]));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let app = builder(&t)
+            .max_attempts(3)
+            .dead_letter(true)
+            .handle(URN, move |_ctx: Context| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                async { Err::<(), _>(HandlerError::new("down")) }
+            })
+            .build()
+            .unwrap();
+        let now = Arc::new(AtomicI64::new(1_000_000));
+        let clock = now.clone();
+        let config =
+            KafkaConfig::default().with_retry_tiers(RetryTiers::new(vec![1000, 2000]).unwrap());
+        let mut reinjector = RetryReinjector::with_client(
+            &kafka,
+            &config,
+            &["orders".to_owned()],
+            "babelqueue-retry-reinject",
+        )
+        .unwrap()
+        .with_clock(Arc::new(move || clock.load(Ordering::SeqCst)));
+        for round in 0..10 {
+            consume(&app, 1).await;
+            if !kafka.records("orders.dlq").is_empty() {
+                break;
+            }
+            assert!(
+                round < 5,
+                "attempts {attempts}: still retrying after {round} rounds"
+            );
+            // Take the parked copy, let its tier pass, and move it back.
+            reinjector.run_once(Some(Duration::ZERO)).await;
+            now.fetch_add(10_000, Ordering::SeqCst);
+            assert_eq!(
+                reinjector.run_once(Some(Duration::ZERO)).await,
+                1,
+                "attempts {attempts}, round {round}"
+            );
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "attempts {attempts}");
+        assert_eq!(
+            kafka.records("orders.retry.1").len(),
+            1,
+            "attempts {attempts}"
+        );
+        assert_eq!(
+            kafka.records("orders.retry.2").len(),
+            1,
+            "attempts {attempts}"
+        );
+        assert_eq!(kafka.records("orders.dlq").len(), 1, "attempts {attempts}");
+        let firsts: Vec<String> = ["orders.retry.1", "orders.retry.2"]
+            .iter()
+            .map(|topic| {
+                header(&kafka.records(topic)[0], "bq-attempts")
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(firsts, ["1", "2"], "attempts {attempts}: counted from 0");
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::{
     BatchPopper, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer, Rewinder,
-    Route, SettlePublisher, Transport, TransportError,
+    Route, SettlePublisher, Transport, TransportError, TransportErrorKind,
 };
 use babelqueue_envelope::Envelope;
 
@@ -357,6 +357,16 @@ impl Transport for KafkaTransport {
         let started = tokio::time::Instant::now();
         match self.poll_one(&q, timeout).await {
             Ok(delivery) => Ok(delivery),
+            // Refused credentials (and a consumer fenced by another with its static member
+            // id) do not heal by polling again: the runtime stops with the error.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    TransportErrorKind::Auth | TransportErrorKind::Config
+                ) =>
+            {
+                Err(e.into())
+            }
             Err(e) => {
                 // librdkafka reports broker and subscription trouble as events on the poll and
                 // keeps retrying by itself: report it, wait out the poll, and let the loop poll

@@ -13,6 +13,8 @@
     clippy::missing_panics_doc
 )]
 
+#[path = "it/auth.rs"]
+mod auth;
 #[path = "it/cli.rs"]
 mod cli;
 #[path = "it/common.rs"]
@@ -21,3 +23,5 @@ mod common;
 mod interop;
 #[path = "it/live.rs"]
 mod live;
+#[path = "it/restart.rs"]
+mod restart;

@@ -168,10 +168,10 @@ impl NativeClient {
                 ))
             })?;
         }
-        let pulsar = builder
-            .build()
-            .await
-            .map_err(|e| PulsarError::from_client(&format!("connecting to {url}"), &e))?;
+        let pulsar = builder.build().await.map_err(|e| {
+            let context = format!("connecting to {}", babelqueue_core::redact::redact(url));
+            PulsarError::from_client(&context, &e).scrubbed(url)
+        })?;
         Ok(NativeClient {
             pulsar,
             options,
@@ -237,6 +237,7 @@ impl NativeClient {
         properties: Properties,
         deliver_at_time: Option<i64>,
     ) -> Result<(), PulsarError> {
+        crate::projection::check_size(topic, payload.len())?;
         let producer = self.producer(topic).await?;
         let message = pulsar::producer::Message {
             payload: payload.to_vec(),

@@ -15,6 +15,10 @@ pub enum PulsarError {
     /// The broker did not answer in time.
     #[error("Pulsar operation timed out: {0}")]
     Timeout(String),
+    /// The broker refused the credentials (an authentication error: a wrong or expired token,
+    /// a failed authentication exchange). Not transient: a consume loop stops with it.
+    #[error("Pulsar refused the credentials: {0}")]
+    Auth(String),
     /// The broker refused the operation (an unknown topic, an authorisation failure, a
     /// rejected send).
     #[error("Pulsar refused the operation: {0}")]
@@ -39,6 +43,8 @@ pub enum PulsarErrorKind {
     Timeout,
     /// Refused by the broker.
     Rejected,
+    /// The credentials were refused.
+    Auth,
     /// Anything else.
     Other,
 }
@@ -51,7 +57,23 @@ impl PulsarError {
             PulsarError::Connection(_) => PulsarErrorKind::Connection,
             PulsarError::Timeout(_) => PulsarErrorKind::Timeout,
             PulsarError::Rejected(_) => PulsarErrorKind::Rejected,
+            PulsarError::Auth(_) => PulsarErrorKind::Auth,
             PulsarError::ForeignDelivery(_) | PulsarError::Client(_) => PulsarErrorKind::Other,
+        }
+    }
+
+    /// The same error with every secret of `url` masked in its text (for errors of a client
+    /// that was given the URL).
+    pub(crate) fn scrubbed(self, url: &str) -> PulsarError {
+        use babelqueue_core::redact::scrub;
+        match self {
+            PulsarError::Config(t) => PulsarError::Config(scrub(&t, url)),
+            PulsarError::Connection(t) => PulsarError::Connection(scrub(&t, url)),
+            PulsarError::Timeout(t) => PulsarError::Timeout(scrub(&t, url)),
+            PulsarError::Rejected(t) => PulsarError::Rejected(scrub(&t, url)),
+            PulsarError::Auth(t) => PulsarError::Auth(scrub(&t, url)),
+            PulsarError::ForeignDelivery(t) => PulsarError::ForeignDelivery(scrub(&t, url)),
+            PulsarError::Client(t) => PulsarError::Client(scrub(&t, url)),
         }
     }
 
@@ -63,11 +85,22 @@ impl PulsarError {
         )
     }
 
-    /// Classifies an error of the `pulsar` crate.
+    /// Classifies an error of the `pulsar` crate. The text is
+    /// [`redact`](babelqueue_core::redact::redact)ed.
     pub(crate) fn from_client(context: &str, e: &pulsar::Error) -> PulsarError {
-        use pulsar::error::{ConnectionError, ConsumerError, ProducerError};
-        let text = format!("{context}: {e}");
+        use pulsar::error::{AuthenticationError, ConnectionError, ConsumerError, ProducerError};
+        use pulsar::proto::ServerError;
+        let text = babelqueue_core::redact::redact(&format!("{context}: {e}"));
+        let authentication = |a: &AuthenticationError| match a {
+            // A token provider that may succeed on the next try.
+            AuthenticationError::Retriable(_) => PulsarError::Connection(text.clone()),
+            AuthenticationError::Custom(_) => PulsarError::Auth(text.clone()),
+        };
         let connection = |c: &ConnectionError| match c {
+            ConnectionError::Authentication(a) => authentication(a),
+            ConnectionError::PulsarError(Some(ServerError::AuthenticationError), _) => {
+                PulsarError::Auth(text.clone())
+            }
             ConnectionError::Io(_)
             | ConnectionError::Disconnected
             | ConnectionError::Canceled
@@ -81,6 +114,7 @@ impl PulsarError {
             _ => PulsarError::Rejected(text.clone()),
         };
         match e {
+            pulsar::Error::Authentication(a) => authentication(a),
             pulsar::Error::Connection(c) => connection(c),
             pulsar::Error::Consumer(ConsumerError::Connection(c))
             | pulsar::Error::Producer(ProducerError::Connection(c)) => connection(c),
@@ -98,6 +132,7 @@ impl From<PulsarError> for TransportError {
             PulsarErrorKind::Connection => TransportErrorKind::Connection,
             PulsarErrorKind::Timeout => TransportErrorKind::Timeout,
             PulsarErrorKind::Rejected => TransportErrorKind::Rejected,
+            PulsarErrorKind::Auth => TransportErrorKind::Auth,
             PulsarErrorKind::Other => TransportErrorKind::Other,
         };
         TransportError::new(kind, e.to_string())
@@ -120,5 +155,99 @@ mod tests {
         assert!(!PulsarError::Config("c".into()).is_transient());
         let e: TransportError = PulsarError::Config("bad url".into()).into();
         assert_eq!(e.kind(), TransportErrorKind::Config);
+    }
+
+    #[test]
+    fn refused_credentials_are_auth_errors() {
+        use pulsar::error::{AuthenticationError, ConnectionError};
+        use pulsar::proto::ServerError;
+        let context = "connecting to pulsar://127.0.0.1:6650";
+        for e in [
+            pulsar::Error::Connection(ConnectionError::PulsarError(
+                Some(ServerError::AuthenticationError),
+                Some("Unable to authenticate".into()),
+            )),
+            pulsar::Error::Connection(ConnectionError::Authentication(
+                AuthenticationError::Custom("the token was refused".into()),
+            )),
+            pulsar::Error::Authentication(AuthenticationError::Custom("no".into())),
+        ] {
+            let error = PulsarError::from_client(context, &e);
+            assert_eq!(error.kind(), PulsarErrorKind::Auth, "{error:?}");
+            assert!(!error.is_transient());
+            let text = error.to_string();
+            assert!(
+                text.contains("refused the credentials") && text.contains("127.0.0.1:6650"),
+                "{text}"
+            );
+            let mapped = TransportError::from(error);
+            assert_eq!(mapped.kind(), TransportErrorKind::Auth);
+            assert!(!mapped.is_transient());
+        }
+        // A permission refusal of valid credentials stays a refusal.
+        let denied = pulsar::Error::Connection(ConnectionError::PulsarError(
+            Some(ServerError::AuthorizationError),
+            None,
+        ));
+        assert_eq!(
+            PulsarError::from_client(context, &denied).kind(),
+            PulsarErrorKind::Rejected
+        );
+    }
+
+    /// A port on 127.0.0.1 that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        port
+    }
+
+    fn shown(error: PulsarError) -> String {
+        let text = format!("{error}\n{error:?}");
+        let runtime = TransportError::from(error);
+        format!("{text}\n{runtime}\n{runtime:?}")
+    }
+
+    #[test]
+    fn a_bad_url_never_shows_the_password() {
+        for url in [
+            "pulsar://bq:hunter2@/",
+            "pulsar://bq:hunter2@?token=x",
+            "pulsar:/bq:hunter2@127.0.0.1:6650",
+            "bq:hunter2@127.0.0.1:6650",
+            "http://bq:hunter2@127.0.0.1:6650",
+        ] {
+            let error = crate::PulsarTransport::builder(url).unwrap_err();
+            assert_eq!(error.kind(), PulsarErrorKind::Config, "{url}: {error}");
+            let text = shown(error);
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+        }
+        let builder =
+            crate::PulsarTransport::builder("pulsar://bq:hunter2@h:6650?token=t0k3n").unwrap();
+        let shown = format!("{builder:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("t0k3n"),
+            "{shown}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_never_shows_the_password() {
+        let port = closed_port();
+        for url in [
+            format!("pulsar://bq:hunter2@127.0.0.1:{port}"),
+            format!("pulsar://127.0.0.1:{port}?token=hunter2"),
+        ] {
+            let error = crate::PulsarTransport::builder(&url)
+                .unwrap()
+                .connect_timeout(std::time::Duration::from_secs(2))
+                .connect()
+                .await
+                .unwrap_err();
+            assert!(error.to_string().contains("127.0.0.1"), "{error}");
+            let text = shown(error);
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+        }
     }
 }

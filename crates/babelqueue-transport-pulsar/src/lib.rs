@@ -146,13 +146,23 @@ impl fmt::Debug for PulsarTransport {
     }
 }
 
-/// Builds a [`PulsarTransport`] with options.
-#[derive(Debug, Clone)]
+/// Builds a [`PulsarTransport`] with options. `Debug` masks any secret of the URL.
+#[derive(Clone)]
 #[must_use]
 pub struct Builder {
     url: String,
     topic_prefix: String,
     options: ClientOptions,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("url", &babelqueue_core::redact::redact(&self.url))
+            .field("topic_prefix", &self.topic_prefix)
+            .field("options", &self.options)
+            .finish()
+    }
 }
 
 impl Builder {
@@ -201,11 +211,18 @@ pub fn validate_url(url: &str) -> Result<(), PulsarError> {
         .strip_prefix("pulsar://")
         .or_else(|| url.strip_prefix("pulsar+ssl://"))
         .ok_or_else(|| {
-            PulsarError::Config(format!("{url:?} is not a pulsar:// or pulsar+ssl:// URL"))
+            PulsarError::Config(format!(
+                "{:?} is not a pulsar:// or pulsar+ssl:// URL",
+                babelqueue_core::redact::redact(url)
+            ))
         })?;
-    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if host.is_empty() {
-        return Err(PulsarError::Config(format!("{url:?} names no host")));
+        return Err(PulsarError::Config(format!(
+            "{:?} names no host",
+            babelqueue_core::redact::redact(url)
+        )));
     }
     Ok(())
 }

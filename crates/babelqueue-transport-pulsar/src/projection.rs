@@ -206,9 +206,38 @@ pub fn consume<'a>(payload: &'a [u8], props: &Properties, redelivery_count: u32)
     }
 }
 
+/// The largest payload a Pulsar broker takes by default (`maxMessageSize`, 5 MiB, metadata
+/// included). A larger one is refused here, at once and by name, instead of timing out in the
+/// producer (the broker never acknowledges it).
+pub const MAX_MESSAGE_SIZE: usize = 5 * 1024 * 1024;
+
+/// Refuses a payload of `len` bytes above [`MAX_MESSAGE_SIZE`], before anything is sent.
+pub fn check_size(topic: &str, len: usize) -> Result<(), crate::PulsarError> {
+    if len > MAX_MESSAGE_SIZE {
+        return Err(crate::PulsarError::Rejected(format!(
+            "the message for {topic} is {len} bytes, above the {MAX_MESSAGE_SIZE}-byte maxMessageSize \
+             a Pulsar broker accepts by default; it was not sent"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversized_payload_is_refused_by_name() {
+        assert!(check_size("t", MAX_MESSAGE_SIZE).is_ok());
+        let err =
+            check_size("persistent://public/default/orders", MAX_MESSAGE_SIZE + 1).unwrap_err();
+        assert!(!err.is_transient());
+        let text = err.to_string();
+        assert!(
+            text.contains("5242881 bytes") && text.contains("maxMessageSize"),
+            "{text}"
+        );
+    }
 
     const ORDER: &[u8] = br#"{"job":"urn:babel:orders:created","trace_id":"t-1","data":{"order_id":1042},"meta":{"id":"m-1","queue":"orders","lang":"php","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
 

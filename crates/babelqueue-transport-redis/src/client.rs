@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use babelqueue_core::redact::{self, redact, scrub};
 use fred::bytes::Bytes;
 use fred::interfaces::{ClientLike, ListInterface, SortedSetsInterface};
 use fred::types::scripts::Script;
@@ -114,7 +115,8 @@ impl FredClient {
         url: &str,
         ca_file: Option<&std::path::Path>,
     ) -> Result<FredClient, Error> {
-        let mut config = fred::types::config::Config::from_url(url)?;
+        let mut config =
+            fred::types::config::Config::from_url(url).map_err(|e| at_connect(url, e))?;
         if let Some(path) = ca_file {
             config.tls = Some(tls_with_ca(path)?);
         }
@@ -126,12 +128,12 @@ impl FredClient {
             builder.with_connection_config(|c| {
                 c.connection_timeout = Duration::from_secs(5);
             });
-            Ok(builder.build()?)
+            builder.build().map_err(|e| at_connect(url, e))
         };
         let commands = build()?;
         let blocking = build()?;
-        commands.init().await?;
-        blocking.init().await?;
+        commands.init().await.map_err(|e| at_connect(url, e))?;
+        blocking.init().await.map_err(|e| at_connect(url, e))?;
         let scripts = crate::scripts::ALL
             .iter()
             .map(|s| (s.name, Script::from_lua(s.lua)))
@@ -146,6 +148,26 @@ impl FredClient {
     /// The command connection (for tools and tests that need raw commands).
     pub fn raw(&self) -> &fred::clients::Client {
         &self.commands
+    }
+}
+
+/// An error of the client while connecting to `url`: refused credentials name the server,
+/// connection failures the (redacted) URL, and no message keeps the URL's password.
+fn at_connect(url: &str, e: fred::error::Error) -> Error {
+    match Error::from(e) {
+        Error::Auth { reason, .. } => Error::Auth {
+            endpoint: Some(redact::host(url).unwrap_or_else(|| "the server".to_owned())),
+            reason: scrub(&reason, url),
+        },
+        Error::Connection(text) => Error::Connection(format!(
+            "{} (connecting to {})",
+            scrub(&text, url),
+            redact(url)
+        )),
+        Error::Config(text) => Error::Config(scrub(&text, url)),
+        Error::Server(text) => Error::Server(scrub(&text, url)),
+        Error::Protocol(text) => Error::Protocol(scrub(&text, url)),
+        other => other,
     }
 }
 
@@ -258,5 +280,81 @@ impl RedisClient for FredClient {
         let _ = self.blocking.quit().await;
         self.commands.quit().await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use babelqueue_core::{TransportError, TransportErrorKind};
+
+    use crate::{Error, ErrorKind, RedisTransport};
+
+    /// A port on 127.0.0.1 that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        port
+    }
+
+    /// `Display` and `Debug` of the error and of the runtime error it becomes.
+    fn shown(error: Error) -> String {
+        let text = format!("{error}\n{error:?}");
+        let runtime = TransportError::from(error);
+        format!("{text}\n{runtime}\n{runtime:?}")
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_option_never_shows_the_password() {
+        for url in [
+            "redis://u:hunter2@127.0.0.1:6379?retry_after=soon",
+            "redis://:hunter2@127.0.0.1:6379?retry_after=-1",
+            "redis://u:hun@ter2@[::1]:6379?retry_after=x",
+            "rediss://u:hunter2@127.0.0.1:6380?retry_after=x",
+            "redis://u:hunter2@:6379",
+            "redis:/u:hunter2@127.0.0.1:6379",
+            "u:hunter2@127.0.0.1:6379",
+            "http://u:hunter2@127.0.0.1:6379",
+        ] {
+            let error = RedisTransport::connect(url).await.unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Config, "{url}: {error}");
+            let text = shown(error);
+            assert!(
+                !text.contains("hunter2") && !text.contains("ter2"),
+                "{url}: {text}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_never_shows_the_password() {
+        let url = format!("redis://bq:hunter2@127.0.0.1:{}/0", closed_port());
+        let error = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            RedisTransport::connect(&url),
+        )
+        .await
+        .expect("a refused connection fails at once")
+        .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Connection, "{error}");
+        assert!(error.to_string().contains("127.0.0.1"), "{error}");
+        let text = shown(error);
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("bq:***@127.0.0.1"), "{text}");
+    }
+
+    #[test]
+    fn refused_credentials_at_connect_name_the_server() {
+        let fred = fred::error::Error::new(
+            fred::error::ErrorKind::Auth,
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        );
+        let error = super::at_connect("redis://bq-auth:hunter2@127.0.0.1:6379/0", fred);
+        assert_eq!(error.kind(), ErrorKind::Auth);
+        assert_eq!(
+            error.to_string(),
+            "Redis at 127.0.0.1:6379 refused the credentials: WRONGPASS invalid username-password pair or user is disabled."
+        );
+        assert_eq!(TransportError::from(error).kind(), TransportErrorKind::Auth);
     }
 }

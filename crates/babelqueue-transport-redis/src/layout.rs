@@ -80,12 +80,16 @@ impl Options {
     /// query keys) and the options those keys set: `laravel` / `laravel_compat` (boolean: `1`,
     /// `true`, `yes`, `on`), `prefix`, `retry_after` (whole seconds, or `null`/`none`).
     pub fn from_url(url: &str) -> Result<(String, Options), Error> {
-        let (scheme, _) = url
-            .split_once("://")
-            .ok_or_else(|| Error::Config(format!("{url:?} is not a redis:// or rediss:// URL")))?;
+        let (scheme, _) = url.split_once("://").ok_or_else(|| {
+            Error::Config(format!(
+                "{:?} is not a redis:// or rediss:// URL",
+                babelqueue_core::redact::redact(url)
+            ))
+        })?;
         if scheme != "redis" && scheme != "rediss" {
             return Err(Error::Config(format!(
-                "scheme {scheme:?} is not redis or rediss"
+                "scheme {:?} is not redis or rediss",
+                babelqueue_core::redact::redact(scheme)
             )));
         }
         let mut options = Options::default();

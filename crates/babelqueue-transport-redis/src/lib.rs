@@ -135,7 +135,7 @@ impl fmt::Debug for RedisTransport {
 }
 
 /// Configures a [`RedisTransport`]; the URL's query keys are read first, then these override them.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct RedisBuilder {
     url: String,
@@ -146,6 +146,22 @@ pub struct RedisBuilder {
     processing_suffix: Option<String>,
     block_for: Option<Duration>,
     ca_file: Option<std::path::PathBuf>,
+}
+
+impl fmt::Debug for RedisBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may hold a password: only its redacted form is shown.
+        f.debug_struct("RedisBuilder")
+            .field("url", &babelqueue_core::redact::redact(&self.url))
+            .field("layout", &self.layout)
+            .field("prefix", &self.prefix)
+            .field("retry_after", &self.retry_after)
+            .field("migration_batch_size", &self.migration_batch_size)
+            .field("processing_suffix", &self.processing_suffix)
+            .field("block_for", &self.block_for)
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
 }
 
 impl RedisBuilder {
@@ -719,5 +735,18 @@ impl Browser for RedisTransport {
             .into_iter()
             .map(|v| layout::unframe(&v).0.into_owned())
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_builder_never_prints_its_password() {
+        let builder = RedisTransport::builder("redis://app:hunter2@127.0.0.1:6379/0?laravel=1");
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("127.0.0.1:6379"), "{shown}");
     }
 }

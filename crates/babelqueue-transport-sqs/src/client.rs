@@ -81,15 +81,42 @@ pub trait SqsClient: Send + Sync + fmt::Debug {
 }
 
 /// [`SqsClient`] on `aws-sdk-sqs`.
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows only the endpoint's name: the SDK's own `Debug` prints the endpoint URL as it
+/// was given, credentials and all.
+#[derive(Clone)]
 pub struct AwsSqs {
     client: aws_sdk_sqs::Client,
+    /// Where the calls go, for messages (never with credentials).
+    endpoint: String,
+}
+
+impl fmt::Debug for AwsSqs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsSqs")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AwsSqs {
-    /// Wraps an SDK client.
+    /// Wraps an SDK client. Error messages name the region's endpoint; use
+    /// [`AwsSqs::named`] for a custom endpoint.
     pub fn new(client: aws_sdk_sqs::Client) -> AwsSqs {
-        AwsSqs { client }
+        let endpoint = client.config().region().map_or_else(
+            || "the SQS endpoint".to_owned(),
+            |region| format!("sqs.{region}.amazonaws.com"),
+        );
+        AwsSqs { client, endpoint }
+    }
+
+    /// Names the endpoint error messages show (a custom endpoint URL is shown as its host;
+    /// any password in it is masked).
+    #[must_use]
+    pub fn named(mut self, endpoint: &str) -> AwsSqs {
+        self.endpoint = babelqueue_core::redact::host(endpoint)
+            .unwrap_or_else(|| babelqueue_core::redact::redact(endpoint));
+        self
     }
 
     /// Builds the SDK client from the default AWS provider chain, with the region and endpoint
@@ -107,7 +134,11 @@ impl AwsSqs {
         if shared.region().is_none() {
             return Err(SqsError::NoRegion);
         }
-        Ok(AwsSqs::new(aws_sdk_sqs::Client::new(&shared)))
+        let client = AwsSqs::new(aws_sdk_sqs::Client::new(&shared));
+        Ok(match &config.endpoint {
+            Some(endpoint) => client.named(endpoint),
+            None => client,
+        })
     }
 
     /// The SDK client (for queue administration the transport does not do).
@@ -162,7 +193,7 @@ impl SqsClient for AwsSqs {
             .queue_name(name)
             .send()
             .await
-            .map_err(|e| from_sdk("GetQueueUrl", name, &e))?;
+            .map_err(|e| from_sdk("GetQueueUrl", name, &self.endpoint, &e))?;
         out.queue_url()
             .map(str::to_owned)
             .ok_or_else(|| SqsError::Other {
@@ -185,7 +216,7 @@ impl SqsClient for AwsSqs {
         }
         call.send()
             .await
-            .map_err(|e| from_sdk("SendMessage", &request.queue_url, &e))?;
+            .map_err(|e| from_sdk("SendMessage", &request.queue_url, &self.endpoint, &e))?;
         Ok(())
     }
 
@@ -204,7 +235,7 @@ impl SqsClient for AwsSqs {
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
-            .map_err(|e| from_sdk("ReceiveMessage", &request.queue_url, &e))?;
+            .map_err(|e| from_sdk("ReceiveMessage", &request.queue_url, &self.endpoint, &e))?;
         Ok(out
             .messages
             .unwrap_or_default()
@@ -220,7 +251,7 @@ impl SqsClient for AwsSqs {
             .receipt_handle(receipt_handle)
             .send()
             .await
-            .map_err(|e| from_sdk("DeleteMessage", queue_url, &e))?;
+            .map_err(|e| from_sdk("DeleteMessage", queue_url, &self.endpoint, &e))?;
         Ok(())
     }
 
@@ -237,7 +268,87 @@ impl SqsClient for AwsSqs {
             .visibility_timeout(visibility_timeout)
             .send()
             .await
-            .map_err(|e| from_sdk("ChangeMessageVisibility", queue_url, &e))?;
+            .map_err(|e| from_sdk("ChangeMessageVisibility", queue_url, &self.endpoint, &e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use babelqueue_core::{TransportError, TransportErrorKind};
+
+    use super::{AwsSqs, SqsClient};
+    use crate::{SqsConfig, SqsError};
+
+    /// A port on 127.0.0.1 that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        port
+    }
+
+    /// A client for the endpoint of `url`, with static test credentials (never the provider
+    /// chain, which would look for an instance metadata service off this machine) and no
+    /// retries.
+    fn client(url: &str) -> AwsSqs {
+        let config = SqsConfig::from_url(url).expect("the URL parses");
+        let endpoint = config.endpoint.expect("the URL names an endpoint");
+        let sdk = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .endpoint_url(&endpoint)
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "test", "test", None, None, "tests",
+            ))
+            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
+            .build();
+        AwsSqs::new(aws_sdk_sqs::Client::from_conf(sdk)).named(&endpoint)
+    }
+
+    fn shown(error: SqsError) -> String {
+        let text = format!("{error}\n{error:?}");
+        let runtime = TransportError::from(error);
+        format!("{text}\n{runtime}\n{runtime:?}")
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_never_shows_the_password() {
+        let port = closed_port();
+        // A plain endpoint: a transient connection error that names the endpoint.
+        let plain = client(&format!("sqs://us-east-1?endpoint=http://127.0.0.1:{port}"));
+        let error = plain.get_queue_url("orders").await.unwrap_err();
+        assert_eq!(error.kind(), TransportErrorKind::Connection, "{error:?}");
+        // An endpoint with credentials in it: whatever the SDK makes of it, they never show.
+        for url in [
+            format!("sqs://us-east-1?endpoint=http://bq:hunter2@127.0.0.1:{port}"),
+            format!("sqs://us-east-1?endpoint=http%3A%2F%2Fbq%3Ahunter2%40127.0.0.1%3A{port}"),
+        ] {
+            let sqs = client(&url);
+            assert!(!format!("{sqs:?}").contains("hunter2"), "{sqs:?}");
+            let error = sqs.get_queue_url("orders").await.unwrap_err();
+            let text = shown(error);
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_bad_url_option_never_shows_the_password() {
+        for url in [
+            "sqs://us-east-1?endpoint=http://bq:hunter2@127.0.0.1:5000&wait_time=99",
+            "sqs://us-east-1?endpoint=http://bq:hunter2@127.0.0.1:5000&bogus=1",
+            "sqs://us-east-1?endpoint=http://bq:hunter2%zz@127.0.0.1:5000",
+            "sqs://us-east-1?token=hunter2&max_messages=0",
+            "sqs://bq:hunter2@us-east-1",
+            "sqs:/bq:hunter2@us-east-1",
+            "bq:hunter2@us-east-1",
+        ] {
+            let error = SqsConfig::from_url(url).unwrap_err();
+            assert_eq!(error.kind(), TransportErrorKind::Config, "{url}: {error}");
+            let text = shown(error);
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+        }
+        let config = SqsConfig::from_url("sqs://us-east-1?endpoint=http://bq:hunter2@h:1").unwrap();
+        assert!(!format!("{config:?}").contains("hunter2"), "{config:?}");
     }
 }

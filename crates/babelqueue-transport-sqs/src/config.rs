@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use babelqueue_core::redact::{redact, scrub};
+
 use crate::error::SqsError;
 use crate::projection::{MAX_RECEIVE_BATCH, MAX_VISIBILITY_TIMEOUT, MAX_WAIT_TIME};
 
@@ -61,8 +63,8 @@ impl fmt::Debug for SqsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqsConfig")
             .field("region", &self.region)
-            .field("endpoint", &self.endpoint)
-            .field("prefix", &self.prefix)
+            .field("endpoint", &self.endpoint.as_deref().map(redact))
+            .field("prefix", &self.prefix.as_deref().map(redact))
             .field("fifo", &self.fifo)
             .field("group_id", &self.group_id)
             .field("wait_time", &self.wait_time)
@@ -80,7 +82,10 @@ impl SqsConfig {
     /// Booleans accept `1`, `true`, `yes`, `on` (case-insensitive); anything else is false.
     /// Values are percent-decoded. An unknown option, or a number out of range, is an error.
     pub fn from_url(url: &str) -> Result<SqsConfig, SqsError> {
-        let bad = |reason: String| SqsError::Config(format!("{url:?}: {reason}"));
+        // Neither the URL nor a value quoted in the reason shows a secret of the URL.
+        let bad = |reason: String| {
+            SqsError::Config(format!("{:?}: {}", redact(url), scrub(&reason, url)))
+        };
         let rest = url
             .strip_prefix("sqs://")
             .ok_or_else(|| bad("the scheme must be sqs://".into()))?;
@@ -88,7 +93,8 @@ impl SqsConfig {
         let authority = authority.trim_end_matches('/');
         if authority.contains(['/', '@', ':']) {
             return Err(bad(format!(
-                "the host part must be a bare AWS region such as us-east-1, got {authority:?}"
+                "the host part must be a bare AWS region such as us-east-1, got {:?}",
+                redact(authority)
             )));
         }
         let mut config = SqsConfig {

@@ -41,6 +41,20 @@ pub enum SqsError {
         /// The queue name or URL.
         queue: String,
     },
+    /// SQS refused the credentials (`InvalidClientTokenId`, `SignatureDoesNotMatch`,
+    /// `UnrecognizedClientException`, an expired token …). Not transient: a consume loop stops
+    /// with it.
+    #[error("SQS at {endpoint} refused the credentials on {operation}: {code}: {message}")]
+    Auth {
+        /// The API operation.
+        operation: &'static str,
+        /// The endpoint (host, or region endpoint) the call went to.
+        endpoint: String,
+        /// The AWS error code.
+        code: String,
+        /// The AWS error message.
+        message: String,
+    },
     /// SQS answered with an error.
     #[error("SQS {operation} failed: {code}: {message}")]
     Service {
@@ -77,6 +91,21 @@ pub enum SqsError {
     },
 }
 
+/// AWS error codes that mean "these credentials are refused" (unknown key, wrong secret,
+/// expired or malformed token).
+pub(crate) const AUTH_CODES: &[&str] = &[
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "UnrecognizedClientException",
+    "IncompleteSignature",
+    "MissingAuthenticationToken",
+    "MissingAuthenticationTokenException",
+    "InvalidAccessKeyId",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "AuthFailure",
+];
+
 /// AWS error codes that mean "busy or briefly unavailable, try again".
 const TRANSIENT_CODES: &[&str] = &[
     "RequestThrottled",
@@ -98,6 +127,7 @@ impl SqsError {
                 TransportErrorKind::Unsupported
             }
             SqsError::QueueDoesNotExist { .. } => TransportErrorKind::Rejected,
+            SqsError::Auth { .. } => TransportErrorKind::Auth,
             // Throttling and 5xx codes are "the broker is busy": transient, like a timeout.
             SqsError::Service { code, .. } if TRANSIENT_CODES.contains(&code.as_str()) => {
                 TransportErrorKind::Timeout
@@ -120,7 +150,7 @@ impl SqsError {
     /// The AWS error code, when SQS answered with one.
     pub fn code(&self) -> Option<&str> {
         match self {
-            SqsError::Service { code, .. } => Some(code),
+            SqsError::Service { code, .. } | SqsError::Auth { code, .. } => Some(code),
             SqsError::QueueDoesNotExist { .. } => Some("AWS.SimpleQueueService.NonExistentQueue"),
             _ => None,
         }
@@ -133,10 +163,13 @@ impl From<SqsError> for TransportError {
     }
 }
 
-/// Converts an SDK error of one operation into an [`SqsError`], by its class and AWS error code.
+/// Converts an SDK error of one operation against `endpoint` (already redacted, for messages)
+/// into an [`SqsError`], by its class and AWS error code. Texts the SDK wrote are
+/// [`redact`](babelqueue_core::redact::redact)ed.
 pub(crate) fn from_sdk<E, R>(
     operation: &'static str,
     queue: &str,
+    endpoint: &str,
     err: &aws_sdk_sqs::error::SdkError<E, R>,
 ) -> SqsError
 where
@@ -144,6 +177,7 @@ where
     R: std::fmt::Debug + Send + Sync + 'static,
 {
     use aws_sdk_sqs::error::{DisplayErrorContext, SdkError};
+    use babelqueue_core::redact::redact;
     match err {
         SdkError::ServiceError(service) => {
             let inner = service.err();
@@ -154,29 +188,38 @@ where
                     queue: queue.to_owned(),
                 };
             }
+            let message = redact(inner.message().unwrap_or_default());
+            if AUTH_CODES.contains(&code.as_str()) {
+                return SqsError::Auth {
+                    operation,
+                    endpoint: endpoint.to_owned(),
+                    code,
+                    message,
+                };
+            }
             SqsError::Service {
                 operation,
                 code,
-                message: inner.message().unwrap_or_default().to_owned(),
+                message,
             }
         }
         SdkError::TimeoutError(_) => SqsError::Timeout {
             operation,
-            message: DisplayErrorContext(err).to_string(),
+            message: redact(&DisplayErrorContext(err).to_string()),
         },
         SdkError::DispatchFailure(failure) if failure.is_timeout() => SqsError::Timeout {
             operation,
-            message: DisplayErrorContext(err).to_string(),
+            message: redact(&DisplayErrorContext(err).to_string()),
         },
         SdkError::DispatchFailure(failure) if failure.is_io() || failure.is_other() => {
             SqsError::Connection {
                 operation,
-                message: DisplayErrorContext(err).to_string(),
+                message: redact(&DisplayErrorContext(err).to_string()),
             }
         }
         _ => SqsError::Other {
             operation,
-            message: DisplayErrorContext(err).to_string(),
+            message: redact(&DisplayErrorContext(err).to_string()),
         },
     }
 }
@@ -221,5 +264,49 @@ mod tests {
         let t: TransportError = missing.into();
         assert_eq!(t.kind(), TransportErrorKind::Rejected);
         assert!(t.to_string().contains("\"orders\" does not exist"), "{t}");
+    }
+
+    #[test]
+    fn refused_credentials_are_auth_errors() {
+        use aws_sdk_sqs::error::{ErrorMetadata, SdkError};
+        use aws_sdk_sqs::operation::get_queue_url::GetQueueUrlError;
+        for code in [
+            "InvalidClientTokenId",
+            "SignatureDoesNotMatch",
+            "UnrecognizedClientException",
+            "ExpiredToken",
+        ] {
+            let service = GetQueueUrlError::generic(
+                ErrorMetadata::builder()
+                    .code(code)
+                    .message("The security token included in the request is invalid.")
+                    .build(),
+            );
+            let sdk: SdkError<GetQueueUrlError, ()> = SdkError::service_error(service, ());
+            let error = from_sdk("GetQueueUrl", "orders", "127.0.0.1:5000", &sdk);
+            assert!(matches!(error, SqsError::Auth { .. }), "{error:?}");
+            assert_eq!(error.kind(), TransportErrorKind::Auth);
+            assert!(!error.is_transient());
+            assert_eq!(error.code(), Some(code));
+            let text = error.to_string();
+            assert!(
+                text.contains("127.0.0.1:5000") && text.contains("refused the credentials"),
+                "{text}"
+            );
+            let mapped = TransportError::from(error);
+            assert_eq!(mapped.kind(), TransportErrorKind::Auth);
+        }
+        // A permission refusal of valid credentials stays a refusal.
+        let denied = GetQueueUrlError::generic(
+            ErrorMetadata::builder()
+                .code("AccessDenied")
+                .message("no")
+                .build(),
+        );
+        let sdk: SdkError<GetQueueUrlError, ()> = SdkError::service_error(denied, ());
+        assert_eq!(
+            from_sdk("GetQueueUrl", "orders", "h", &sdk).kind(),
+            TransportErrorKind::Rejected
+        );
     }
 }

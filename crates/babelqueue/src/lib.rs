@@ -172,54 +172,118 @@ pub fn scheme_of(url: &str) -> &str {
     url.split_once("://").map_or(url, |(scheme, _)| scheme)
 }
 
+/// The scheme-looking start of a text without `://` (`amqp` in `amqp:/guest:pw@host`): the
+/// letters, digits, `+`, `-` and `.` before its first `:`, or `""` when it has none.
+fn scheme_prefix(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .unwrap_or(text.len());
+    let prefix = &text[..end];
+    let starts_with_letter = prefix.starts_with(|c: char| c.is_ascii_alphabetic());
+    if starts_with_letter && text[end..].starts_with(':') {
+        prefix
+    } else {
+        ""
+    }
+}
+
+/// The error for a URL without `://`: it names the scheme-looking prefix, never the rest of the
+/// text (a typo such as `amqp:/guest:pw@host` still holds a password).
+fn no_separator(url: &str) -> Error {
+    let prefix = scheme_prefix(url);
+    let hint = if prefix.is_empty() {
+        "the broker URL has no scheme and no \"://\" (expected, for example, \
+         redis://localhost:6379); it is not shown, as it may hold a password"
+            .to_owned()
+    } else {
+        format!(
+            "the broker URL has no \"://\" after {prefix:?} (expected {prefix}://…); the rest \
+             of it is not shown, as it may hold a password"
+        )
+    };
+    Error::UnsupportedScheme {
+        scheme: prefix.to_owned(),
+        hint,
+    }
+}
+
+/// A transport's connect error, with the broker's host named when it refused the credentials
+/// and the transport's own message did not say where.
+#[allow(dead_code)] // unused in a build without any transport feature
+fn connect_error(url: &str, error: impl Into<TransportError>) -> Error {
+    let error = error.into();
+    if error.kind() != TransportErrorKind::Auth {
+        return Error::Transport(error);
+    }
+    match redact::host(url) {
+        Some(host) if !error.to_string().contains(&host) => Error::Transport(
+            TransportError::auth(format!(
+                "the {} broker at {host} refused the credentials",
+                scheme_of(url)
+            ))
+            .with_source(error),
+        ),
+        _ => Error::Transport(error),
+    }
+}
+
 /// Builds the transport a broker URL names.
 ///
 /// An unknown scheme, or one whose transport is not compiled into this build, is an
-/// [`Error::UnsupportedScheme`] that says which feature to enable.
+/// [`Error::UnsupportedScheme`] that says which feature to enable. A URL without `://` is one
+/// too; its message names only the scheme-looking prefix, never the rest (which may hold a
+/// password). Credentials the broker refuses are a [`TransportErrorKind::Auth`] error that
+/// names the host. No error message shows a password: URLs are [`redact`]ed.
 pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
+    if !url.contains("://") {
+        return match url {
+            "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+            _ => Err(no_separator(url)),
+        };
+    }
     let scheme = scheme_of(url);
     match scheme {
-        "" | "memory" => Ok(Arc::new(MemoryTransport::new())),
+        "memory" => Ok(Arc::new(MemoryTransport::new())),
         #[cfg(feature = "redis")]
         "redis" | "rediss" => Ok(Arc::new(
             babelqueue_transport_redis::RedisTransport::connect(url)
                 .await
-                .map_err(TransportError::from)?,
+                .map_err(|e| connect_error(url, e))?,
         )),
         #[cfg(feature = "kafka")]
         "kafka" => Ok(Arc::new(
             babelqueue_transport_kafka::KafkaTransport::connect(url)
-                .map_err(TransportError::from)?,
+                .map_err(|e| connect_error(url, e))?,
         )),
         #[cfg(feature = "artemis")]
         "artemis" | "artemis+ssl" => Ok(Arc::new(
             babelqueue_transport_artemis::ArtemisTransport::connect(url)
                 .await
-                .map_err(TransportError::from)?,
+                .map_err(|e| connect_error(url, e))?,
         )),
         #[cfg(feature = "pulsar")]
         "pulsar" | "pulsar+ssl" => Ok(Arc::new(
             babelqueue_transport_pulsar::PulsarTransport::connect(url)
                 .await
-                .map_err(TransportError::from)?,
+                .map_err(|e| connect_error(url, e))?,
         )),
         #[cfg(feature = "asb")]
         "sb" | "servicebus" | "azureservicebus" => Ok(Arc::new(
             babelqueue_transport_asb::AsbTransport::connect(url)
                 .await
-                .map_err(TransportError::from)?,
+                .map_err(|e| connect_error(url, e))?,
         )),
         #[cfg(feature = "amqp")]
         "amqp" | "amqps" => Ok(Arc::new(
             babelqueue_transport_amqp::AmqpTransport::connect(url)
                 .await
-                .map_err(TransportError::from)?,
+                .map_err(|e| connect_error(url, e))?,
         )),
         #[cfg(feature = "sqs")]
         "sqs" => Ok(Arc::new(
             babelqueue_transport_sqs::SqsTransport::connect(url)
                 .await
-                .map_err(TransportError::from)?,
+                .map_err(|e| connect_error(url, e))?,
         )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
@@ -230,7 +294,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
                 ),
             }),
             None => Err(Error::UnsupportedScheme {
-                scheme: scheme.to_owned(),
+                scheme: redact::redact(scheme),
                 hint: format!(
                     "use one of {} (or build an App over your own Transport)",
                     SCHEMES
@@ -322,6 +386,74 @@ mod tests {
         assert!(transport.redeliverer().is_some() && transport.native_settler().is_some());
         let err = connect("sqs://us-east-1?bogus=1").await.unwrap_err();
         assert!(err.to_string().contains("unknown option"), "{err}");
+    }
+
+    /// `Display` and `Debug` of `err`, for checks that a secret is in neither.
+    fn shown(err: &Error) -> String {
+        format!("{err}\n{err:?}")
+    }
+
+    #[tokio::test]
+    async fn a_url_without_the_separator_names_only_its_scheme() {
+        for (url, scheme) in [
+            ("amqp:/guest:hunter2@127.0.0.1", "amqp"),
+            ("amqp:guest:hunter2@127.0.0.1:5672", "amqp"),
+            ("redis:hunter2@127.0.0.1", "redis"),
+            ("amqps:\\\\guest:hunter2@h", "amqps"),
+            ("guest:hunter2@127.0.0.1", "guest"),
+            ("hunter2@127.0.0.1", ""),
+            ("hunter2", ""),
+            ("//guest:hunter2@h", ""),
+        ] {
+            let err = connect(url).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Config, "{url}: {err}");
+            assert!(
+                matches!(&err, Error::UnsupportedScheme { scheme: s, .. } if s == scheme),
+                "{url}: {err:?}"
+            );
+            let text = shown(&err);
+            assert!(!text.contains("hunter2"), "{url}: {text}");
+            assert!(text.contains("://"), "says what is missing: {text}");
+            assert!(
+                !text.contains("127.0.0.1"),
+                "{url}: nothing past the scheme: {text}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_scheme_with_credentials_shows_no_password() {
+        let err = connect("mqtt://guest:hunter2@127.0.0.1").await.unwrap_err();
+        assert!(!shown(&err).contains("hunter2"), "{err:?}");
+        let err = connect("guest:hunter2@h://x").await.unwrap_err();
+        assert!(!shown(&err).contains("hunter2"), "{err:?}");
+    }
+
+    #[test]
+    fn refused_credentials_name_the_host() {
+        let refused = TransportError::auth("the broker said no");
+        let err = connect_error("amqp://guest:hunter2@127.0.0.1:5672/%2f", refused);
+        assert_eq!(err.kind(), ErrorKind::Transport);
+        assert!(
+            matches!(&err, Error::Transport(e) if e.kind() == TransportErrorKind::Auth),
+            "{err:?}"
+        );
+        let text = shown(&err);
+        assert!(
+            text.contains("127.0.0.1:5672") && text.contains("refused the credentials"),
+            "{text}"
+        );
+        assert!(!text.contains("hunter2"), "{text}");
+        // A message that already names the host is left as it is.
+        let named = TransportError::auth("Redis at 127.0.0.1:6379 refused the credentials");
+        let err = connect_error("redis://u:pw@127.0.0.1:6379", named);
+        assert_eq!(
+            err.to_string(),
+            "Redis at 127.0.0.1:6379 refused the credentials"
+        );
+        // Other kinds pass through.
+        let down = TransportError::connection("refused");
+        assert_eq!(connect_error("redis://h", down).to_string(), "refused");
     }
 
     #[test]

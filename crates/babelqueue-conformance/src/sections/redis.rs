@@ -31,12 +31,13 @@ fn redis_url() -> String {
 
 async fn connect() -> Result<FredClient, String> {
     let url = redis_url();
+    let shown = babelqueue_core::redact::redact(&url);
     tokio::time::timeout(Duration::from_secs(5), FredClient::connect(&url))
         .await
         .map_err(|_| {
-            format!("no Redis reachable at {url} (start it: scripts/brokers.sh up redis)")
+            format!("no Redis reachable at {shown} (start it: scripts/brokers.sh up redis)")
         })?
-        .map_err(|e| format!("no Redis reachable at {url}: {e}"))
+        .map_err(|e| format!("no Redis reachable at {shown}: {e}"))
 }
 
 pub(super) fn redis_delay(_: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {

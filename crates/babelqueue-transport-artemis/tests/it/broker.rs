@@ -596,17 +596,61 @@ async fn failed_dead_letter_write_releases_the_delivery() {
     assert!(drain(&inner, &q, SHORT).await.is_empty());
 }
 
+/// A wrong password is an Auth error that names the broker and never shows the password, at
+/// connect and for a worker that consumes through `App::consume` (it stops instead of polling).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_credentials_are_a_configuration_error() {
+async fn wrong_credentials_are_an_auth_error() {
     let Some(_broker) = broker().await else {
         return;
     };
     let config = ArtemisConfig::parse(&url()).unwrap();
-    let bad = format!("artemis://bq:not-the-password@{}", config.endpoint());
+    let user = config.username.clone().unwrap_or_else(|| "bq".to_owned());
+    let bad = format!("artemis://{user}:not-the-password@{}", config.endpoint());
+    let started = std::time::Instant::now();
     let err = ArtemisTransport::connect(&bad).await.unwrap_err();
-    assert_eq!(err.kind(), ArtemisErrorKind::Config, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(err.kind(), ArtemisErrorKind::Auth, "{err:?}");
     assert!(!err.is_transient());
-    assert!(!err.to_string().contains("not-the-password"), "{err}");
+    let text = format!("{err}\n{err:?}");
+    assert!(
+        text.contains(&config.host) && text.contains("refused the credentials"),
+        "{text}"
+    );
+    let runtime = babelqueue_core::TransportError::from(err);
+    assert_eq!(runtime.kind(), babelqueue_core::TransportErrorKind::Auth);
+    let text = format!("{text}\n{runtime}\n{runtime:?}");
+    assert!(!text.contains("not-the-password"), "{text}");
+
+    // A worker over a transport that connects on first use stops with the same error.
+    let lazy = AmqpClient::new(ArtemisConfig::parse(&bad).unwrap()).unwrap();
+    let app = App::builder(ArtemisTransport::with_client(Arc::new(lazy), SHORT))
+        .queue(queue("auth"))
+        .handle_any(|_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    let consumed = tokio::time::timeout(
+        Duration::from_secs(20),
+        app.consume(
+            Consume::new()
+                .idle_timeout(Duration::from_secs(15))
+                .handle_signals(false),
+        ),
+    )
+    .await
+    .expect("the worker stops at once");
+    let err = consumed.expect_err("wrong credentials stop the worker");
+    assert!(
+        matches!(&err, babelqueue_core::Error::Transport(e) if e.kind() == babelqueue_core::TransportErrorKind::Auth),
+        "{err:?}"
+    );
+    assert!(
+        !format!("{err}\n{err:?}").contains("not-the-password"),
+        "{err:?}"
+    );
     let unreachable = ArtemisTransport::connect("artemis://127.0.0.1:1")
         .await
         .unwrap_err();

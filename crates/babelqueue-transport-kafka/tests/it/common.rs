@@ -20,6 +20,22 @@ pub fn url() -> String {
     std::env::var("BQ_KAFKA_URL").unwrap_or_else(|_| "kafka://127.0.0.1:9092".to_owned())
 }
 
+/// The URL of the broker's SASL_PLAINTEXT listener with the right credentials
+/// (`BQ_KAFKA_SASL_URL`, from `scripts/brokers.sh env kafka`).
+pub fn sasl_url() -> String {
+    std::env::var("BQ_KAFKA_SASL_URL").unwrap_or_else(|_| {
+        "kafka://bq:bq-secret@127.0.0.1:9094?security.protocol=SASL_PLAINTEXT&sasl.mechanism=PLAIN"
+            .to_owned()
+    })
+}
+
+/// `Some(config)` of [`sasl_url`] when its listener answers; a skip or a failure as in
+/// [`broker`] otherwise.
+pub fn sasl_broker() -> Option<KafkaConfig> {
+    let config = KafkaConfig::from_url(&sasl_url()).expect("a valid BQ_KAFKA_SASL_URL");
+    reachable(config)
+}
+
 /// `host:port[,…]` of [`url`].
 pub fn brokers() -> String {
     KafkaConfig::from_url(&url())
@@ -30,7 +46,10 @@ pub fn brokers() -> String {
 /// `Some(config)` when the broker answers; otherwise a loud skip, or a failure when
 /// `BQ_REQUIRE_BROKERS` is set.
 pub fn broker() -> Option<KafkaConfig> {
-    let config = KafkaConfig::from_url(&url()).expect("a valid BQ_KAFKA_URL");
+    reachable(KafkaConfig::from_url(&url()).expect("a valid BQ_KAFKA_URL"))
+}
+
+fn reachable(config: KafkaConfig) -> Option<KafkaConfig> {
     let reachable = config.brokers.split(',').any(|b| {
         b.to_socket_addrs()
             .ok()

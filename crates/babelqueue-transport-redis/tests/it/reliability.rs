@@ -59,7 +59,9 @@ async fn a_failed_dead_letter_write_loses_nothing_and_succeeds_once_the_dlq_is_f
         set_string(&raw, &dlq_key(laravel, &q)).await;
         a.publish(URN, &json!({"n": 1})).await.unwrap();
         a.consume(idle(300)).await.unwrap();
-        assert_eq!(calls.len(), 1, "laravel={laravel}");
+        // At least once: on a slow machine the lapsed reservation can come back (and fail to
+        // be dead-lettered again) before the loop idles out.
+        assert!(calls.len() >= 1, "laravel={laravel}");
         assert_eq!(
             census(&raw, &t, laravel, &q).await,
             (0, 1, 0),
@@ -70,8 +72,9 @@ async fn a_failed_dead_letter_write_loses_nothing_and_succeeds_once_the_dlq_is_f
 
         // Fixed: the reservation lapses (retry_after 1 s), comes back, and is dead-lettered.
         let _: i64 = raw.raw().del(dlq_key(laravel, &q)).await.unwrap();
+        let before = calls.len();
         a.consume(idle(3_000)).await.unwrap();
-        assert_eq!(calls.len(), 2, "laravel={laravel}");
+        assert!(calls.len() > before, "laravel={laravel}: it came back");
         assert_eq!(census(&raw, &t, laravel, &q).await, (0, 0, 1), "laravel={laravel}");
         purge(&raw, &q).await;
     }
