@@ -1,11 +1,12 @@
-//! The pure part of the binding: URL options, key names, scores, the header frame, and how a
-//! stored value is classified. No network; unit-tested here and by the conformance runner.
+//! The pure part of the binding: URL options, key names, scores, the header frame, and what a
+//! reserved value says about its attempt. No network; unit-tested here and by the conformance
+//! runner.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
-use babelqueue_core::{Headers, Route};
-use babelqueue_envelope::{JsonKind, Object, RawJson, poison_cause};
+use babelqueue_core::Headers;
+use babelqueue_envelope::{JsonKind, Object, RawJson};
 
 use crate::error::Error;
 
@@ -309,25 +310,11 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// The route of a default-layout delivery: poison (dead-lettered unconditionally) when the
-/// stored value is not UTF-8 or its body is not a readable envelope with an identity.
-pub fn reliable_route(stored: &[u8], body: &[u8]) -> Route {
-    if std::str::from_utf8(stored).is_err() || poison_cause(body, true).is_some() {
-        Route::NonNumericAttempts
-    } else {
-        Route::Body
-    }
-}
-
-/// The route of a Laravel-layout delivery: poison when the reserve script could not count the
-/// attempt (`member == job`), when the job is not UTF-8, or not a readable envelope with an
-/// identity.
-pub fn laravel_route(job: &[u8], member: &[u8]) -> Route {
-    if job == member || poison_cause(job, true).is_some() {
-        Route::NonNumericAttempts
-    } else {
-        Route::Body
-    }
+/// Whether the Laravel reserve script counted the attempt into the reserved member: it
+/// reserves the raw job (`member == job`) when cjson could not read a numeric `attempts`, and
+/// the runtime then treats the delivery as poison whatever the body says.
+pub fn laravel_counted(job: &[u8], member: &[u8]) -> bool {
+    job != member
 }
 
 /// A fresh reservation token: 32 lowercase hex digits from 16 random bytes.
@@ -441,28 +428,12 @@ mod tests {
     }
 
     #[test]
-    fn routes() {
-        assert_eq!(
-            reliable_route(br#"{"job":"urn:x"}"#, br#"{"job":"urn:x"}"#),
-            Route::Body
-        );
-        assert_eq!(reliable_route(b"\xff", b"\xff"), Route::NonNumericAttempts);
-        assert_eq!(reliable_route(b"{}", b"{}"), Route::NonNumericAttempts);
-        assert_eq!(
-            laravel_route(
-                br#"{"job":"urn:x","attempts":0}"#,
-                br#"{"attempts":1,"job":"urn:x"}"#
-            ),
-            Route::Body
-        );
-        assert_eq!(
-            laravel_route(br#"{"job":"urn:x"}"#, br#"{"job":"urn:x"}"#),
-            Route::NonNumericAttempts
-        );
-        assert_eq!(
-            laravel_route(b"not json", b"not json"),
-            Route::NonNumericAttempts
-        );
+    fn a_reserved_raw_job_was_not_counted() {
+        assert!(laravel_counted(
+            br#"{"job":"urn:x","attempts":0}"#,
+            br#"{"job":"urn:x","attempts":1}"#
+        ));
+        assert!(!laravel_counted(br#"{"job":"urn:x"}"#, br#"{"job":"urn:x"}"#));
     }
 
     #[test]

@@ -57,10 +57,14 @@
 //!
 //! # Capabilities and poison
 //!
-//! Both layouts classify poison themselves: a value that is not UTF-8, or whose body is not a
-//! readable envelope with an identity, is handed over as [`Route::NonNumericAttempts`](babelqueue_core::Route::NonNumericAttempts) and the
-//! runtime dead-letters the ADR-0035 record through the gated script in every configuration
-//! (neither `on_unknown_urn = delete` nor dead-lettering off drops it). Release is native
+//! Both layouts report that a poison body must be dead-lettered in every configuration
+//! ([`Facts::poison_always_dead_lettered`](babelqueue_core::Facts::poison_always_dead_lettered)):
+//! the runtime classifies the body, and a value that is not UTF-8, or whose body is not a
+//! readable envelope with an identity, is dead-lettered (the ADR-0035 record, with its typed
+//! cause) through the gated script even with `on_unknown_urn = delete` or dead-lettering off. A
+//! Laravel reservation whose attempt the reserve script could not count (it reserved the raw
+//! job) is reported as such ([`Facts::attempts_not_counted`](babelqueue_core::Facts::attempts_not_counted))
+//! and dead-lettered the same way. Release is native
 //! ([`Redeliverer`]: the Laravel layout honours the back-off delay through `:delayed`; the
 //! reliable layout has no delayed set and re-queues at once), dead-lettering is one guarded step
 //! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`DelayedPublisher`]), and
@@ -84,8 +88,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Browser, DeadLetterWriter, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer,
-    Transport, TransportError,
+    Browser, Capabilities, DeadLetterWriter, DelayedPublisher, Delivery, HeaderPublisher, Headers,
+    Redeliver, Redeliverer, Redelivery, Transport, TransportError,
 };
 
 pub mod client;
@@ -372,10 +376,11 @@ impl RedisTransport {
     /// (tools that settle reservations they did not pop).
     pub fn reservation(&self, queue: &str, token: &str, stored: &[u8]) -> Delivery {
         let (body, headers) = layout::unframe(stored);
-        let route = layout::reliable_route(stored, &body);
+        // A reservation has nowhere else to go: the binding dead-letters poison in every
+        // configuration.
         Delivery::new(queue, body.into_owned())
             .with_headers(headers)
-            .with_route(route)
+            .poison_always_dead_lettered()
             .with_handle(Handle::Reliable {
                 stored: stored.to_vec(),
                 token: token.to_owned(),
@@ -434,12 +439,14 @@ impl RedisTransport {
         let mut pair = pair.into_iter();
         match (pair.next(), pair.next()) {
             (Some(Reply::Bytes(job)), Some(Reply::Bytes(member))) => {
-                let route = layout::laravel_route(&job, &member);
-                Ok(Some(
-                    Delivery::new(queue, job)
-                        .with_route(route)
-                        .with_handle(Handle::Laravel { member }),
-                ))
+                let counted = layout::laravel_counted(&job, &member);
+                let delivery = Delivery::new(queue, job).poison_always_dead_lettered();
+                let delivery = if counted {
+                    delivery
+                } else {
+                    delivery.attempts_not_counted()
+                };
+                Ok(Some(delivery.with_handle(Handle::Laravel { member })))
             }
             _ => Ok(None),
         }
@@ -579,24 +586,16 @@ impl Transport for RedisTransport {
         Ok(())
     }
 
-    fn classifies_poison(&self) -> bool {
-        true
-    }
-
-    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
-        Some(self)
-    }
-    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
-        (self.options.layout == Layout::Laravel).then_some(self as &dyn DelayedPublisher)
-    }
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        Some(self)
-    }
-    fn dead_letter_writer(&self) -> Option<&dyn DeadLetterWriter> {
-        Some(self)
-    }
-    fn browser(&self) -> Option<&dyn Browser> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        let capabilities = Capabilities::none()
+            .headers(self)
+            .redelivery(Redelivery::Native(self))
+            .dead_letter(self)
+            .browse(self);
+        match self.options.layout {
+            Layout::Laravel => capabilities.delay(self),
+            Layout::Reliable => capabilities,
+        }
     }
 }
 
@@ -649,9 +648,9 @@ impl Redeliverer for RedisTransport {
     async fn redeliver(
         &self,
         delivery: &Delivery,
-        body: &[u8],
-        delay: Duration,
+        redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError> {
+        let (body, delay) = (redeliver.body, redeliver.delay_or_zero());
         let o = &self.options;
         match o.layout {
             Layout::Reliable => {
