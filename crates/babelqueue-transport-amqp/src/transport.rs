@@ -35,7 +35,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Delivery, HeaderPublisher, Headers, Rewinder, Route, SettlePublisher, Transport, TransportError,
+    Capabilities, Delivery, HeaderPublisher, Headers, Rewinder, SettlePublisher, Transport,
+    TransportError,
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -808,14 +809,11 @@ impl Transport for AmqpTransport {
         Ok(())
     }
 
-    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
-        Some(self)
-    }
-    fn settle_publisher(&self) -> Option<&dyn SettlePublisher> {
-        Some(self)
-    }
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .headers(self)
+            .settle_publish(self)
+            .rewind(self)
     }
 }
 
@@ -839,7 +837,6 @@ impl SettlePublisher for AmqpTransport {
         &self,
         queue: &str,
         body: &[u8],
-        _route: &Route,
         _key: Option<&[u8]>,
     ) -> Result<(), TransportError> {
         Ok(self.publish_confirmed(queue, body, &Headers::new()).await?)
