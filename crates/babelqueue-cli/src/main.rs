@@ -307,7 +307,7 @@ async fn dlq_name(args: &DlqArgs, app: &App) -> String {
         babelqueue::decide::dead_letter_queue(
             app.policy(),
             &args.queue,
-            app.transport().dead_letter_namer(),
+            app.transport().capabilities().dead_letter_namer(),
         )
     })
 }

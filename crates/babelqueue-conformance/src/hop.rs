@@ -1,12 +1,11 @@
-//! The two re-emit paths the suite exercises, run through the real runtime on `memory://`:
-//! the retry hop (a handler that always fails, an unreachable `max_attempts`, and the body the
-//! runtime re-publishes), and the dead-letter copy the runtime writes once retries run out.
+//! The two re-emit paths the suite exercises, computed with the runtime's own pure steps
+//! (classify → decide → render, the functions `babelqueue-core` runs for every delivery), with
+//! no transport and no `App`: the retry hop (a failing handler, an unreachable `max_attempts`)
+//! and the dead-letter copy written once retries run out.
 
-use std::time::Duration;
-
-use babelqueue_core::{
-    App, Consume, Context, Envelope, HandlerError, MemoryTransport, Transport, UnknownUrn,
-};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::decide::{self, Failure, Plan, QueueFacts};
+use babelqueue_core::{Action, Envelope, Facts, Policy, UnknownUrn};
 
 const QUEUE: &str = "conformance";
 
@@ -18,59 +17,47 @@ pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-async fn run_once(app: &App, memory: &MemoryTransport, body: &[u8]) -> Result<(), String> {
-    memory
-        .publish(QUEUE, body)
-        .await
-        .map_err(|e| e.to_string())?;
-    let summary = app
-        .consume(Consume::new().max_messages(1).handle_signals(false))
-        .await
-        .map_err(|e| e.to_string())?;
-    if summary.processed == 1 {
-        Ok(())
-    } else {
-        Err(format!(
-            "the runtime settled {} deliveries, expected 1",
-            summary.processed
-        ))
+fn queue_facts() -> QueueFacts {
+    QueueFacts {
+        queue: QUEUE.to_owned(),
+        dead_letter_queue: format!("{QUEUE}.dlq"),
+        native_settler: false,
+        can_redeliver: true,
     }
 }
 
-fn failing(memory: &MemoryTransport, max_attempts: i64, dead_letter: bool) -> Result<App, String> {
-    App::builder(memory.clone())
-        .queue(QUEUE)
-        .max_attempts(max_attempts)
-        .dead_letter(dead_letter)
-        .poll_timeout(Duration::from_millis(10))
-        .build()
-        .map_err(|e| e.to_string())
+/// The readable envelope of `body`, as the runtime classifies it.
+fn readable(body: &[u8]) -> Result<(Vec<u8>, Envelope), String> {
+    match classify(body, &Facts::default(), QUEUE) {
+        Class::Readable { body, envelope, .. } => Ok((body.into_owned(), envelope)),
+        Class::Poison(p) => Err(format!("the body is poison: {}", p.cause)),
+        Class::Gated { declared } => Err(format!("the body is gated ({declared})")),
+    }
+}
+
+fn no_jitter(_: f64, high: f64) -> f64 {
+    high
 }
 
 /// decode → attempts + 1 → encode, as the runtime's retry path does it.
 pub(crate) fn retry(body: &[u8]) -> Result<Vec<u8>, String> {
-    block_on(async {
-        let memory = MemoryTransport::new();
-        let urn = Envelope::decode_lenient(body).envelope.urn().into_owned();
-        let app = App::builder(memory.clone())
-            .queue(QUEUE)
-            .max_attempts(1_000_000)
-            .poll_timeout(Duration::from_millis(10))
-            .handle(urn, |_ctx: Context| async {
-                Err::<(), _>(HandlerError::new("conformance retry hop"))
-            })
-            .build()
-            .map_err(|e| e.to_string())?;
-        run_once(&app, &memory, body).await?;
-        let mut bodies = memory.bodies(QUEUE);
-        if bodies.len() != 1 {
-            return Err(format!(
-                "expected one re-published body, found {}",
-                bodies.len()
-            ));
-        }
-        Ok(bodies.remove(0))
-    })
+    let (reconciled, envelope) = readable(body)?;
+    let policy = Policy {
+        max_attempts: 1_000_000,
+        ..Policy::default()
+    };
+    let failure = Failure {
+        message: "conformance retry hop".to_owned(),
+        exception: "HandlerError".to_owned(),
+        action: Action::Retry,
+        unknown_urn: false,
+    };
+    match decide::failure(&policy, &queue_facts(), envelope.attempts(), &failure, &mut no_jitter) {
+        Plan::Release { body: release, .. } => release
+            .render(&reconciled, Some(&envelope))
+            .map_err(|e| e.to_string()),
+        other => Err(format!("the runtime planned {other:?}, expected a release")),
+    }
 }
 
 /// The dead-letter copy the runtime writes when this delivery exhausts its attempts.
@@ -79,41 +66,43 @@ pub(crate) fn dead_letter(
     why: &str,
     _original_queue: &str,
 ) -> Result<Vec<u8>, String> {
-    block_on(async {
-        let memory = MemoryTransport::new();
-        let envelope = Envelope::decode_lenient(body).envelope;
-        let max = envelope.attempts().saturating_add(1);
-        let app = match why {
-            "failed" => App::builder(memory.clone())
-                .queue(QUEUE)
-                .max_attempts(max)
-                .dead_letter(true)
-                .poll_timeout(Duration::from_millis(10))
-                .handle(envelope.urn().into_owned(), |_ctx: Context| async {
-                    Err::<(), _>(
-                        HandlerError::new("conformance failure").with_exception("ConformanceError"),
-                    )
-                })
-                .build()
-                .map_err(|e| e.to_string())?,
-            "unknown_urn" => {
-                let _ = UnknownUrn::Fail;
-                failing(&memory, max, true)?
-            }
-            other => {
-                return Err(format!(
-                    "the runtime writes no annotated record for reason {other:?}"
-                ));
-            }
-        };
-        run_once(&app, &memory, body).await?;
-        let mut records = memory.bodies(&format!("{QUEUE}.dlq"));
-        if records.len() != 1 {
+    let (reconciled, envelope) = readable(body)?;
+    let policy = Policy {
+        max_attempts: envelope.attempts().saturating_add(1),
+        dead_letter: true,
+        on_unknown_urn: UnknownUrn::Fail,
+        ..Policy::default()
+    };
+    let facts = queue_facts();
+    let attempts = envelope.attempts();
+    let plan = match why {
+        "failed" => {
+            let failure = Failure {
+                message: "conformance failure".to_owned(),
+                exception: "ConformanceError".to_owned(),
+                action: Action::Retry,
+                unknown_urn: false,
+            };
+            decide::failure(&policy, &facts, attempts, &failure, &mut no_jitter)
+        }
+        "unknown_urn" => {
+            decide::unknown_urn(&policy, &facts, &envelope.urn(), attempts, &mut no_jitter)
+        }
+        other => {
             return Err(format!(
-                "expected one dead-letter record, found {}",
-                records.len()
+                "the runtime writes no annotated record for reason {other:?}"
             ));
         }
-        Ok(records.remove(0))
-    })
+    };
+    match plan {
+        Plan::DeadLetter { record, .. } => record
+            .render(
+                &reconciled,
+                Some(&envelope),
+                QUEUE,
+                babelqueue_core::envelope::now_millis(),
+            )
+            .map_err(|e| e.to_string()),
+        other => Err(format!("the runtime planned {other:?}, expected a dead-letter")),
+    }
 }

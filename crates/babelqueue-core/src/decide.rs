@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 pub use babelqueue_envelope::Record;
-use babelqueue_envelope::Reason;
+use babelqueue_envelope::{Envelope, Reason};
 
 use crate::classify::Poison;
 use crate::handler::Action;
@@ -86,6 +86,47 @@ pub enum ReleaseBody {
     Counted(i64),
     /// A bare `{"attempts":N}` (the bounded retry of a poison body, which stays poison).
     Bare(i64),
+}
+
+impl ReleaseBody {
+    /// The `attempts` the release carries when it counts one (`None` for
+    /// [`ReleaseBody::Unchanged`]).
+    pub fn attempts(&self) -> Option<i64> {
+        match *self {
+            ReleaseBody::Unchanged => None,
+            ReleaseBody::Counted(n) | ReleaseBody::Bare(n) => Some(n),
+        }
+    }
+
+    /// The bytes of the release for `body` (with `attempts` already reconciled), decoded as
+    /// `envelope` when it was readable.
+    pub fn render(
+        &self,
+        body: &[u8],
+        envelope: Option<&Envelope>,
+    ) -> Result<Vec<u8>, babelqueue_envelope::Error> {
+        match *self {
+            ReleaseBody::Unchanged => Ok(normalised(body)),
+            ReleaseBody::Counted(n) => {
+                let mut copy = envelope.cloned().unwrap_or_default();
+                copy.set_attempts(n);
+                Ok(copy.encode()?.into_bytes())
+            }
+            ReleaseBody::Bare(n) => Ok(format!("{{\"attempts\":{n}}}").into_bytes()),
+        }
+    }
+}
+
+/// A raw body to re-publish: byte for byte, unless it is an object carrying a forbidden key or
+/// a top-level `urn`, which are then dropped/folded by a decode → encode.
+pub fn normalised(body: &[u8]) -> Vec<u8> {
+    match Envelope::parse_object(body) {
+        Ok(parsed) if parsed.forbidden_key().is_some() => Envelope::decode_lenient(body)
+            .envelope
+            .encode()
+            .map_or_else(|_| body.to_vec(), String::into_bytes),
+        _ => body.to_vec(),
+    }
 }
 
 /// What to do when a dead-letter write fails.

@@ -308,7 +308,7 @@ impl OutboxRelay {
         let message = record.message();
         let (queue, body, headers) = (message.queue(), message.body(), message.headers());
         let publish = async {
-            match self.transport.header_publisher() {
+            match self.transport.capabilities().header_publisher() {
                 Some(publisher) if !headers.is_empty() => {
                     publisher.publish_with_headers(queue, body, headers).await
                 }

@@ -339,7 +339,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(transport.name(), "kafka");
-        assert!(transport.redeliverer().unwrap().can_redeliver());
+        assert!(matches!(
+            transport.capabilities().redelivery_mode(),
+            babelqueue_core::Redelivery::Native(_)
+        ));
         let err = connect("kafka://127.0.0.1:9092?retry_tiers_ms=5000,1000")
             .await
             .unwrap_err();
@@ -383,7 +386,12 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(transport.name(), "sqs");
-        assert!(transport.redeliverer().is_some() && transport.native_settler().is_some());
+        let capabilities = transport.capabilities();
+        assert!(matches!(
+            capabilities.redelivery_mode(),
+            babelqueue_core::Redelivery::Native(_)
+        ));
+        assert!(capabilities.native_settler().is_some());
         let err = connect("sqs://us-east-1?bogus=1").await.unwrap_err();
         assert!(err.to_string().contains("unknown option"), "{err}");
     }

@@ -1,7 +1,7 @@
 //! `poison_dlq` (the ADR-0035 record) and `identity_verdict` (the core classifier, and the fate
 //! of each body on the in-memory runtime).
 
-use babelqueue_envelope::{DeadLetter, Reason, poison_cause, poison_record};
+use babelqueue_envelope::{Record, poison_cause};
 use serde_json::{Map, Value};
 
 use super::{Ctx, body_of, str_field};
@@ -120,9 +120,15 @@ pub(super) fn poison_dlq(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
         .and_then(Value::as_str)
         .unwrap_or("orders");
     let body = body_of(case.value)?;
-    let block = DeadLetter::new(Reason::Poison, queue, 0, 1_750_000_000_000)
-        .with_error("Undecodable BabelQueue body", "BabelQueueError");
-    let record = poison_record(&body, &block);
+    // The record the runtime writes (the same function), for a body the broker could not
+    // count, so its block's error is the bare `Undecodable BabelQueue body`.
+    let record = Record::Poison {
+        cause: None,
+        attempts: 0,
+        original_queue: queue.to_owned(),
+    }
+    .render(&body, None, queue, 1_750_000_000_000)
+    .map_err(|e| e.to_string())?;
     check_record(
         &record,
         &body,

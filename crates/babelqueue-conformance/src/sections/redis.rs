@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use babelqueue_core::{App, Context, Delivery, HandlerError, Route, Transport};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{App, Context, Delivery, HandlerError, Redeliver, Redelivery, Transport};
 use babelqueue_transport_redis::fred::interfaces::{
     KeysInterface, ListInterface, SortedSetsInterface,
 };
@@ -152,9 +153,11 @@ fn key_names(case: &Case<'_>) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?
             .ok_or("no delivery")?;
-        let redeliverer = transport.redeliverer().ok_or("no redeliverer")?;
+        let Redelivery::Native(redeliverer) = transport.capabilities().redelivery_mode() else {
+            return Err("no native redelivery".to_owned());
+        };
         redeliverer
-            .redeliver(&delivery, b"{}", Duration::ZERO)
+            .redeliver(&delivery, Redeliver::new(b"{}", Some(1), None))
             .await
             .map_err(|e| e.to_string())
     })?;
@@ -259,7 +262,9 @@ async fn purge(client: &FredClient, transport: &RedisTransport, queue: &str) {
 }
 
 /// What a reserve step saw: the handler body, the route, and the reservation handle.
-type Reserved = (Vec<u8>, Route, Vec<u8>);
+/// What a reserve step saw: the handler body, whether the runtime classifies it as poison, and
+/// the reserved member.
+type Reserved = (Vec<u8>, bool, Vec<u8>);
 
 struct Scenario {
     client: Arc<FredClient>,
@@ -496,7 +501,7 @@ impl Scenario {
                 let seen = delivery.as_ref().map(|d| {
                     (
                         d.body().to_vec(),
-                        d.route().clone(),
+                        matches!(classify(d.body(), d.facts(), d.queue()), Class::Poison(_)),
                         RedisTransport::reservation_of(d)
                             .unwrap_or_default()
                             .to_vec(),
@@ -513,8 +518,8 @@ impl Scenario {
                     .and_then(Value::as_f64)
                     .ok_or("no delay")?;
                 let body = str_field(step, "body")?;
-                let publisher = self
-                    .transport
+                let capabilities = self.transport.capabilities();
+                let publisher = capabilities
                     .delayed_publisher()
                     .ok_or("no delayed publish in this layout")?;
                 publisher
@@ -555,8 +560,8 @@ impl Scenario {
             "dead_letter" => {
                 let delivery =
                     self.reservation(step.get("reservation").ok_or("no reservation")?)?;
-                let writer = self
-                    .transport
+                let capabilities = self.transport.capabilities();
+                let writer = capabilities
                     .dead_letter_writer()
                     .ok_or("no dead-letter writer")?;
                 let body = delivery.body().to_vec();
@@ -579,7 +584,7 @@ impl Scenario {
         if let Some(want) = expect.get("outcome").and_then(Value::as_str) {
             let got = match message {
                 None => "empty",
-                Some((_, Route::NonNumericAttempts, _)) => "poison",
+                Some((_, true, _)) => "poison",
                 Some(_) => "delivered",
             };
             if got != want {

@@ -44,23 +44,6 @@ impl Held {
 }
 
 impl Inner {
-    fn release_body(
-        &self,
-        delivery: &Delivery,
-        held: &Held,
-        body: ReleaseBody,
-    ) -> Result<(Vec<u8>, Option<i64>), Error> {
-        match body {
-            ReleaseBody::Unchanged => Ok((normalised(held.body(delivery)), None)),
-            ReleaseBody::Counted(n) => {
-                let mut copy = held.envelope().cloned().unwrap_or_default();
-                copy.set_attempts(n);
-                Ok((copy.encode()?.into_bytes(), Some(n)))
-            }
-            ReleaseBody::Bare(n) => Ok((format!("{{\"attempts\":{n}}}").into_bytes(), Some(n))),
-        }
-    }
-
     pub(super) fn execute<'a>(
         &'a self,
         delivery: &'a Delivery,
@@ -83,12 +66,12 @@ impl Inner {
                 }
                 Plan::Release { body, delay } => {
                     let retry = !matches!(body, ReleaseBody::Unchanged);
-                    let written = match self.release_body(delivery, held, body) {
-                        Ok((bytes, attempts)) => self
-                            .release(delivery, Redeliver::new(&bytes, attempts, delay))
+                    let written = match body.render(held.body(delivery), held.envelope()) {
+                        Ok(bytes) => self
+                            .release(delivery, Redeliver::new(&bytes, body.attempts(), delay))
                             .await
                             .map_err(Error::from),
-                        Err(e) => Err(e),
+                        Err(e) => Err(Error::from(e)),
                     };
                     match written {
                         Ok(()) if retry => Outcome::Retried,
@@ -256,7 +239,7 @@ impl Inner {
             }
             return;
         }
-        let body = normalised(delivery.body());
+        let body = decide::normalised(delivery.body());
         if let Err(e) = self
             .release(delivery, Redeliver::new(&body, None, None))
             .await
@@ -300,17 +283,5 @@ fn describe_drop(reason: &DropReason, delivery: &Delivery) -> String {
         DropReason::Rejected { message } => {
             format!("rejected by its handler ({message}) and no dead-letter queue is configured")
         }
-    }
-}
-
-/// A raw body to re-publish: byte for byte, unless it is an object carrying a forbidden key or a
-/// top-level `urn`, which are then dropped/folded by a decode → encode.
-pub(crate) fn normalised(body: &[u8]) -> Vec<u8> {
-    match Envelope::parse_object(body) {
-        Ok(parsed) if parsed.forbidden_key().is_some() => Envelope::decode_lenient(body)
-            .envelope
-            .encode()
-            .map_or_else(|_| body.to_vec(), String::into_bytes),
-        _ => body.to_vec(),
     }
 }
