@@ -12,15 +12,34 @@ use babelqueue_envelope::{Envelope, JsonKind};
 
 use crate::delivery::Count;
 
-/// The body's `attempts`: `Some(0)` when missing or null, `None` when it is not an integer (or
-/// the body is not an object).
-fn current(body: &[u8]) -> Option<(bool, i64)> {
-    let parsed = Envelope::parse_object(body).ok()?;
-    match parsed.get("attempts") {
+/// An envelope's `attempts`: `(null, value)` with `Some((_, 0))` when missing or null, `None`
+/// when it is not an integer.
+fn current(envelope: &Envelope) -> Option<(bool, i64)> {
+    match envelope.get("attempts") {
         None => Some((false, 0)),
         Some(raw) if raw.kind() == JsonKind::Null => Some((true, 0)),
         Some(raw) => raw.as_i64().map(|n| (false, n)),
     }
+}
+
+/// The `attempts` value `envelope` must be rewritten to under `count`, or `None` when it stays
+/// as it is (the rules of [`reconcile`]).
+pub fn reconciled(envelope: &Envelope, count: Option<Count>) -> Option<i64> {
+    let count = count?;
+    let (null, attempts) = current(envelope)?;
+    let wanted = match count {
+        Count::Redelivered(n) => attempts.max(n),
+        Count::Carried(v) if null => return Some(v),
+        Count::Carried(v) => v,
+        Count::CarriedOrBody {
+            carried,
+            redelivered,
+        } => {
+            envelope.get("attempts").and_then(|a| a.as_i64())?;
+            carried.unwrap_or(attempts).max(redelivered)
+        }
+    };
+    (wanted != attempts).then_some(wanted)
 }
 
 fn rewrite(body: &[u8], attempts: i64) -> Cow<'_, [u8]> {
@@ -40,38 +59,15 @@ fn rewrite(body: &[u8], attempts: i64) -> Cow<'_, [u8]> {
 /// | [`Count::Carried`] `v` | `v` (a null `attempts` is written as `v` too) |
 /// | [`Count::CarriedOrBody`] | `max(carried or attempts, redelivered)`, only for an integer `attempts` |
 pub fn reconcile(body: &[u8], count: Option<Count>) -> Cow<'_, [u8]> {
-    let Some(count) = count else {
+    if count.is_none() {
+        return Cow::Borrowed(body);
+    }
+    let Ok(parsed) = Envelope::parse_object(body) else {
         return Cow::Borrowed(body);
     };
-    let Some((null, attempts)) = current(body) else {
-        return Cow::Borrowed(body);
-    };
-    let wanted = match count {
-        Count::Redelivered(n) => attempts.max(n),
-        Count::Carried(v) => {
-            if null {
-                return rewrite(body, v);
-            }
-            v
-        }
-        Count::CarriedOrBody {
-            carried,
-            redelivered,
-        } => {
-            let present = Envelope::parse_object(body)
-                .ok()
-                .and_then(|e| e.get("attempts").and_then(|a| a.as_i64()))
-                .is_some();
-            if !present {
-                return Cow::Borrowed(body);
-            }
-            carried.unwrap_or(attempts).max(redelivered)
-        }
-    };
-    if wanted == attempts {
-        Cow::Borrowed(body)
-    } else {
-        rewrite(body, wanted)
+    match reconciled(&parsed, count) {
+        Some(value) => rewrite(body, value),
+        None => Cow::Borrowed(body),
     }
 }
 

@@ -7,14 +7,15 @@
 //! 1. the schema-version gate, on the property the broker carried, before anything reads the
 //!    body ([`Class::Gated`]);
 //! 2. an attempt the broker could not count ([`Facts::attempts_not_counted`]), then the strict
-//!    classifier of the envelope crate ([`poison_cause`]): [`Class::Poison`], with its typed
+//!    classifier of the envelope crate ([`Envelope::decode_classified`], the verdict of
+//!    `poison_cause` and the lenient decode out of one scan): [`Class::Poison`], with its typed
 //!    cause and its delivery count;
 //! 3. otherwise the body's `attempts` reconciled with the broker's count, decoded leniently,
 //!    and routed by the out-of-band URN when there is one ([`Class::Readable`]).
 
 use std::borrow::Cow;
 
-use babelqueue_envelope::{Envelope, PoisonCause, ascii, poison_cause};
+use babelqueue_envelope::{Envelope, PoisonCause, ascii};
 
 use crate::attempts;
 use crate::delivery::Facts;
@@ -107,16 +108,28 @@ pub fn classify<'a>(body: &'a [u8], facts: &Facts, queue: &str) -> Class<'a> {
             always_dead_lettered: facts.poison_always_dead_lettered,
         });
     }
-    if let Some(cause) = poison_cause(body, true) {
-        return Class::Poison(Poison {
-            cause: Cause::Body(cause),
-            attempts: attempts::poison_attempts(body, facts.count),
-            original_queue: original_queue(),
-            always_dead_lettered: facts.poison_always_dead_lettered,
-        });
-    }
-    let body = attempts::reconcile(body, facts.count);
-    let envelope = Envelope::decode_lenient(&body).envelope;
+    // One scan: the strict verdict and the lenient decode together.
+    let mut envelope = match Envelope::decode_classified(body) {
+        Ok(decoded) => decoded.envelope,
+        Err(cause) => {
+            return Class::Poison(Poison {
+                cause: Cause::Body(cause),
+                attempts: attempts::poison_attempts(body, facts.count),
+                original_queue: original_queue(),
+                always_dead_lettered: facts.poison_always_dead_lettered,
+            });
+        }
+    };
+    let body = match attempts::reconciled(&envelope, facts.count) {
+        Some(value) => {
+            envelope.set_attempts(value);
+            match envelope.encode() {
+                Ok(text) => Cow::Owned(text.into_bytes()),
+                Err(_) => Cow::Borrowed(body),
+            }
+        }
+        None => Cow::Borrowed(body),
+    };
     let out_of_band = facts
         .urn
         .as_deref()

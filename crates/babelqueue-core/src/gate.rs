@@ -60,6 +60,17 @@ pub fn escape(declared: &str, cap: bool) -> String {
     out
 }
 
+/// The one warning the runtime logs for a gated delivery: the queue and the declared version,
+/// capped and escaped ([`escape`]), so a hostile value can neither flood nor forge a log line.
+pub fn warning(queue: &str, declared: &str) -> String {
+    format!(
+        "A message on queue {queue:?} declares an unsupported schema version {} (supported: {}); \
+         it is not decoded",
+        escape(declared, true),
+        babelqueue_envelope::SCHEMA_VERSION
+    )
+}
+
 /// Percent-decoding (the inverse of [`escape`] without the cap).
 pub fn unescape(escaped: &str) -> String {
     let bytes = escaped.as_bytes();
@@ -83,6 +94,19 @@ pub fn unescape(escaped: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_gate_warning_names_the_queue_and_a_capped_escaped_version() {
+        assert_eq!(
+            warning("orders", "2"),
+            "A message on queue \"orders\" declares an unsupported schema version 2 (supported: 1); it is not decoded"
+        );
+        let long = format!("{}\n", "9".repeat(70));
+        let said = warning("orders", &long);
+        assert!(said.contains(&format!("{}...", "9".repeat(64))), "{said}");
+        assert!(!said.contains('\n'), "no line break reaches the log: {said}");
+        assert!(warning("q", "1 2").contains("1%202"));
+    }
+
     use super::*;
 
     #[test]

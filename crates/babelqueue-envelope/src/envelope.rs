@@ -175,6 +175,45 @@ impl Envelope {
         Ok(Decoded { envelope, warnings })
     }
 
+    /// The one-pass decode of the consume path: the strict verdict of [`poison_cause`] (with an
+    /// identity required) and the lenient decode of [`Envelope::decode_lenient`] out of a
+    /// single scan of the body. `Err` carries exactly the cause `poison_cause(body, true)`
+    /// reports; `Ok` carries exactly what `decode_lenient(body)` gives (the warnings logged
+    /// the same way).
+    ///
+    /// ```
+    /// use babelqueue_envelope::{Envelope, PoisonCause};
+    ///
+    /// let decoded = Envelope::decode_classified(br#"{"job":"urn:x","attempts":2}"#)?;
+    /// assert_eq!(decoded.envelope.attempts(), 2);
+    /// assert_eq!(
+    ///     Envelope::decode_classified(br#"{"x":1}"#).unwrap_err(),
+    ///     PoisonCause::NoIdentity
+    /// );
+    /// # Ok::<(), PoisonCause>(())
+    /// ```
+    ///
+    /// [`poison_cause`]: crate::poison_cause
+    pub fn decode_classified(body: &[u8]) -> Result<Decoded, crate::PoisonCause> {
+        let mut envelope = crate::verdict::parse_checked(body)?;
+        let mut warnings = Vec::new();
+        envelope.normalise(&mut warnings);
+        for warning in &warnings {
+            tracing::warn!(target: "babelqueue::codec", pointer = warning.pointer, "{warning}");
+        }
+        Ok(Decoded { envelope, warnings })
+    }
+
+    /// Builds an envelope from members already read (the one-pass decode).
+    pub(crate) fn push_raw(&mut self, key: Key, value: RawJson) {
+        self.insert_member(key, Member::Raw(value));
+    }
+
+    /// Builds an envelope from an object `meta` already read (the one-pass decode).
+    pub(crate) fn push_meta(&mut self, key: Key, meta: Object) {
+        self.insert_member(key, Member::Meta(meta));
+    }
+
     /// Parses an object body as-is: no key dropped, no alias folded, no warning.
     ///
     /// For read-only projections of a body that is forwarded unchanged (a transport deriving
@@ -325,12 +364,10 @@ impl Envelope {
     }
 
     fn insert_member(&mut self, key: Key, member: Member) {
-        let name = key.name();
-        if let Some(i) = self.position(&name) {
-            self.members[i].1 = member;
+        if let Some(slot) = self.members.iter_mut().find(|(k, _)| k.same_member(&key)) {
+            slot.1 = member;
             return;
         }
-        drop(name);
         self.members.push((key, member));
     }
 

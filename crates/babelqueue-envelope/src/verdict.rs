@@ -316,6 +316,94 @@ pub fn is_spliceable(body: &[u8]) -> bool {
     s.finish().is_ok() && !s.unpaired_surrogate
 }
 
+/// The one-pass form of [`shape`] + `Envelope::parse_object`: the members of a body that passes
+/// the strict verdict with an identity, or the cause it fails with (the same cause
+/// [`poison_cause`] reports, found in the same scan order).
+pub(crate) fn parse_checked(body: &[u8]) -> Result<crate::Envelope, PoisonCause> {
+    use crate::json::{Key, Object, RawJson};
+    let text = utf8(body)?;
+    let syntax = PoisonCause::InvalidJson;
+    let mut s = Scanner::new(text);
+    s.start().map_err(syntax)?;
+    if s.peek() != Some(b'{') {
+        let span = s.value(0, &mut |_| {}).map_err(syntax)?;
+        s.finish().map_err(syntax)?;
+        return Err(PoisonCause::RootNotObject { found: span.kind });
+    }
+    s.pos += 1;
+    let mut envelope = crate::Envelope::empty();
+    let mut violation: Option<PoisonCause> = None;
+    let (mut job, mut urn) = (false, false);
+    let mut first = true;
+    while let Some(key) = s.next_key(first).map_err(syntax)? {
+        first = false;
+        let raw_key = &text[key.start..key.end];
+        let name: Cow<'_, str> = scan::unescape(raw_key);
+        let key = Key::from_raw(raw_key);
+        if s.peek() == Some(b'{') && name == "meta" {
+            s.pos += 1;
+            let meta = Object::read_members_visiting(&mut s, 2, &mut |k, v| {
+                check_member(&META, &k.name(), v.kind(), v.as_str(), &mut violation);
+            })
+            .map_err(syntax)?;
+            envelope.push_meta(key, meta);
+            continue;
+        }
+        let mut finite = true;
+        let span = if name == "data" {
+            s.value(1, &mut |literal| finite &= is_finite_double(literal))
+        } else {
+            s.value(1, &mut |_| {})
+        }
+        .map_err(syntax)?;
+        let literal = &text[span.start..span.end];
+        match &*name {
+            "job" => job = valid_identity(span.kind, literal),
+            "urn" => urn = valid_identity(span.kind, literal),
+            "dead_letter" if span.kind == JsonKind::Object => {
+                // A rare member: its own members are checked on a second look at its text.
+                let mut block = Scanner::new(literal);
+                if block.start().is_ok() {
+                    block.pos += 1;
+                    check_members(&mut block, 2, &DEAD_LETTER, &mut violation).map_err(syntax)?;
+                }
+            }
+            _ => {
+                if let Some(&(_, member, expected)) = TOP.iter().find(|(n, _, _)| *n == name) {
+                    if !type_ok(expected, span.kind, literal.as_bytes()) {
+                        note(&mut violation, PoisonCause::WrongType { member, expected });
+                    } else if !finite {
+                        note(&mut violation, PoisonCause::NonFiniteNumber);
+                    }
+                }
+            }
+        }
+        envelope.push_raw(key, RawJson::from_span(text, span));
+    }
+    s.finish().map_err(syntax)?;
+    if let Some(cause) = violation {
+        return Err(cause);
+    }
+    if !(job || urn) {
+        return Err(PoisonCause::NoIdentity);
+    }
+    Ok(envelope)
+}
+
+fn check_member(
+    table: &[(&str, &'static str, Expected)],
+    name: &str,
+    kind: JsonKind,
+    literal: &str,
+    violation: &mut Option<PoisonCause>,
+) {
+    if let Some(&(_, member, expected)) = table.iter().find(|(n, _, _)| *n == name)
+        && !type_ok(expected, kind, literal.as_bytes())
+    {
+        note(violation, PoisonCause::WrongType { member, expected });
+    }
+}
+
 /// A human-readable cause string, for logs and dead-letter records.
 pub(crate) fn cause_text(cause: &PoisonCause) -> String {
     alloc::string::ToString::to_string(cause)

@@ -70,8 +70,7 @@ impl Inner {
         let (plan, held) = match class {
             Class::Gated { declared } => {
                 tracing::warn!(target: LOG, queue, declared = %crate::gate::escape(&declared, true),
-                    "A message on {queue:?} declares an unsupported schema version (supported: {}); it is not decoded",
-                    babelqueue_envelope::SCHEMA_VERSION);
+                    "{}", crate::gate::warning(queue, &declared));
                 (decide::gated(policy, &facts), Held::raw(&delivery))
             }
             Class::Poison(poison) => {
@@ -174,7 +173,7 @@ impl Inner {
             joined = &mut task => {
                 let result = match joined {
                     Ok(result) => result,
-                    Err(e) if e.is_panic() => Err(panicked(e.into_panic())),
+                    Err(e) if e.is_panic() => Err(panicked(&*e.into_panic())),
                     Err(_) => Err(HandlerError::new("the handler task was cancelled").with_exception("Cancelled")),
                 };
                 HandlerRun::Done(result, started.elapsed())
@@ -187,7 +186,7 @@ impl Inner {
     }
 }
 
-fn panicked(payload: Box<dyn std::any::Any + Send>) -> HandlerError {
+fn panicked(payload: &(dyn std::any::Any + Send)) -> HandlerError {
     let text = payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

@@ -105,6 +105,16 @@ impl Object {
         s: &mut Scanner<'_>,
         depth: usize,
     ) -> Result<Object, scan::SyntaxError> {
+        Object::read_members_visiting(s, depth, &mut |_, _| {})
+    }
+
+    /// [`Object::read_members`], showing `visit` each member's key and value as they are read
+    /// (every occurrence of a repeated name, in order).
+    pub(crate) fn read_members_visiting(
+        s: &mut Scanner<'_>,
+        depth: usize,
+        visit: &mut dyn FnMut(&Key, &RawJson),
+    ) -> Result<Object, scan::SyntaxError> {
         let mut object = Object::new();
         let text = s.text();
         let mut first = true;
@@ -112,7 +122,9 @@ impl Object {
             first = false;
             let span = s.value(depth, &mut |_| {})?;
             let key = Key::from_raw(&text[key.start..key.end]);
-            object.insert_key(key, RawJson::from_span(text, span));
+            let value = RawJson::from_span(text, span);
+            visit(&key, &value);
+            object.insert_key(key, value);
         }
         Ok(object)
     }
