@@ -52,16 +52,19 @@
 //!
 //! # Consuming
 //!
-//! PeekLock, one message at a time (prefetch 1). For each message:
+//! PeekLock, one message at a time (prefetch 1). Each message is handed to the runtime with
+//! its body exactly as received and what Service Bus carried beside it; the runtime decides:
 //!
-//! 1. the schema-version gate reads `bq-schema-version` before the body is decoded
-//!    ([`projection::gated`]): absent, null, ASCII-blank, the string `"1"` or an integral 1
-//!    of any width decodes; anything else (`"2"`, 0, 2, 1.5, a float or double 1.0, a
-//!    boolean) is handed over raw under [`Route::Gated`];
-//! 2. `attempts = max(body, DeliveryCount - 1)` ([`projection::reconcile`]); the body is
-//!    rewritten only when the count raises it. The count is not reported to the runtime
-//!    otherwise (no [`DeliveryCounter`](babelqueue_core::DeliveryCounter)), as in the
-//!    reference.
+//! 1. the `bq-schema-version` application property, AMQP-typed as carried
+//!    ([`projection::declared`]): the runtime's schema-version gate reads it before the body
+//!    is decoded. Absent, null, ASCII-blank, the string `"1"` or an integral 1 of any width
+//!    decodes; anything else (`"2"`, 0, 2, 1.5, a float or double 1.0, a boolean) is never
+//!    decoded, reconciled or handled;
+//! 2. `DeliveryCount - 1` when `DeliveryCount` is above 1 ([`projection::count`], a
+//!    [`Count::Redelivered`](babelqueue_core::Count::Redelivered)): the runtime raises a
+//!    readable body's `attempts` to it (`attempts = max(body, DeliveryCount - 1)`, the body
+//!    rewritten only when the count raises it), counts a poison body by it and reports it as
+//!    [`Context::native_attempts`](babelqueue_core::Context::native_attempts).
 //!
 //! # Settling
 //!
@@ -111,7 +114,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use babelqueue_core::{Abandoner, Delivery, NativeSettler, Route, Transport, TransportError};
+use babelqueue_core::{
+    Abandoner, Capabilities, Delivery, NativeSettler, Transport, TransportError,
+};
 
 pub mod client;
 mod error;
@@ -123,8 +128,6 @@ pub use client::{
 };
 pub use error::{AsbError, AsbErrorKind};
 pub use projection::{AmqpValue, Outgoing};
-
-const LOG: &str = "babelqueue::asb";
 
 /// The Azure Service Bus transport. Cheap to clone (the client is shared).
 #[derive(Clone)]
@@ -196,20 +199,13 @@ impl Transport for AsbTransport {
         let Some(received) = self.client.receive(queue, timeout).await? else {
             return Ok(None);
         };
-        if let Some(declared) = projection::gated(&received.application_properties) {
-            tracing::warn!(target: LOG, queue, declared = %declared,
-                "An Azure Service Bus message on queue {queue:?} declares bq-schema-version {declared:?}, which this consumer does not support (supported: 1); not decoding it");
-            return Ok(Some(
-                Delivery::new(queue, received.body)
-                    .with_route(Route::Gated {
-                        declared,
-                        urn: None,
-                    })
-                    .with_handle(received.lock),
-            ));
-        }
-        let body = projection::reconcile(&received.body, received.delivery_count).into_owned();
-        Ok(Some(Delivery::new(queue, body).with_handle(received.lock)))
+        let delivery = Delivery::new(queue, received.body)
+            .with_declared_version(projection::declared(&received.application_properties));
+        let delivery = match projection::count(received.delivery_count) {
+            Some(count) => delivery.with_count(count),
+            None => delivery,
+        };
+        Ok(Some(delivery.with_handle(received.lock)))
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -221,12 +217,11 @@ impl Transport for AsbTransport {
         self.client.close().await.map_err(Into::into)
     }
 
-    fn abandoner(&self) -> Option<&dyn Abandoner> {
-        Some(self)
-    }
-
-    fn native_settler(&self) -> Option<&dyn NativeSettler> {
-        Some(self)
+    /// Abandon (for a version-gated delivery whose dead-letter write failed) and the native
+    /// dead-letter. Retries and releases are copies (the default): Service Bus is neither a
+    /// redeliverer nor a rewinder here.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none().abandon(self).native_settle(self)
     }
 }
 

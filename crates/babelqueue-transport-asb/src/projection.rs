@@ -1,11 +1,11 @@
 //! The pure half of the binding: the native fields and AMQP-typed application properties a
-//! message carries on produce, the schema-version gate and the attempts reconciliation on
-//! consume. No I/O; unit-tested without a broker, and the code the conformance runner drives.
+//! message carries on produce, and on consume what the broker says beside the body (the
+//! schema-version property as carried, the delivery count), which the runtime gates and
+//! reconciles. No I/O; unit-tested without a broker, and the code the conformance runner drives.
 
 use std::borrow::Cow;
 
-use babelqueue_core::attempts;
-use babelqueue_core::gate::{self, GateValue};
+use babelqueue_core::{Count, Declared};
 use babelqueue_envelope::{Envelope, JsonKind};
 
 use crate::error::AsbError;
@@ -146,54 +146,55 @@ pub fn outgoing(body: &[u8]) -> Result<Outgoing, AsbError> {
     Ok(out)
 }
 
-/// The declared version a delivery's `bq-schema-version` application property is gated on,
-/// or `None` when it decodes normally.
+/// The `bq-schema-version` application property as carried: the input of the runtime's
+/// schema-version gate.
 ///
-/// Absent, null, or an ASCII-blank string: not gated. The string `"1"` (untrimmed) or an
-/// integral 1 of any AMQP width, signed or unsigned: not gated. Binary values are read as
-/// UTF-8 text. Everything else (`"2"`, `" 1"`, 0, 2, 1.5, a float or double 1.0, a boolean,
-/// any other type) is gated.
-pub fn gated(properties: &ApplicationProperties) -> Option<String> {
+/// Absent is [`Declared::Absent`], an AMQP null [`Declared::Null`], a string
+/// [`Declared::Text`] (untrimmed), every integral width, signed or unsigned,
+/// [`Declared::Integer`], a float or double [`Declared::Float`], a boolean [`Declared::Bool`].
+/// Binary values are read as UTF-8 text. Any other AMQP type (timestamp, uuid, char, decimal …)
+/// is reported as the text `<type>:<value>`, which the gate always rejects (it is neither blank
+/// nor `1`). When the property repeats, the last one counts.
+///
+/// The runtime's gate then lets absent, null, ASCII-blank, the string `"1"` and an integral 1
+/// through, and rejects everything else (`"2"`, `" 1"`, 0, 2, 1.5, a float or double 1.0, a
+/// boolean, any other type), see [`babelqueue_core::gate::gated`].
+pub fn declared(properties: &ApplicationProperties) -> Declared {
     let value = properties
         .iter()
         .rev()
         .find(|(k, _)| k == PROP_SCHEMA_VERSION)
         .map(|(_, v)| v);
-    let text;
-    let gate_value = match value {
-        None => GateValue::Absent,
-        Some(AmqpValue::Null) => GateValue::Null,
-        Some(AmqpValue::Bool(b)) => GateValue::Bool(*b),
-        Some(AmqpValue::Ubyte(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Ushort(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Uint(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Ulong(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Byte(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Short(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Int(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Long(n)) => GateValue::Integer(i128::from(*n)),
-        Some(AmqpValue::Float(f)) => GateValue::Float(f64::from(*f)),
-        Some(AmqpValue::Double(f)) => GateValue::Float(*f),
-        Some(AmqpValue::String(s)) => GateValue::Text(s),
+    match value {
+        None => Declared::Absent,
+        Some(AmqpValue::Null) => Declared::Null,
+        Some(AmqpValue::Bool(b)) => Declared::Bool(*b),
+        Some(AmqpValue::Ubyte(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Ushort(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Uint(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Ulong(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Byte(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Short(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Int(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Long(n)) => Declared::Integer(i128::from(*n)),
+        Some(AmqpValue::Float(f)) => Declared::Float(f64::from(*f)),
+        Some(AmqpValue::Double(f)) => Declared::Float(*f),
+        Some(AmqpValue::String(s)) => Declared::Text(s.clone()),
         Some(AmqpValue::Binary(bytes)) => {
-            text = String::from_utf8_lossy(bytes);
-            GateValue::Text(&text)
+            Declared::Text(String::from_utf8_lossy(bytes).into_owned())
         }
-        Some(AmqpValue::Other(kind, shown)) => {
-            return Some(format!("{kind}:{shown}"));
-        }
-    };
-    gate::gated(gate_value)
+        Some(AmqpValue::Other(kind, shown)) => Declared::Text(format!("{kind}:{shown}")),
+    }
 }
 
-/// `attempts = max(body attempts, DeliveryCount - 1)`. `DeliveryCount` is 1-based, so a first
-/// delivery (1), or 0, keeps the body as it is; the body is rewritten only when the count
-/// raises it.
-pub fn reconcile(body: &[u8], delivery_count: u32) -> Cow<'_, [u8]> {
-    if delivery_count <= 1 {
-        return Cow::Borrowed(body);
-    }
-    attempts::at_least(body, i64::from(delivery_count) - 1)
+/// What `DeliveryCount` says about earlier deliveries: [`Count::Redelivered`]
+/// `DeliveryCount - 1` when the count is above 1, else nothing. `DeliveryCount` is 1-based, so
+/// a first delivery (1), or 0, reports nothing and the body is kept exactly as it is.
+///
+/// The runtime reconciles a readable body with it (`attempts = max(body, DeliveryCount - 1)`,
+/// the body rewritten only when the count raises it).
+pub fn count(delivery_count: u32) -> Option<Count> {
+    (delivery_count > 1).then(|| Count::Redelivered(i64::from(delivery_count) - 1))
 }
 
 #[cfg(test)]
@@ -248,8 +249,41 @@ mod tests {
     }
 
     #[test]
+    fn the_declared_version_is_reported_typed() {
+        let with = |v: AmqpValue| declared(&vec![(PROP_SCHEMA_VERSION.to_owned(), v)]);
+        assert_eq!(declared(&Vec::new()), Declared::Absent);
+        assert_eq!(with(AmqpValue::Null), Declared::Null);
+        assert_eq!(
+            with(AmqpValue::Ulong(u64::MAX)),
+            Declared::Integer(u64::MAX.into())
+        );
+        assert_eq!(with(AmqpValue::Byte(-1)), Declared::Integer(-1));
+        assert_eq!(with(AmqpValue::Float(1.5)), Declared::Float(1.5));
+        assert_eq!(with(AmqpValue::Bool(false)), Declared::Bool(false));
+        assert_eq!(
+            with(AmqpValue::String(" 1".into())),
+            Declared::Text(" 1".into())
+        );
+        assert_eq!(
+            with(AmqpValue::Binary(b"2".to_vec())),
+            Declared::Text("2".into())
+        );
+        assert_eq!(
+            with(AmqpValue::Other("timestamp".into(), "1".into())),
+            Declared::Text("timestamp:1".into())
+        );
+        // The last of a repeated property counts.
+        let twice = vec![
+            (PROP_SCHEMA_VERSION.to_owned(), AmqpValue::Int(2)),
+            (PROP_SCHEMA_VERSION.to_owned(), AmqpValue::Int(1)),
+        ];
+        assert_eq!(declared(&twice), Declared::Integer(1));
+    }
+
+    /// The contract's trigger table, through the runtime's gate on what is reported.
+    #[test]
     fn the_gate_reads_typed_values() {
-        let with = |v: AmqpValue| vec![(PROP_SCHEMA_VERSION.to_owned(), v)];
+        let gated = |v: AmqpValue| declared(&vec![(PROP_SCHEMA_VERSION.to_owned(), v)]).rejected();
         for ok in [
             AmqpValue::Int(1),
             AmqpValue::Long(1),
@@ -261,10 +295,10 @@ mod tests {
             AmqpValue::String(" \t".into()),
             AmqpValue::Binary(b"1".to_vec()),
         ] {
-            assert_eq!(gated(&with(ok.clone())), None, "{ok:?}");
+            assert_eq!(gated(ok.clone()), None, "{ok:?}");
         }
-        assert_eq!(gated(&Vec::new()), None);
-        for (rejected, declared) in [
+        assert_eq!(declared(&Vec::new()).rejected(), None);
+        for (rejected, want) in [
             (AmqpValue::Int(2), "2"),
             (AmqpValue::Long(2), "2"),
             (AmqpValue::Int(0), "0"),
@@ -274,18 +308,35 @@ mod tests {
             (AmqpValue::Bool(true), "true"),
             (AmqpValue::String(" 1".into()), " 1"),
             (AmqpValue::Binary(b"2".to_vec()), "2"),
+            (
+                AmqpValue::Other("timestamp".into(), "1".into()),
+                "timestamp:1",
+            ),
         ] {
             assert_eq!(
-                gated(&with(rejected.clone())).as_deref(),
-                Some(declared),
+                gated(rejected.clone()).as_deref(),
+                Some(want),
                 "{rejected:?}"
             );
         }
-        assert!(gated(&with(AmqpValue::Other("timestamp".into(), "1".into()))).is_some());
     }
 
     #[test]
+    fn the_delivery_count_is_reported_as_earlier_deliveries() {
+        assert_eq!(count(0), None);
+        assert_eq!(count(1), None);
+        assert_eq!(count(2), Some(Count::Redelivered(1)));
+        assert_eq!(
+            count(u32::MAX),
+            Some(Count::Redelivered(i64::from(u32::MAX) - 1))
+        );
+    }
+
+    /// The contract's table (`attempts = max(body, DeliveryCount - 1)`), through the runtime's
+    /// own reconciliation of the reported count.
+    #[test]
     fn reconciliation_table() {
+        use babelqueue_core::attempts::reconcile;
         for (body, dc, want) in [
             (0, 1, 0),
             (0, 3, 2),
@@ -295,7 +346,7 @@ mod tests {
             (3, 0, 3),
         ] {
             let payload = format!(r#"{{"job":"urn:x","attempts":{body}}}"#);
-            let out = reconcile(payload.as_bytes(), dc);
+            let out = reconcile(payload.as_bytes(), count(dc));
             assert_eq!(
                 Envelope::parse_object(&out).unwrap().attempts(),
                 want,
@@ -303,6 +354,11 @@ mod tests {
             );
             assert_eq!(matches!(out, Cow::Borrowed(_)), body == want);
         }
-        assert_eq!(&*reconcile(b"\xff", 9), b"\xff");
+        assert_eq!(&*reconcile(b"\xff", count(9)), b"\xff");
+        // A negative count is kept byte for byte on a first delivery.
+        assert!(matches!(
+            reconcile(br#"{"job":"urn:x","attempts":-3}"#, count(1)),
+            Cow::Borrowed(_)
+        ));
     }
 }

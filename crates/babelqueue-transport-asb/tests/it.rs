@@ -11,7 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use babelqueue_core::{App, Consume, Context, HandlerError, Transport, UnknownUrn};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{
+    App, Capabilities, Consume, Context, Count, Declared, HandlerError, Redelivery, Transport,
+    UnknownUrn,
+};
 use babelqueue_transport_asb::fake::FakeServiceBus;
 use babelqueue_transport_asb::{AmqpValue, AsbTransport};
 use serde_json::Value;
@@ -119,17 +123,97 @@ async fn the_delivery_count_raises_attempts_and_counts_toward_the_limit() {
         .handle(URN, move |ctx: Context| {
             let s = s.clone();
             async move {
-                s.lock().unwrap().push(ctx.attempts());
+                s.lock()
+                    .unwrap()
+                    .push((ctx.attempts(), ctx.native_attempts()));
                 Err::<(), _>(HandlerError::new("no"))
             }
         })
         .build()
         .unwrap();
     run(&app, 1).await;
-    assert_eq!(*seen.lock().unwrap(), vec![4]);
+    assert_eq!(*seen.lock().unwrap(), vec![(4, 4)]);
     let sent = fake.sent();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].0, "orders.dlq", "4 + 1 reaches max_attempts 5");
+}
+
+#[tokio::test]
+async fn pop_hands_over_the_raw_body_with_the_property_and_the_count() {
+    let (fake, transport) = setup();
+    let body = br#"{"job":"urn:babel:orders:created","data":{"r":1.50},"attempts":0}"#;
+    fake.deliver(
+        "orders",
+        body.to_vec(),
+        vec![("bq-schema-version".into(), AmqpValue::Int(1))],
+        3,
+    );
+    let d = transport
+        .pop("orders", Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.body(), body, "never rewritten by the transport");
+    assert_eq!(d.facts().declared_version, Declared::Integer(1));
+    assert_eq!(d.facts().count, Some(Count::Redelivered(2)));
+    let Class::Readable { body: read, .. } = classify(d.body(), d.facts(), d.queue()) else {
+        panic!("a readable envelope")
+    };
+    assert_eq!(
+        &*read,
+        br#"{"job":"urn:babel:orders:created","data":{"r":1.50},"attempts":2}"#
+    );
+    transport.ack(&d).await.unwrap();
+
+    // A first delivery reports no count; a gated one keeps its raw body and its typed value.
+    let raw = b"{ \"job\": \"urn:x\", \"attempts\": -1 }";
+    fake.deliver(
+        "orders",
+        raw.to_vec(),
+        vec![("bq-schema-version".into(), AmqpValue::Double(1.0))],
+        1,
+    );
+    let d = transport
+        .pop("orders", Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((d.body(), d.facts().count), (&raw[..], None));
+    assert_eq!(d.facts().declared_version, Declared::Float(1.0));
+    assert_eq!(
+        classify(d.body(), d.facts(), d.queue()),
+        Class::Gated {
+            declared: "1.0".into()
+        }
+    );
+}
+
+#[test]
+fn the_capabilities_are_abandon_and_the_native_dead_letter() {
+    let (_, transport) = setup();
+    let c: Capabilities<'_> = transport.capabilities();
+    assert!(c.abandoner().is_some() && c.native_settler().is_some());
+    assert!(matches!(c.redelivery_mode(), Redelivery::Copy));
+    assert!(c.rewinder().is_none(), "ASB is deliberately not a rewinder");
+    assert!(c.delayed_publisher().is_none() && c.routed_publisher().is_none());
+    assert!(c.header_publisher().is_none() && c.settle_publisher().is_none());
+    assert!(c.dead_letter_writer().is_none() && c.dead_letter_namer().is_none());
+}
+
+#[tokio::test]
+async fn a_poison_record_counts_the_deliveries_service_bus_reported() {
+    let (fake, transport) = setup();
+    fake.deliver("orders", b"not json".to_vec(), Vec::new(), 3);
+    let app = builder(transport).dead_letter(true).build().unwrap();
+    run(&app, 1).await;
+    let sent = fake.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].0, "orders.dlq");
+    let record: Value = serde_json::from_slice(&sent[0].1.body).unwrap();
+    assert_eq!(record["dead_letter"]["reason"], "poison");
+    assert_eq!(record["dead_letter"]["attempts"], 2, "DeliveryCount 3 - 1");
+    assert_eq!(record["raw"], "not json");
+    assert_eq!(fake.completed().len(), 1);
 }
 
 #[tokio::test]

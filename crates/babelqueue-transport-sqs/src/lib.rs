@@ -24,10 +24,12 @@
 //! ```
 //!
 //! The body of every SQS message is the canonical envelope, byte for byte. The transport adds
-//! a routable view of it as message attributes, reconciles `attempts` with SQS's own receive
-//! count, releases with the visibility timeout, and gates on the declared schema version. Every
-//! retry, poison, unknown-URN and gate *decision* is the runtime's (`babelqueue_core::decide`);
-//! this crate only carries them out on SQS.
+//! a routable view of it as message attributes, releases with the visibility timeout, and
+//! reports what SQS says beside each body it receives (the `bq-schema-version` attribute, the
+//! receive count). It decides nothing: the runtime applies the schema-version gate, reconciles
+//! `attempts`, classifies poison (`babelqueue_core::classify`) and takes every retry, poison,
+//! unknown-URN and gate decision (`babelqueue_core::decide`); this crate carries them out on
+//! SQS.
 //!
 //! # URL
 //!
@@ -64,13 +66,19 @@
 //!   delay on a FIFO queue is an [`SqsError::Delay`] and nothing is sent.
 //! * **Consume**: `ReceiveMessage` with all message attributes, the `ApproximateReceiveCount`
 //!   system attribute, `WaitTimeSeconds` = the poll timeout (truncated, ≤ 20, ≤ `wait_time`).
-//!   The `bq-schema-version` attribute is read first; a declared version other than `1` (not
-//!   blank, compared untrimmed) hands the raw body over under the gate route and is never
-//!   decoded. Otherwise `attempts` becomes `max(body, ApproximateReceiveCount − 1)`: the body is
-//!   re-encoded only when that raises it. Every attribute with a text value is a header.
+//!   The body is handed over exactly as received, with two facts
+//!   ([`babelqueue_core::Facts`]): the `bq-schema-version` attribute's text as carried
+//!   ([`projection::declared`]), and `ApproximateReceiveCount − 1` when the count is above 1
+//!   ([`projection::count`], a [`Count::Redelivered`](babelqueue_core::Count::Redelivered)).
+//!   The runtime's gate reads the first before anything decodes the body: a declared version
+//!   other than `1` (not blank, compared untrimmed) is never decoded, reconciled or handled.
+//!   Otherwise the runtime makes `attempts` `max(body, ApproximateReceiveCount − 1)`, the body
+//!   re-encoded only when that raises it, and reports the count as
+//!   [`Context::native_attempts`](babelqueue_core::Context::native_attempts). Every attribute
+//!   with a text value is a header.
 //! * **Ack**: `DeleteMessage`.
 //! * **Retry, unknown-URN release, shutdown release**: `ChangeMessageVisibility` with the delay
-//!   (truncated, clamped to 0..=43200 s with a warning). Never a delete and re-send: SQS's
+//!   (0 when none is configured; truncated, clamped to 0..=43200 s with a warning). Never a delete and re-send: SQS's
 //!   receive count is the attempt counter, and attributes (the `traceparent` included) survive.
 //!   A shutdown release therefore also counts as a delivery.
 //! * **Dead-letter**: `SendMessage` of the record to `<queue>-dlq` (FIFO: `<base>-dlq.fifo`;
@@ -85,9 +93,11 @@
 //!
 //! # Capabilities
 //!
-//! `HeaderPublisher`, `DelayedPublisher`, `Redeliverer` (visibility), `NativeSettler` (no-op),
-//! `DeadLetterNamer` (`-dlq`), `DeliveryCounter` (`ApproximateReceiveCount − 1`). No rewinder,
-//! no dead-letter writer, no browser, no batch popper.
+//! [`Transport::capabilities`](babelqueue_core::Transport::capabilities): `HeaderPublisher`,
+//! `DelayedPublisher`, native redelivery (`Redelivery::Native`: the visibility timeout),
+//! `NativeSettler` (no-op), `DeadLetterNamer` (`-dlq`). No rewinder, no dead-letter writer, no
+//! routed or settle publisher, no abandoner, no browser, no batch popper. The receive count
+//! travels on each delivery as a fact (above), not as a capability.
 //!
 //! # Batches and concurrency
 //!

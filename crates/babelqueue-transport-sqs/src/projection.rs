@@ -2,8 +2,10 @@
 //!
 //! * [`attributes`]: the `bq-*` MessageAttributes a body projects to on produce;
 //! * [`merge_headers`]: out-of-band headers added beside them (contract first, at most 10);
-//! * [`reconcile`] / [`native_attempts`]: `attempts` from `ApproximateReceiveCount`;
-//! * [`gate()`]: the schema-version gate on `bq-schema-version`, read before any decode;
+//! * [`count`]: what `ApproximateReceiveCount` says about earlier deliveries, as a [`Count`]
+//!   the runtime reconciles `attempts` with;
+//! * [`declared`]: the `bq-schema-version` attribute as carried, the input of the runtime's
+//!   schema-version gate;
 //! * [`headers`]: the attributes a consumer surfaces as headers;
 //! * [`visibility_timeout`], [`publish_delay`], [`wait_time_seconds`]: the clamps and limits;
 //! * [`dead_letter_queue_name`], [`deduplication_id`], [`is_fifo_queue`]: naming.
@@ -13,8 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use babelqueue_core::Headers;
-use babelqueue_core::gate::{self, GateValue};
+use babelqueue_core::{Count, Declared, Headers};
 use babelqueue_envelope::{Envelope, RawJson};
 
 use crate::error::SqsError;
@@ -29,7 +30,7 @@ pub const MAX_PUBLISH_DELAY: u64 = 900;
 pub const MAX_WAIT_TIME: i32 = 20;
 /// The most messages one ReceiveMessage returns.
 pub const MAX_RECEIVE_BATCH: usize = 10;
-/// The schema-version attribute the gate reads.
+/// The schema-version attribute the runtime's gate reads.
 pub const SCHEMA_VERSION_ATTRIBUTE: &str = "bq-schema-version";
 
 /// One SQS message attribute: a data type (`String`, `Number`, `Binary`, possibly with a custom
@@ -181,35 +182,33 @@ fn receive_count(count: Option<&str>) -> Option<i64> {
     count?.parse().ok()
 }
 
-/// `attempts = max(body attempts, ApproximateReceiveCount − 1)`.
+/// What SQS's receive count says about earlier deliveries: [`Count::Redelivered`]
+/// `ApproximateReceiveCount − 1` when the count is above 1, else nothing (absent, unparseable,
+/// or a first receive).
 ///
-/// The body stays byte-identical when the count is absent or unparseable, when it is 1 or less,
-/// when the body is not an object (or its `attempts` is not an integer), or when the body
-/// already counts as many; otherwise it is re-encoded once with the new `attempts`.
-pub fn reconcile<'a>(body: &'a [u8], count: Option<&str>) -> Cow<'a, [u8]> {
-    match receive_count(count) {
-        Some(count) if count > 1 => babelqueue_core::attempts::at_least(body, count - 1),
-        _ => Cow::Borrowed(body),
-    }
+/// The runtime reconciles a readable body with it (`attempts = max(body, count − 1)`, the body
+/// re-encoded only when that raises it), counts a poison body by it, and reports it as
+/// [`Context::native_attempts`](babelqueue_core::Context::native_attempts). Reporting nothing
+/// on a first receive keeps the body byte-identical there whatever its `attempts` (a negative
+/// count included).
+pub fn count(receive_count_text: Option<&str>) -> Option<Count> {
+    receive_count(receive_count_text)
+        .filter(|&count| count > 1)
+        .map(|count| Count::Redelivered(count - 1))
 }
 
-/// Earlier deliveries by the broker's count: `max(ApproximateReceiveCount − 1, 0)`, 0 when the
-/// count is absent or unparseable.
-pub fn native_attempts(count: Option<&str>) -> i64 {
-    receive_count(count).map_or(0, |c| c.saturating_sub(1).max(0))
-}
-
-/// The schema-version gate: the declared version a delivery is rejected for, or `None`.
+/// The `bq-schema-version` attribute as carried: its text whatever its data type (`String`,
+/// `Number`, `Number.int` …), never trimmed; [`Declared::Absent`] when there is no such
+/// attribute or it has no text (a binary attribute).
 ///
-/// Reads the `bq-schema-version` attribute's text whatever its data type (a binary attribute
-/// has none: not gated), and applies the shared rule ([`babelqueue_core::gate::gated`]):
-/// absent or ASCII-blank passes, exactly `1` passes, anything else is rejected untrimmed.
-pub fn gate(attributes: &Attributes) -> Option<String> {
-    let value = attributes
+/// The runtime applies the gate to it before anything decodes the body (absent or
+/// ASCII-blank passes, exactly `1` passes, anything else is rejected untrimmed, see
+/// [`babelqueue_core::gate::gated`]).
+pub fn declared(attributes: &Attributes) -> Declared {
+    attributes
         .get(SCHEMA_VERSION_ATTRIBUTE)
-        .and_then(|a| a.string_value.as_deref())
-        .map_or(GateValue::Absent, GateValue::Text);
-    gate::gated(value)
+        .and_then(|a| a.string_value.clone())
+        .map_or(Declared::Absent, Declared::Text)
 }
 
 /// The headers a consumer sees: every attribute that has a text value (the `bq-*` ones
@@ -420,8 +419,32 @@ mod tests {
     }
 
     #[test]
+    fn the_receive_count_is_reported_as_earlier_deliveries() {
+        assert_eq!(count(Some("2")), Some(Count::Redelivered(1)));
+        assert_eq!(count(Some("8")), Some(Count::Redelivered(7)));
+        // A first receive, no count, an unparseable or a nonsensical one: nothing to report.
+        for nothing in [Some("1"), Some("0"), Some("-4"), Some("x"), Some(""), None] {
+            assert_eq!(count(nothing), None, "{nothing:?}");
+        }
+        // What a handler sees as `native_attempts`: max(ApproximateReceiveCount − 1, 0).
+        let native = |c| count(c).map_or(0, |c| c.native());
+        assert_eq!(
+            [
+                native(Some("1")),
+                native(Some("8")),
+                native(Some("x")),
+                native(None)
+            ],
+            [0, 7, 0, 0]
+        );
+    }
+
+    /// The contract's table (`attempts = max(body, ApproximateReceiveCount − 1)`), through the
+    /// runtime's own reconciliation of the reported count.
+    #[test]
     fn reconciliation() {
-        for (body, count, want) in [
+        use babelqueue_core::attempts::reconcile;
+        for (body, receive_count, want) in [
             (0, Some("1"), 0),
             (0, Some("2"), 1),
             (0, Some("3"), 2),
@@ -431,8 +454,8 @@ mod tests {
             (3, None, 3),
         ] {
             let text = body_with(body);
-            let out = reconcile(text.as_bytes(), count);
-            assert_eq!(attempts_of(&out), want, "{body} {count:?}");
+            let out = reconcile(text.as_bytes(), count(receive_count));
+            assert_eq!(attempts_of(&out), want, "{body} {receive_count:?}");
             if want == body {
                 assert!(
                     matches!(out, Cow::Borrowed(_)),
@@ -442,23 +465,21 @@ mod tests {
         }
         // Number forms survive the one re-encode.
         let zero = body_with(0);
-        let out = reconcile(zero.as_bytes(), Some("3"));
+        let out = reconcile(zero.as_bytes(), count(Some("3")));
         assert!(std::str::from_utf8(&out).unwrap().contains("1.50"));
         // A negative body count is left alone when SQS has no redelivery to report.
         assert!(matches!(
-            reconcile(br#"{"attempts":-3}"#, Some("1")),
+            reconcile(br#"{"attempts":-3}"#, count(Some("1"))),
             Cow::Borrowed(_)
         ));
-        assert!(matches!(reconcile(b"plain", Some("9")), Cow::Borrowed(_)));
-        assert_eq!(native_attempts(Some("1")), 0);
-        assert_eq!(native_attempts(Some("8")), 7);
-        assert_eq!(native_attempts(Some("0")), 0);
-        assert_eq!(native_attempts(Some("x")), 0);
-        assert_eq!(native_attempts(None), 0);
+        assert!(matches!(
+            reconcile(b"plain", count(Some("9"))),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
-    fn the_gate_reads_text_untrimmed() {
+    fn the_declared_version_is_the_text_untrimmed() {
         let with = |v: Option<&str>, data_type: &str| {
             let mut a = Attributes::new();
             a.insert(
@@ -468,12 +489,14 @@ mod tests {
                     string_value: v.map(str::to_owned),
                 },
             );
-            gate(&a)
+            declared(&a)
         };
-        assert_eq!(gate(&Attributes::new()), None);
-        assert_eq!(with(None, "Binary"), None);
+        assert_eq!(declared(&Attributes::new()), Declared::Absent);
+        assert_eq!(with(None, "Binary"), Declared::Absent);
+        assert_eq!(with(Some(" 1"), "Number"), Declared::Text(" 1".into()));
+        // The runtime's gate on what is reported: the contract's trigger table.
         for pass in ["1", "", " \t", "\n\u{b}\u{c}\r"] {
-            assert_eq!(with(Some(pass), "Number"), None, "{pass:?}");
+            assert_eq!(with(Some(pass), "Number").rejected(), None, "{pass:?}");
         }
         for reject in [
             "2",
@@ -485,9 +508,15 @@ mod tests {
             "\u{feff}",
             "1\u{3000}",
         ] {
-            assert_eq!(with(Some(reject), "String"), Some(reject.to_owned()));
+            assert_eq!(
+                with(Some(reject), "String").rejected(),
+                Some(reject.to_owned())
+            );
         }
-        assert_eq!(with(Some("2"), "Number.int"), Some("2".to_owned()));
+        assert_eq!(
+            with(Some("2"), "Number.int").rejected(),
+            Some("2".to_owned())
+        );
     }
 
     #[test]

@@ -7,10 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use babelqueue_core::gate::DECLARED_VERSION_MAX_CHARS;
 use babelqueue_core::{
-    DeadLetterNamer, DelayedPublisher, Delivery, DeliveryCounter, HeaderPublisher, Headers,
-    NativeSettler, Redeliverer, Route, Transport, TransportError,
+    Capabilities, DeadLetterNamer, DelayedPublisher, Delivery, HeaderPublisher, Headers,
+    NativeSettler, Redeliver, Redeliverer, Redelivery, Transport, TransportError,
 };
 use tokio::sync::OnceCell;
 
@@ -26,8 +25,6 @@ const LOG: &str = "babelqueue::sqs";
 struct Receipt {
     /// The receipt handle (`None` when SQS sent none: nothing can settle it).
     handle: Option<String>,
-    /// `max(ApproximateReceiveCount − 1, 0)`.
-    native_attempts: i64,
     /// Whether SQS reported `ApproximateReceiveCount` at all.
     counted: bool,
 }
@@ -192,8 +189,9 @@ impl SqsTransport {
             .await
     }
 
-    /// Turns one received message into a delivery: the gate first (a rejected message keeps its
-    /// raw body and gets the gate route, no reconcile), else the attempts reconcile.
+    /// Turns one received message into a delivery: the body exactly as received, with what SQS
+    /// said about it (the `bq-schema-version` attribute as carried, the receive count). The
+    /// runtime gates, reconciles and classifies.
     fn delivery(&self, queue: &str, message: ReceivedMessage) -> Delivery {
         let ReceivedMessage {
             body,
@@ -201,36 +199,18 @@ impl SqsTransport {
             attributes,
             receive_count,
         } = message;
-        let declared = projection::gate(&attributes);
         let receipt = Receipt {
             handle: receipt_handle,
-            native_attempts: projection::native_attempts(receive_count.as_deref()),
             counted: receive_count.is_some(),
         };
-        let headers = projection::headers(&attributes);
-        let (body, route) = match declared {
-            Some(declared) => {
-                tracing::warn!(target: LOG, queue, version = %capped(&declared),
-                    "SQS message on queue {queue:?} declares unsupported bq-schema-version {:?} (supported: 1); not decoding it",
-                    capped(&declared));
-                (
-                    body.into_bytes(),
-                    Route::Gated {
-                        declared,
-                        urn: None,
-                    },
-                )
-            }
-            None => {
-                let reconciled =
-                    projection::reconcile(body.as_bytes(), receive_count.as_deref()).into_owned();
-                (reconciled, Route::Body)
-            }
+        let delivery = Delivery::new(queue, body.into_bytes())
+            .with_headers(projection::headers(&attributes))
+            .with_declared_version(projection::declared(&attributes));
+        let delivery = match projection::count(receive_count.as_deref()) {
+            Some(count) => delivery.with_count(count),
+            None => delivery,
         };
-        Delivery::new(queue, body)
-            .with_headers(headers)
-            .with_route(route)
-            .with_handle(receipt)
+        delivery.with_handle(receipt)
     }
 
     async fn change_visibility(&self, delivery: &Delivery, seconds: i32) -> Result<(), SqsError> {
@@ -244,17 +224,6 @@ impl SqsTransport {
         self.client
             .change_message_visibility(&url, handle, seconds)
             .await
-    }
-}
-
-/// A declared version as logs show it: cut to 64 characters plus `...`.
-fn capped(declared: &str) -> String {
-    if declared.chars().count() > DECLARED_VERSION_MAX_CHARS {
-        let mut cut: String = declared.chars().take(DECLARED_VERSION_MAX_CHARS).collect();
-        cut.push_str("...");
-        cut
-    } else {
-        declared.to_owned()
     }
 }
 
@@ -331,23 +300,15 @@ impl Transport for SqsTransport {
         self.release_buffered().await
     }
 
-    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
-        Some(self)
-    }
-    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
-        Some(self)
-    }
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        Some(self)
-    }
-    fn dead_letter_namer(&self) -> Option<&dyn DeadLetterNamer> {
-        Some(self)
-    }
-    fn native_settler(&self) -> Option<&dyn NativeSettler> {
-        Some(self)
-    }
-    fn delivery_counter(&self) -> Option<&dyn DeliveryCounter> {
-        Some(self)
+    /// Headers and delays on publish, release by visibility (native: never a copy), the `-dlq`
+    /// naming rule, and the no-op native settle that leaves a message to the RedrivePolicy.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .headers(self)
+            .delay(self)
+            .redelivery(Redelivery::Native(self))
+            .dead_letter_names(self)
+            .native_settle(self)
     }
 }
 
@@ -380,14 +341,15 @@ impl DelayedPublisher for SqsTransport {
 
 #[async_trait]
 impl Redeliverer for SqsTransport {
-    /// `ChangeMessageVisibility(VisibilityTimeout = delay)` on the received message: never a
-    /// delete, never a copy, so `body` is unused; SQS's receive count carries the attempt.
+    /// `ChangeMessageVisibility(VisibilityTimeout = delay)` on the received message (0 when no
+    /// delay is configured): never a delete, never a copy, so the body is unused; SQS's receive
+    /// count carries the attempt.
     async fn redeliver(
         &self,
         delivery: &Delivery,
-        _body: &[u8],
-        delay: Duration,
+        redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError> {
+        let delay = redeliver.delay_or_zero();
         let queue = delivery.queue();
         let receipt = delivery.handle::<Receipt>();
         if receipt.and_then(|r| r.handle.as_deref()).is_none() {
@@ -432,26 +394,30 @@ impl NativeSettler for SqsTransport {
     }
 }
 
-impl DeliveryCounter for SqsTransport {
-    /// `max(ApproximateReceiveCount − 1, 0)`.
-    fn native_attempts(&self, delivery: &Delivery) -> i64 {
-        delivery
-            .handle::<Receipt>()
-            .map_or(0, |r| r.native_attempts)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fake::FakeSqs;
     use crate::projection::{AttributeValue, Attributes};
+    use babelqueue_core::classify::{Class, classify};
+    use babelqueue_core::{Count, Declared};
 
     const ORDER: &str = r#"{"job":"urn:babel:orders:created","trace_id":"t-1","data":{"order_id":1042},"meta":{"id":"m-1","queue":"orders","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
 
     fn transport(config: SqsConfig) -> (FakeSqs, SqsTransport) {
         let fake = FakeSqs::new();
         (fake.clone(), SqsTransport::new(fake, config))
+    }
+
+    /// Sends `d` back the way the runtime does: through the native redelivery capability.
+    async fn release(t: &SqsTransport, d: &Delivery, delay: Duration) {
+        let Redelivery::Native(redeliverer) = t.capabilities().redelivery_mode() else {
+            panic!("SQS redelivers natively")
+        };
+        redeliverer
+            .redeliver(d, Redeliver::new(b"ignored", Some(1), Some(delay)))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
@@ -557,17 +523,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn pop_reconciles_and_counts() {
+    async fn pop_hands_the_raw_body_over_with_the_receive_count() {
         let (fake, t) = transport(SqsConfig::default());
         fake.seed("orders", ORDER, Attributes::new(), Some("3"));
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(d.body(), ORDER.as_bytes(), "the transport never rewrites");
+        assert_eq!(d.facts().count, Some(Count::Redelivered(2)));
+        assert_eq!(d.facts().declared_version, Declared::Absent);
+        // What the runtime makes of it: attempts = max(0, 3 - 1), routed on the body.
+        let Class::Readable {
+            body, urn, routed, ..
+        } = classify(d.body(), d.facts(), d.queue())
+        else {
+            panic!("a readable envelope")
+        };
         assert!(
-            std::str::from_utf8(d.body())
+            std::str::from_utf8(&body)
                 .unwrap()
                 .ends_with(r#""attempts":2}"#)
         );
-        assert_eq!(t.native_attempts(&d), 2);
-        assert_eq!(d.route(), &Route::Body);
+        assert_eq!((urn.as_str(), routed), ("urn:babel:orders:created", false));
+        // A first receive reports no count: the body is kept byte for byte.
+        fake.seed("orders", ORDER, Attributes::new(), Some("1"));
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        assert_eq!(d.facts().count, None);
     }
 
     #[tokio::test]
@@ -579,17 +558,29 @@ mod tests {
         fake.seed("orders", raw, attrs, Some("5"));
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         assert_eq!(d.body(), raw.as_bytes(), "no reconcile on a gated message");
+        assert_eq!(d.facts().declared_version, Declared::Text("2".into()));
         assert_eq!(
-            d.route(),
-            &Route::Gated {
-                declared: "2".into(),
-                urn: None
+            classify(d.body(), d.facts(), d.queue()),
+            Class::Gated {
+                declared: "2".into()
             }
         );
-        assert_eq!(
-            d.route().as_str(),
-            "babelqueue:unsupported-schema-version:2"
-        );
+    }
+
+    #[tokio::test]
+    async fn a_long_declared_version_is_reported_whole() {
+        let (fake, t) = transport(SqsConfig::default());
+        let long = "9".repeat(70);
+        let mut attrs = Attributes::new();
+        attrs.insert("bq-schema-version".into(), AttributeValue::string(&long));
+        fake.seed("orders", ORDER, attrs, Some("1"));
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        // Uncapped and unescaped: the runtime caps and escapes it for its log line.
+        assert_eq!(d.facts().declared_version, Declared::Text(long.clone()));
+        assert!(matches!(
+            classify(d.body(), d.facts(), d.queue()),
+            Class::Gated { declared } if declared == long
+        ));
     }
 
     #[tokio::test]
@@ -597,20 +588,24 @@ mod tests {
         let (fake, t) = transport(SqsConfig::default());
         t.publish("orders", ORDER.as_bytes()).await.unwrap();
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        t.redeliver(&d, b"ignored", Duration::from_secs(99_999))
-            .await
-            .unwrap();
+        release(&t, &d, Duration::from_secs(99_999)).await;
         assert_eq!(
             fake.visibility_changes(),
             vec![("http://fake/orders".into(), "rh-1".into(), 43_200)]
         );
         assert!(fake.deleted().is_empty());
         assert_eq!(fake.sent().len(), 1);
+        // No delay configured (an unchanged release): visible again at once.
+        let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
+        t.redeliver(&d, Redeliver::new(b"", None, None))
+            .await
+            .unwrap();
+        assert_eq!(fake.visibility_changes()[1].2, 0);
         // Without a receipt handle nothing is sent at all.
         let orphan = Delivery::new("orders", ORDER);
-        t.redeliver(&orphan, b"", Duration::ZERO).await.unwrap();
+        release(&t, &orphan, Duration::ZERO).await;
         t.ack(&orphan).await.unwrap();
-        assert_eq!(fake.visibility_changes().len(), 1);
+        assert_eq!(fake.visibility_changes().len(), 2);
         assert!(fake.deleted().is_empty());
     }
 
@@ -619,8 +614,8 @@ mod tests {
         let (fake, t) = transport(SqsConfig::default());
         fake.seed("orders", ORDER, Attributes::new(), None);
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        assert_eq!(t.native_attempts(&d), 0);
-        t.redeliver(&d, b"", Duration::ZERO).await.unwrap();
+        assert_eq!(d.facts().count, None, "native_attempts 0");
+        release(&t, &d, Duration::ZERO).await;
         assert_eq!(fake.visibility_changes().len(), 1);
     }
 
@@ -748,12 +743,10 @@ mod tests {
         }
         let (logs, _guard) = Captured::start();
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        t.redeliver(&d, b"", Duration::from_secs(30)).await.unwrap();
+        release(&t, &d, Duration::from_secs(30)).await;
         assert_eq!(logs.text(), "", "an in-range delay does not warn");
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        t.redeliver(&d, b"", Duration::from_secs(50_000))
-            .await
-            .unwrap();
+        release(&t, &d, Duration::from_secs(50_000)).await;
         assert!(
             logs.text().contains("clamped to 43200 s"),
             "{}",
@@ -763,28 +756,18 @@ mod tests {
         assert_eq!(sent, [30, 43_200]);
     }
 
+    /// The runtime logs a gated delivery once (capped and escaped); the transport only reports
+    /// the declared version ([`a_long_declared_version_is_reported_whole`]) and says nothing.
     #[tokio::test]
-    async fn the_gate_warns_with_the_version_and_the_queue() {
+    async fn the_transport_does_not_log_the_gate_itself() {
         let (fake, t) = transport(SqsConfig::default());
-        let long = "9".repeat(70);
-        for version in ["2", long.as_str()] {
-            let mut attrs = Attributes::new();
-            attrs.insert("bq-schema-version".into(), AttributeValue::string(version));
-            fake.seed("orders", ORDER, attrs, Some("1"));
-        }
+        let mut attrs = Attributes::new();
+        attrs.insert("bq-schema-version".into(), AttributeValue::string("2"));
+        fake.seed("orders", ORDER, attrs, Some("1"));
         let (logs, _guard) = Captured::start();
-        t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        assert!(
-            logs.text()
-                .contains("\"orders\" declares unsupported bq-schema-version \"2\""),
-            "{}",
-            logs.text()
-        );
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        let capped = format!("\"{}...\"", "9".repeat(64));
-        assert!(logs.text().contains(&capped), "{}", logs.text());
-        // The route keeps its own (escaped, capped) form; the declared value stays whole.
-        assert!(matches!(d.route(), Route::Gated { declared, .. } if *declared == long));
+        assert_eq!(d.facts().declared_version, Declared::Text("2".into()));
+        assert_eq!(logs.text(), "");
     }
 
     #[tokio::test]
@@ -793,14 +776,12 @@ mod tests {
         fake.seed("orders", ORDER, Attributes::new(), None);
         let (logs, _guard) = Captured::start();
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        t.redeliver(&d, b"", Duration::ZERO).await.unwrap();
+        release(&t, &d, Duration::ZERO).await;
         assert!(
             logs.text()
                 .contains("did not report ApproximateReceiveCount")
         );
-        t.redeliver(&Delivery::new("orders", ORDER), b"", Duration::ZERO)
-            .await
-            .unwrap();
+        release(&t, &Delivery::new("orders", ORDER), Duration::ZERO).await;
         assert!(logs.text().contains("has no receipt handle"));
     }
 
@@ -888,11 +869,12 @@ mod tests {
         let (_, t) = transport(SqsConfig::default());
         assert_eq!(t.dead_letter_queue_name("orders", None), "orders-dlq");
         assert_eq!(t.dead_letter_queue_name("o.fifo", None), "o-dlq.fifo");
-        assert!(t.redeliverer().is_some() && t.native_settler().is_some());
-        assert!(t.delivery_counter().is_some() && t.dead_letter_namer().is_some());
-        assert!(t.header_publisher().is_some() && t.delayed_publisher().is_some());
-        assert!(t.rewinder().is_none() && t.dead_letter_writer().is_none());
-        assert!(!t.classifies_poison());
-        assert_eq!(capped(&"v".repeat(70)), format!("{}...", "v".repeat(64)));
+        let c = t.capabilities();
+        assert!(matches!(c.redelivery_mode(), Redelivery::Native(_)));
+        assert!(c.native_settler().is_some() && c.dead_letter_namer().is_some());
+        assert!(c.header_publisher().is_some() && c.delayed_publisher().is_some());
+        assert!(c.rewinder().is_none() && c.dead_letter_writer().is_none());
+        assert!(c.routed_publisher().is_none() && c.settle_publisher().is_none());
+        assert!(c.abandoner().is_none() && c.batch_popper().is_none() && c.browser().is_none());
     }
 }

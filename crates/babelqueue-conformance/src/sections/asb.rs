@@ -1,14 +1,17 @@
 //! The Azure Service Bus binding sections: `asb`, `version_gate_asb`.
 //!
 //! Every case goes through `babelqueue-transport-asb`'s real [`AsbTransport`] over its
-//! in-memory [`FakeServiceBus`] receiver, with the real runtime ([`App`]) in front for the
-//! settle outcomes.
+//! in-memory [`FakeServiceBus`] receiver. The transport reports facts (the typed
+//! `bq-schema-version` property, `DeliveryCount`); `babelqueue-core`'s `classify` applies the
+//! gate and the attempts reconciliation to them, and the real runtime ([`App`]) in front gives
+//! the settle outcomes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Route, Transport};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Transport};
 use babelqueue_transport_asb::fake::FakeServiceBus;
 use babelqueue_transport_asb::projection::{self, ApplicationProperties};
 use babelqueue_transport_asb::{AmqpValue, AsbTransport};
@@ -120,19 +123,31 @@ pub(super) fn asb(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
             let count =
                 u32::try_from(int_field(c, "delivery_count")?).map_err(|e| e.to_string())?;
             let (fake, transport) = transport();
-            fake.deliver(QUEUE, body, Vec::new(), count);
+            fake.deliver(QUEUE, body.clone(), Vec::new(), count);
             let delivery = transport
                 .pop(QUEUE, Duration::from_millis(10))
                 .await
                 .map_err(|e| e.to_string())?
                 .ok_or("nothing received")?;
-            let got = Envelope::decode(delivery.body())
+            if delivery.body() != body.as_bytes() {
+                return Err("the transport rewrote the body it received".into());
+            }
+            let Class::Readable {
+                body: reconciled, ..
+            } = classify(delivery.body(), delivery.facts(), QUEUE)
+            else {
+                return Err("the delivery is not classified as a readable envelope".into());
+            };
+            let got = Envelope::decode(&reconciled)
                 .map_err(|e| e.to_string())?
                 .envelope
                 .attempts();
             let want = int_field(c, "expected_attempts")?;
             if got != want {
                 return Err(format!("attempts {got}, expected {want}"));
+            }
+            if got == int_field(c, "body_attempts")? && *reconciled != *body.as_bytes() {
+                return Err("the body changed although attempts did not".into());
             }
             Ok(())
         }),
@@ -188,9 +203,11 @@ fn gate_trigger(ctx: &Ctx<'_>, block: &Value, c: &Value) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?
                 .ok_or("nothing received")?;
-            Ok::<_, String>(match delivery.route() {
-                Route::Gated { .. } if delivery.body() == body.as_slice() => "reject",
-                Route::Gated { .. } => return Err("a gated body was changed".into()),
+            if delivery.body() != body.as_slice() {
+                return Err("the transport changed the body it received".into());
+            }
+            Ok::<_, String>(match classify(delivery.body(), delivery.facts(), QUEUE) {
+                Class::Gated { .. } => "reject",
                 _ => "decode",
             })
         })?;

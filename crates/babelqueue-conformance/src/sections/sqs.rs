@@ -2,14 +2,17 @@
 //! gate), `delay` (per-message delays and release visibility) and `version_gate_sqs` (how a
 //! gated delivery settles).
 //!
-//! Every case runs the real `SqsTransport` over the crate's recording `FakeSqs`, and settle
-//! outcomes come from the real `App` (`babelqueue-core`'s decision tables); nothing here decides.
+//! Every case runs the real `SqsTransport` over the crate's recording `FakeSqs`. The transport
+//! reports facts (the declared version, the receive count); what they mean comes from
+//! `babelqueue-core` (`classify`: the gate and the attempts reconciliation), and settle outcomes
+//! from the real `App` (the decision tables); nothing here decides.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Outcome, Route, Transport};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Outcome, Transport};
 use babelqueue_transport_sqs::fake::FakeSqs;
 use babelqueue_transport_sqs::projection::{self, AttributeValue, Attributes};
 use babelqueue_transport_sqs::{SqsConfig, SqsTransport};
@@ -81,8 +84,9 @@ fn attribute_projection(ctx: &Ctx<'_>, case: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// Seeds one message with `ApproximateReceiveCount` = the case's count and pops it through the
-/// transport.
+/// Seeds one message with `ApproximateReceiveCount` = the case's count, pops it through the
+/// transport (which hands the body over raw, with the count as a fact) and reads the body the
+/// runtime reconciles from it.
 fn attempts_reconciliation(case: &Value) -> Result<(), String> {
     let body_attempts = case
         .get("body_attempts")
@@ -105,14 +109,23 @@ fn attempts_reconciliation(case: &Value) -> Result<(), String> {
     let delivery = block_on(transport.pop(QUEUE, Duration::ZERO))
         .map_err(|e| e.to_string())?
         .ok_or("the transport returned no delivery")?;
-    let got = Envelope::decode(delivery.body())
+    if delivery.body() != body.as_bytes() {
+        return Err("the transport rewrote the body it received".into());
+    }
+    let Class::Readable {
+        body: reconciled, ..
+    } = classify(delivery.body(), delivery.facts(), QUEUE)
+    else {
+        return Err("the delivery is not classified as a readable envelope".into());
+    };
+    let got = Envelope::decode(&reconciled)
         .map_err(|e| format!("the reconciled body does not decode: {e}"))?
         .envelope
         .attempts();
     if got != expected {
         return Err(format!("attempts {got}, expected {expected}"));
     }
-    if got == body_attempts && delivery.body() != body.as_bytes() {
+    if got == body_attempts && *reconciled != *body.as_bytes() {
         return Err("the body changed although attempts did not".into());
     }
     Ok(())
@@ -134,11 +147,14 @@ fn schema_version_gate(ctx: &Ctx<'_>, block: &Value, case: &Value) -> Result<(),
     let delivery = block_on(transport.pop(QUEUE, Duration::ZERO))
         .map_err(|e| e.to_string())?
         .ok_or("the transport returned no delivery")?;
-    match (str_field(case, "expect")?, delivery.route()) {
-        ("decode", Route::Body) => Envelope::decode(delivery.body())
+    match (
+        str_field(case, "expect")?,
+        classify(delivery.body(), delivery.facts(), QUEUE),
+    ) {
+        ("decode", Class::Readable { body, .. }) => Envelope::decode(&body)
             .map(|_| ())
             .map_err(|e| format!("passed the gate but does not decode: {e}")),
-        ("reject", Route::Gated { declared, .. }) => {
+        ("reject", Class::Gated { declared }) => {
             if Some(declared.as_str()) != value {
                 return Err(format!(
                     "rejected as {declared:?}, expected the raw value {value:?}"
@@ -149,9 +165,13 @@ fn schema_version_gate(ctx: &Ctx<'_>, block: &Value, case: &Value) -> Result<(),
             }
             Ok(())
         }
-        (want, route) => Err(format!(
-            "{value:?}: route {:?}, expected {want}",
-            route.as_str()
+        (want, class) => Err(format!(
+            "{value:?}: classified {}, expected {want}",
+            match class {
+                Class::Gated { .. } => "gated",
+                Class::Poison(_) => "poison",
+                Class::Readable { .. } => "readable",
+            }
         )),
     }
 }

@@ -239,7 +239,7 @@ async fn retries_and_dead_letters_cross_the_sdks() {
     let dlq = babelqueue_core::decide::dead_letter_queue(
         app.policy(),
         &queue,
-        transport.dead_letter_namer(),
+        transport.capabilities().dead_letter_namer(),
     );
     assert_eq!(dlq, format!("{queue}-dlq"));
     let record = transport

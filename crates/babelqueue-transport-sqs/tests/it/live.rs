@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use babelqueue_core::{
-    App, Consume, Context, Envelope, HandlerError, Headers, Outcome, Transport, TransportErrorKind,
+    App, Consume, Context, Declared, Envelope, HandlerError, Headers, Outcome, Transport,
+    TransportErrorKind,
 };
 use babelqueue_transport_sqs::aws_sdk_sqs::config::retry::RetryConfig;
 use babelqueue_transport_sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
@@ -379,10 +380,16 @@ async fn gated_messages_are_dead_lettered_as_their_raw_bytes() {
         .await
         .unwrap()
         .unwrap();
+    // The Number attribute is reported as carried; the runtime's gate rejects it.
     assert_eq!(
-        delivery.route().as_str(),
-        "babelqueue:unsupported-schema-version:2"
+        delivery.facts().declared_version,
+        Declared::Text("2".into())
     );
+    assert_eq!(
+        delivery.facts().declared_version.rejected().as_deref(),
+        Some("2")
+    );
+    assert_eq!(delivery.body(), body.as_bytes(), "handed over raw");
     assert_eq!(app.dispatch(delivery).await, Outcome::DeadLettered);
     assert_eq!(wire(&calls), ["send", "delete"]);
     let records = env.drain(&dlq_url, Duration::from_secs(5)).await;
@@ -524,7 +531,8 @@ async fn delayed_publishes_wait_and_out_of_range_delays_are_refused() {
     let (calls, transport) = env.transport(env.config.clone());
     let body = Envelope::builder(URN).build().unwrap().encode().unwrap();
     let sent = Instant::now();
-    let delayed = transport.delayed_publisher().unwrap();
+    let capabilities = transport.capabilities();
+    let delayed = capabilities.delayed_publisher().unwrap();
     delayed
         .publish_delayed(&queue, body.as_bytes(), Duration::from_secs(2))
         .await
