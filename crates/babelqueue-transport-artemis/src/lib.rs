@@ -55,21 +55,24 @@
 //! application properties `bq_schema_version`, `bq_source_lang`, `bq_attempts` and
 //! `bq_app_id` = `babelqueue` (underscores: JMS property names are Java identifiers).
 //!
-//! On consume, the `bq_schema_version` property is checked before the body is decoded (the
-//! string `"1"` or any integer 1 passes; absent, null or ASCII-blank means "no version"; anything
-//! else is version-gated and handed to the runtime raw), and `attempts` becomes
-//! `max(body attempts, delivery-count)`: the AMQP count is 0-based, so there is no −1.
+//! On consume, the body is handed to the runtime exactly as carried, with what the broker said
+//! about it: the `bq_schema_version` property as carried, which the runtime's gate reads before
+//! the body is decoded (the string `"1"` or any integer 1 passes; absent, null or ASCII-blank
+//! means "no version"; anything else is version-gated: never decoded, handled or retried), and
+//! the AMQP `delivery-count` as a [`Count::Redelivered`](babelqueue_core::Count::Redelivered):
+//! the runtime makes `attempts` `max(body attempts, delivery-count)` (the count is 0-based, so
+//! there is no −1) and counts a poison body by it.
 //!
 //! # Capabilities
 //!
 //! | runtime capability | here |
 //! |---|---|
 //! | [`Rewinder`](babelqueue_core::Rewinder) | `released`: a delivery whose dead-letter or retry write failed, or that shutdown interrupts, goes straight back to the queue instead of staying unsettled until the link closes |
-//! | [`Redeliverer`](babelqueue_core::Redeliverer) | a retry or release publishes the copy (attempts counted) to the same address, scheduled by Artemis after the back-off (`x-opt-delivery-delay`), then accepts the original |
+//! | redelivery | the runtime's copy ([`Redelivery::Copy`](babelqueue_core::Redelivery::Copy)): a retry or release publishes the copy (attempts counted) to the same address, scheduled by Artemis after the back-off through the delayed publisher, then accepts the original |
 //! | [`DelayedPublisher`](babelqueue_core::DelayedPublisher) | `x-opt-delivery-delay` |
 //! | dead-letter | the record is published to `<queue>.dlq`, then the original is accepted |
 //! | [`HeaderPublisher`](babelqueue_core::HeaderPublisher) | an extension: out-of-band headers (`traceparent`) ride as string application properties, and non-`bq_` string application properties come back as the delivery's headers; a retry copy does not carry them |
-//! | native settle, delivery counter | no (as the reference) |
+//! | native settle, routed publish | no (as the reference) |
 //!
 //! # Link credit
 //!

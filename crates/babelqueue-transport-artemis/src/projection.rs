@@ -1,6 +1,6 @@
 //! The pure part of the binding: how an envelope becomes the AMQP 1.0 message a JMS peer reads,
-//! and how a received AMQP message becomes the bytes, gate verdict and attempt count the runtime
-//! sees. No network, no clock.
+//! and how a received AMQP message becomes the bytes and the facts (the declared schema version,
+//! the delivery count) the runtime sees. No network, no clock.
 //!
 //! # Produce
 //!
@@ -21,9 +21,12 @@
 //!
 //! # Consume
 //!
-//! [`read`] takes the body losslessly (an amqp-value string or binary, or data sections), reads
-//! the `bq_schema_version` gate before the body is looked at, and reconciles `attempts` with the
-//! 0-based AMQP `delivery-count`: `max(body, delivery-count)`, no −1.
+//! [`read`] takes the body losslessly (an amqp-value string or binary, or data sections) and
+//! never changes it, and reports what the broker carried beside it: the `bq_schema_version`
+//! application property as carried ([`declared`]; the runtime applies the gate before the body
+//! is looked at) and the 0-based AMQP `delivery-count` as a
+//! [`Count::Redelivered`] (the runtime raises `attempts` to it: `max(body, delivery-count)`, no
+//! −1).
 //!
 //! # Out-of-band headers (an extension)
 //!
@@ -35,8 +38,7 @@
 
 use std::borrow::Cow;
 
-use babelqueue_core::Headers;
-use babelqueue_core::gate::{self, GateValue};
+use babelqueue_core::{Count, Declared, Headers};
 use babelqueue_envelope::{Envelope, JsonKind};
 use fe2o3_amqp::types::messaging::annotations::OwnedKey;
 use fe2o3_amqp::types::messaging::{
@@ -211,33 +213,36 @@ pub fn delayed(mut message: AmqpMessage, delay: std::time::Duration) -> Option<A
 }
 
 /// A received message as the runtime needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Read {
-    /// The body bytes: unchanged for a gated message, else with `attempts` reconciled.
+    /// The body bytes, exactly as carried (never reconciled, never decoded here).
     pub body: Vec<u8>,
-    /// The declared schema version the gate rejected (`None`: not gated).
-    pub gated: Option<String>,
+    /// The `bq_schema_version` application property as carried ([`declared`]).
+    pub declared: Declared,
     /// The AMQP `delivery-count` (0 when the header is missing).
     pub delivery_count: u32,
     /// The out-of-band headers: every string application property not named `bq_…`.
     pub headers: Headers,
 }
 
-/// Reads a received message: the gate first (on the application property, before the body is
-/// decoded), then the body, then — for a message that passed the gate — `attempts` raised to
-/// the delivery count.
+impl Read {
+    /// The delivery count as the runtime reconciles it: `attempts` is raised to the 0-based
+    /// `delivery-count` (no −1), never lowered.
+    pub fn count(&self) -> Count {
+        Count::Redelivered(i64::from(self.delivery_count))
+    }
+}
+
+/// Reads a received message: the body (losslessly, unchanged), the declared schema version,
+/// the delivery count, and the out-of-band headers.
 pub fn read(message: &AmqpMessage) -> Read {
     let delivery_count = message.header.as_ref().map_or(0, |h| h.delivery_count);
-    let property = message
-        .application_properties
-        .as_ref()
-        .and_then(|p| p.0.get(SCHEMA_VERSION_PROPERTY));
-    let gated = gate_verdict(property);
-    let raw = body_bytes(&message.body);
-    let body = match gated {
-        Some(_) => raw,
-        None => reconcile(&raw, delivery_count).into_owned(),
-    };
+    let declared = declared(
+        message
+            .application_properties
+            .as_ref()
+            .and_then(|p| p.0.get(SCHEMA_VERSION_PROPERTY)),
+    );
     let headers = message
         .application_properties
         .as_ref()
@@ -252,55 +257,44 @@ pub fn read(message: &AmqpMessage) -> Read {
         })
         .unwrap_or_default();
     Read {
-        body,
-        gated,
+        body: body_bytes(&message.body),
+        declared,
         delivery_count,
         headers,
     }
 }
 
-/// The gate on a `bq_schema_version` application property (`None` = no such property): the
-/// declared version when it is rejected.
+/// A `bq_schema_version` application property (`None` = no such property) as the runtime's
+/// gate reads it.
 ///
-/// Absent or null: not gated. A string (a symbol, a char, or binary decoded as UTF-8 with
-/// replacement) passes when it is ASCII-blank or exactly `1`; an integer of any AMQP width
-/// passes when it equals 1; floats (even 1.0), booleans and every other type are rejected.
-pub fn gate_verdict(property: Option<&SimpleValue>) -> Option<String> {
+/// Absent and null are themselves. A string, a symbol, a char, or binary (decoded as UTF-8 with
+/// replacement) is text; an integer of any AMQP width is an integer; a float or double is a
+/// float; a boolean is a boolean. Any other type (a decimal, a timestamp, a UUID, a described
+/// value) is never a schema version: it is the text of its AMQP type, so the gate rejects it
+/// and says what arrived.
+pub fn declared(property: Option<&SimpleValue>) -> Declared {
     let Some(value) = property else {
-        return gate::gated(GateValue::Absent);
+        return Declared::Absent;
     };
-    let text: String;
-    let gate_value = match value {
-        SimpleValue::Null => GateValue::Null,
-        SimpleValue::String(s) => GateValue::Text(s),
-        SimpleValue::Symbol(s) => GateValue::Text(s.as_str()),
-        SimpleValue::Char(c) => {
-            text = c.to_string();
-            GateValue::Text(&text)
-        }
-        SimpleValue::Binary(b) => {
-            text = String::from_utf8_lossy(b).into_owned();
-            GateValue::Text(&text)
-        }
-        SimpleValue::Bool(b) => GateValue::Bool(*b),
-        SimpleValue::Ubyte(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Ushort(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Uint(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Ulong(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Byte(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Short(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Int(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Long(n) => GateValue::Integer(i128::from(*n)),
-        SimpleValue::Float(f) => GateValue::Float(f64::from(f.into_inner())),
-        SimpleValue::Double(f) => GateValue::Float(f.into_inner()),
-        // Decimals, timestamps, UUIDs, described values: never a schema version. Named by
-        // their AMQP type so the route and the warning say what arrived.
-        other => {
-            text = format!("{other:?}");
-            GateValue::Text(&text)
-        }
-    };
-    gate::gated(gate_value)
+    match value {
+        SimpleValue::Null => Declared::Null,
+        SimpleValue::String(s) => Declared::Text(s.clone()),
+        SimpleValue::Symbol(s) => Declared::Text(s.as_str().to_owned()),
+        SimpleValue::Char(c) => Declared::Text(c.to_string()),
+        SimpleValue::Binary(b) => Declared::Text(String::from_utf8_lossy(b).into_owned()),
+        SimpleValue::Bool(b) => Declared::Bool(*b),
+        SimpleValue::Ubyte(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Ushort(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Uint(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Ulong(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Byte(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Short(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Int(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Long(n) => Declared::Integer(i128::from(*n)),
+        SimpleValue::Float(f) => Declared::Float(f64::from(f.into_inner())),
+        SimpleValue::Double(f) => Declared::Float(f.into_inner()),
+        other => Declared::Text(format!("{other:?}")),
+    }
 }
 
 /// The body bytes, losslessly: an amqp-value string or binary as its bytes, data sections
@@ -321,15 +315,12 @@ pub fn body_bytes(body: &Body<Value>) -> Vec<u8> {
     }
 }
 
-/// `attempts = max(body attempts, delivery-count)`. The AMQP count is 0-based (0 on the first
-/// delivery), so it maps directly, without −1; a count of 0, or a higher body value, leaves the
-/// body untouched byte for byte.
-pub fn reconcile(body: &[u8], delivery_count: u32) -> Cow<'_, [u8]> {
-    babelqueue_core::attempts::at_least(body, i64::from(delivery_count))
-}
-
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::Delivery;
+    use babelqueue_core::attempts;
+    use babelqueue_core::classify::{Class, classify};
+
     use super::*;
 
     const ORDER: &str = r#"{"job":"urn:babel:orders:created","trace_id":"7b3f","data":{"order_id":1042},"meta":{"id":"m1","queue":"orders","lang":"php","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
@@ -467,13 +458,17 @@ mod tests {
 
     #[test]
     fn gate_types() {
-        let s = |v: &str| gate_verdict(Some(&SimpleValue::String(v.into())));
-        assert_eq!(gate_verdict(None), None);
-        assert_eq!(gate_verdict(Some(&SimpleValue::Null)), None);
-        assert_eq!(s("1"), None);
-        assert_eq!(s(" \t"), None);
-        assert_eq!(s("2").as_deref(), Some("2"));
-        assert_eq!(s(" 1").as_deref(), Some(" 1"));
+        let s = |v: &str| declared(Some(&SimpleValue::String(v.into())));
+        assert_eq!(declared(None), Declared::Absent);
+        assert_eq!(declared(Some(&SimpleValue::Null)), Declared::Null);
+        assert_eq!(s("1"), Declared::Text("1".into()));
+        assert_eq!(s(" \t"), Declared::Text(" \t".into()), "carried as it is");
+        assert_eq!(declared(None).rejected(), None);
+        assert_eq!(declared(Some(&SimpleValue::Null)).rejected(), None);
+        assert_eq!(s("1").rejected(), None);
+        assert_eq!(s(" \t").rejected(), None);
+        assert_eq!(s("2").rejected().as_deref(), Some("2"));
+        assert_eq!(s(" 1").rejected().as_deref(), Some(" 1"));
         for one in [
             SimpleValue::Ubyte(1),
             SimpleValue::Ushort(1),
@@ -487,8 +482,12 @@ mod tests {
             SimpleValue::Binary(b"1".to_vec().into()),
             SimpleValue::Char('1'),
         ] {
-            assert_eq!(gate_verdict(Some(&one)), None, "{one:?}");
+            assert_eq!(declared(Some(&one)).rejected(), None, "{one:?}");
         }
+        assert_eq!(
+            declared(Some(&SimpleValue::Ulong(u64::MAX))),
+            Declared::Integer(i128::from(u64::MAX))
+        );
         for rejected in [
             SimpleValue::Long(2),
             SimpleValue::Int(0),
@@ -498,27 +497,62 @@ mod tests {
             SimpleValue::Bool(true),
             SimpleValue::Timestamp(Timestamp::from_milliseconds(1)),
         ] {
-            assert!(gate_verdict(Some(&rejected)).is_some(), "{rejected:?}");
+            assert!(
+                declared(Some(&rejected)).rejected().is_some(),
+                "{rejected:?}"
+            );
         }
+        assert_eq!(
+            declared(Some(&SimpleValue::Double(1.0.into()))),
+            Declared::Float(1.0)
+        );
+        assert_eq!(
+            declared(Some(&SimpleValue::Bool(false))),
+            Declared::Bool(false)
+        );
     }
 
     #[test]
-    fn read_reconciles_only_ungated_messages() {
+    fn read_hands_the_body_over_unchanged_with_its_facts() {
         let mut m = message(ORDER.as_bytes());
         m.header.as_mut().unwrap().delivery_count = 2;
         let r = read(&m);
-        assert_eq!(r.gated, None);
+        assert_eq!(r.body, ORDER.as_bytes(), "never reconciled here");
+        assert_eq!(r.declared, Declared::Text("1".into()));
         assert_eq!(r.delivery_count, 2);
-        assert_eq!(Envelope::decode(&r.body).unwrap().envelope.attempts(), 2);
+        assert_eq!(r.count(), Count::Redelivered(2));
+        // the runtime reconciles an ungated body with the count ...
+        let facts = Delivery::new("orders", r.body.clone())
+            .with_declared_version(r.declared.clone())
+            .with_count(r.count())
+            .facts()
+            .clone();
+        let Class::Readable { envelope, .. } = classify(&r.body, &facts, "orders") else {
+            panic!("a readable envelope")
+        };
+        assert_eq!(envelope.attempts(), 2);
+        // ... and never a gated one
         m.application_properties.as_mut().unwrap().0.insert(
             SCHEMA_VERSION_PROPERTY.into(),
             SimpleValue::String("2".into()),
         );
         let r = read(&m);
-        assert_eq!(r.gated.as_deref(), Some("2"));
+        assert_eq!(r.declared, Declared::Text("2".into()));
         assert_eq!(r.body, ORDER.as_bytes(), "a gated body is never touched");
+        let facts = Delivery::new("orders", r.body.clone())
+            .with_declared_version(r.declared.clone())
+            .with_count(r.count())
+            .facts()
+            .clone();
+        assert_eq!(
+            classify(&r.body, &facts, "orders"),
+            Class::Gated {
+                declared: "2".into()
+            }
+        );
         m.header = None;
         assert_eq!(read(&m).delivery_count, 0);
+        assert_eq!(read(&m).count(), Count::Redelivered(0));
     }
 
     #[test]
@@ -532,7 +566,10 @@ mod tests {
             (3, 3, 3),
         ] {
             let body = format!(r#"{{"job":"urn:x","attempts":{body_attempts}}}"#);
-            let out = reconcile(body.as_bytes(), count);
+            let mut m = message(body.as_bytes());
+            m.header.as_mut().unwrap().delivery_count = count;
+            let r = read(&m);
+            let out = attempts::reconcile(&r.body, Some(r.count()));
             assert_eq!(Envelope::decode(&out).unwrap().envelope.attempts(), want);
             if want == body_attempts {
                 assert!(

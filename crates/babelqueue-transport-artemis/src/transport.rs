@@ -4,9 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use babelqueue_core::gate::DECLARED_VERSION_MAX_CHARS;
 use babelqueue_core::{
-    DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer, Rewinder, Route, Transport,
+    Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Rewinder, Transport,
     TransportError,
 };
 
@@ -14,7 +13,7 @@ use crate::amqp::AmqpClient;
 use crate::client::{Client, DeliveryToken, Disposition};
 use crate::config::ArtemisConfig;
 use crate::error::ArtemisError;
-use crate::projection::{self, SCHEMA_VERSION_PROPERTY};
+use crate::projection;
 
 const LOG: &str = "babelqueue::artemis";
 
@@ -22,12 +21,13 @@ const LOG: &str = "babelqueue::artemis";
 ///
 /// * `publish` sends the envelope as an amqp-value string with the JMS-readable projection
 ///   ([`projection::message`]) and waits for the broker's `accepted`;
-/// * `pop` receives one delivery, applies the `bq_schema_version` gate, and reconciles
-///   `attempts` with the delivery count ([`projection::read`]);
+/// * `pop` receives one delivery and hands its body over unchanged, with the
+///   `bq_schema_version` property as carried (the runtime's gate reads it) and the delivery
+///   count (the runtime raises `attempts` to it) ([`projection::read`]);
 /// * `ack` settles with `accepted`;
-/// * [`DelayedPublisher`] and [`Redeliverer`]: delays (a delayed publish, the retry back-off,
-///   the `release` strategy's delay) use Artemis scheduled delivery (`x-opt-delivery-delay`);
-///   a retry or release publishes the copy, then accepts the original;
+/// * [`DelayedPublisher`]: delays (a delayed publish, the retry back-off, the `release`
+///   strategy's delay) use Artemis scheduled delivery (`x-opt-delivery-delay`); a retry or
+///   release is the runtime's copy (published through it), then the original is accepted;
 /// * [`Rewinder`]: a delivery the runtime leaves unsettled at shutdown is settled with
 ///   `released`, so Artemis delivers it again at once instead of holding it until the link
 ///   closes; one whose settle write failed (a broken dead-letter queue) is moved, unchanged, to
@@ -115,27 +115,14 @@ impl Transport for ArtemisTransport {
             return Ok(None);
         };
         let read = projection::read(&received.message);
-        let delivery = Delivery::new(queue, read.body)
-            .with_headers(read.headers)
-            .with_handle(received.token);
-        Ok(Some(match read.gated {
-            Some(declared) => {
-                let shown: String = if declared.chars().count() > DECLARED_VERSION_MAX_CHARS {
-                    let cut: String = declared.chars().take(DECLARED_VERSION_MAX_CHARS).collect();
-                    format!("{cut}...")
-                } else {
-                    declared.clone()
-                };
-                tracing::warn!(target: LOG, queue, declared = %shown,
-                    "Artemis message on queue {queue:?} carries an unsupported {SCHEMA_VERSION_PROPERTY} {shown:?} \
-                     (supported: 1); it is not decoded");
-                delivery.with_route(Route::Gated {
-                    declared,
-                    urn: None,
-                })
-            }
-            None => delivery,
-        }))
+        let count = read.count();
+        Ok(Some(
+            Delivery::new(queue, read.body)
+                .with_headers(read.headers)
+                .with_declared_version(read.declared)
+                .with_count(count)
+                .with_handle(received.token),
+        ))
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -150,20 +137,8 @@ impl Transport for ArtemisTransport {
         self.client.close().await.map_err(TransportError::from)
     }
 
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        Some(self)
-    }
-
-    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
-        Some(self)
-    }
-
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        Some(self)
-    }
-
-    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none().headers(self).delay(self).rewind(self)
     }
 }
 
@@ -202,28 +177,6 @@ impl DelayedPublisher for ArtemisTransport {
             .send(queue, message)
             .await
             .map_err(TransportError::from)
-    }
-}
-
-/// Retries and releases: a copy of `body` is published to the delivery's queue, scheduled by
-/// Artemis after `delay` (the runtime's back-off), then the original is accepted. A failed
-/// publish leaves the original unsettled (the runtime then releases it); a failed accept after
-/// a stored copy is only logged (Artemis redelivers the original: at least once).
-#[async_trait]
-impl Redeliverer for ArtemisTransport {
-    async fn redeliver(
-        &self,
-        delivery: &Delivery,
-        body: &[u8],
-        delay: Duration,
-    ) -> Result<(), TransportError> {
-        self.publish_delayed(delivery.queue(), body, delay).await?;
-        if let Err(e) = self.ack(delivery).await {
-            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
-                "The retry copy was stored but accepting the original on {:?} failed; Artemis \
-                 redelivers the original too", delivery.queue());
-        }
-        Ok(())
     }
 }
 
@@ -266,7 +219,8 @@ impl Rewinder for ArtemisTransport {
 mod tests {
     use std::sync::Arc;
 
-    use babelqueue_core::{App, Consume, Context, HandlerError};
+    use babelqueue_core::classify::{Class, classify};
+    use babelqueue_core::{App, Consume, Context, Count, Declared, HandlerError, Redelivery};
     use fe2o3_amqp::types::primitives::SimpleValue;
 
     use super::*;
@@ -290,7 +244,8 @@ mod tests {
         t.publish("orders", &order(0)).await.unwrap();
         t.publish("orders", &order(7)).await.unwrap();
         let first = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        t.rewinder().unwrap().rewind_behind(&first).await.unwrap();
+        let rewinder = t.capabilities().rewinder().unwrap();
+        rewinder.rewind_behind(&first).await.unwrap();
         let next = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         assert_eq!(
             next.body(),
@@ -313,7 +268,12 @@ mod tests {
         let t = transport(&fake);
         t.publish("orders", &order(0)).await.unwrap();
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
-        t.rewinder().unwrap().rewind(&d).await.unwrap();
+        t.capabilities()
+            .rewinder()
+            .unwrap()
+            .rewind(&d)
+            .await
+            .unwrap();
         assert_eq!(fake.len("orders"), 1, "released back to the queue");
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         t.ack(&d).await.unwrap();
@@ -342,11 +302,12 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(d.body(), raw, "never reconciled, never decoded");
+        assert_eq!(d.facts().declared_version, Declared::Text("2".into()));
+        assert_eq!(d.facts().count, Some(Count::Redelivered(4)));
         assert_eq!(
-            d.route(),
-            &Route::Gated {
-                declared: "2".into(),
-                urn: None
+            classify(d.body(), d.facts(), d.queue()),
+            Class::Gated {
+                declared: "2".into()
             }
         );
     }
@@ -385,6 +346,65 @@ mod tests {
         assert_eq!(sent, ["orders", "orders.dlq"]);
         assert_eq!(fake.settlements().len(), 2);
         assert!(fake.is_empty("orders"));
+    }
+
+    #[test]
+    fn redelivery_is_the_runtimes_copy_with_scheduled_delivery() {
+        let fake = FakeClient::new();
+        let t = transport(&fake);
+        let c = t.capabilities();
+        assert!(matches!(c.redelivery_mode(), Redelivery::Copy));
+        assert!(c.delayed_publisher().is_some());
+        assert!(c.rewinder().is_some());
+        assert!(c.header_publisher().is_some());
+        assert!(c.routed_publisher().is_none() && c.settle_publisher().is_none());
+        assert!(c.native_settler().is_none() && c.dead_letter_writer().is_none());
+    }
+
+    /// A retry with a back-off is the runtime's copy, scheduled by Artemis
+    /// (`x-opt-delivery-delay`), then the original is accepted.
+    #[tokio::test]
+    async fn a_retry_back_off_is_scheduled_delivery() {
+        use fe2o3_amqp::types::messaging::annotations::OwnedKey;
+        use fe2o3_amqp::types::primitives::{Symbol, Value};
+
+        let fake = FakeClient::new();
+        let t = transport(&fake);
+        fake.push("orders", incoming(&order(0), &[], 0));
+        let app = App::builder(t)
+            .queue("orders")
+            .max_attempts(3)
+            .retry_backoff(Duration::from_millis(1500))
+            .handle(URN, |_ctx: Context| async {
+                Err::<(), _>(HandlerError::new("boom"))
+            })
+            .build()
+            .unwrap();
+        app.consume(Consume::new().max_messages(1).handle_signals(false))
+            .await
+            .unwrap();
+        let sent = fake.sent();
+        let [(address, copy)] = sent.as_slice() else {
+            panic!("one copy, saw {}", sent.len())
+        };
+        assert_eq!(address, "orders");
+        let delay = copy.message_annotations.as_ref().and_then(|a| {
+            a.get(&OwnedKey::Symbol(Symbol::from(
+                projection::DELIVERY_DELAY_ANNOTATION,
+            )))
+        });
+        assert!(
+            matches!(delay, Some(Value::Long(ms)) if *ms >= 1500),
+            "{delay:?}"
+        );
+        let body = projection::body_bytes(&copy.body);
+        assert!(
+            std::str::from_utf8(&body)
+                .unwrap()
+                .contains(r#""attempts":1"#)
+        );
+        let settled: Vec<Disposition> = fake.settlements().into_iter().map(|(_, d)| d).collect();
+        assert_eq!(settled, [Disposition::Accepted], "the original is accepted");
     }
 
     #[tokio::test]

@@ -30,37 +30,42 @@
 //! # Consuming
 //!
 //! One Shared subscription named `babelqueue` per topic ([`NativeClient`]); receive, handle,
-//! individual ack. For each message ([`projection::consume`]):
+//! individual ack. The payload is handed to the runtime byte for byte, with what the broker
+//! carried beside it ([`projection::facts`]); the runtime applies the contract's rules:
 //!
-//! 1. the schema-version gate reads `bq-schema-version` before anything is decoded: absent,
-//!    ASCII-blank or exactly `"1"` decodes; anything else is handed to the runtime raw under
-//!    [`Route::Gated`] (never decoded, handled or retried);
-//! 2. a non-blank `bq-job` (trimmed of ASCII whitespace) is the URN the runtime routes on
-//!    ([`Route::Urn`]), but only for a body with an identity of
-//!    its own; the body is never rewritten for routing;
-//! 3. `attempts` = `bq-attempts` when it is plain digits within a signed 32-bit int, else the
-//!    body's, raised to the 0-based redelivery count (no -1). It is written into the body only
-//!    when the body already holds an integer `attempts` and the value changes.
+//! 1. `bq-schema-version`, exactly as carried, is the input of the schema-version gate, which
+//!    the runtime applies before anything is decoded (absent, ASCII-blank or exactly `"1"`
+//!    decodes; anything else is never decoded, handled or retried);
+//! 2. `bq-job`, as carried, is the out-of-band URN: the runtime routes a body with an identity
+//!    of its own by it (trimmed of ASCII whitespace; a blank one is none); the body is never
+//!    rewritten for routing;
+//! 3. the count is [`Count::CarriedOrBody`](babelqueue_core::Count::CarriedOrBody): `attempts`
+//!    = `bq-attempts` when it is plain digits within a signed 32-bit int, else the body's,
+//!    raised to the 0-based redelivery count (no -1), written into the body only when the body
+//!    already holds an integer `attempts` and the value changes; a poison body is counted by
+//!    `max(valid bq-attempts or 0, redelivery count)`.
 //!
 //! # Settling
 //!
-//! * retry and release ([`Redeliverer`]): a copy is re-published (`attempts + 1`, `bq-attempts`
-//!   with it, `bq-job` pinned to the delivery's route), then the original is acked. A non-zero
-//!   back-off delay is honoured with Pulsar delayed delivery: the copy is sent with
-//!   `deliver_at_time` = now + delay ([`PulsarClient::send_at`]), and the broker holds it on the
-//!   Shared subscription until then (the reference SDK re-publishes at once). That needs
-//!   `delayedDeliveryEnabled` on the broker (the default); with it off the copy comes back
-//!   at once. The broker may release it up to `delayedDeliveryTickTimeMillis` early unless
-//!   `isDelayedDeliveryDeliverAtTimeStrict` is set (the local test broker sets it);
+//! * retry and release: the runtime re-publishes a copy (`attempts + 1`, `bq-attempts` with
+//!   it), then acks the original. The copy goes through [`RoutedPublisher`] when the delivery
+//!   carried `bq-job` or `bq-schema-version` (`bq-job` stays pinned to the carried URN), else
+//!   through [`DelayedPublisher`] when there is a delay. A non-zero back-off delay is honoured
+//!   with Pulsar delayed delivery: the copy is sent with `deliver_at_time` = now + delay
+//!   ([`PulsarClient::send_at`]), and the broker holds it on the Shared subscription until then
+//!   (the reference SDK re-publishes at once). That needs `delayedDeliveryEnabled` on the
+//!   broker (the default); with it off the copy comes back at once. The broker may release it
+//!   up to `delayedDeliveryTickTimeMillis` early unless `isDelayedDeliveryDeliverAtTimeStrict`
+//!   is set (the local test broker sets it);
 //! * dead-letter: the record goes to `<queue>.dlq` (`topic_prefix` + `<queue>.dlq`), then ack;
 //! * a gated delivery re-published anywhere keeps its original `bq-schema-version` and `bq-job`
-//!   (the reserved route is never written), so a DLQ copy or a redrive meets the same gate;
+//!   ([`projection::routed_properties`]), so a DLQ copy or a redrive meets the same gate;
 //! * [`Rewinder`]: a failed dead-letter write or retry publish, and a graceful shutdown, nack
 //!   the message (the runtime then pauses 1 s, because the crate's nack redelivers at once).
 //!
-//! Capabilities: [`RoutedPublisher`], [`Redeliverer`], [`Rewinder`], [`DeliveryCounter`]
-//! (`max(bq-attempts, redelivery count)`, which counts poison bodies). No header publisher
-//! (traceparent is not carried), no native settle, no delayed publish.
+//! Capabilities: [`RoutedPublisher`], [`DelayedPublisher`], [`Rewinder`]; redelivery is the
+//! runtime's copy-then-ack. No header publisher (traceparent is not carried), no native
+//! settle.
 //!
 //! # URL and options
 //!
@@ -83,8 +88,8 @@
 //!   consumer process, and it starts again from 0 after a restart. Nothing is lost by that:
 //!   the runtime's own retries carry the authoritative count in `bq-attempts` and the body, so
 //!   the max-attempts limit holds; only nack-driven redeliveries seen by other processes are
-//!   not counted. The pure reconciliation ([`projection::consume`]) takes the count as an
-//!   argument and is tested with counts above 0.
+//!   not counted. The pure facts ([`projection::facts`]) take the count as an argument and are
+//!   tested with counts above 0.
 //! * A new `babelqueue` subscription starts at the earliest retained message (the Pulsar
 //!   client default is the latest), so messages published before the first consumer
 //!   subscribed are not skipped. [`ClientOptions::initial_position_earliest`] turns it off.
@@ -106,7 +111,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Delivery, DeliveryCounter, Redeliverer, Rewinder, Route, RoutedPublisher, Transport,
+    Capabilities, DelayedPublisher, Delivery, Facts, Rewinder, RoutedPublisher, Transport,
     TransportError,
 };
 
@@ -121,13 +126,10 @@ pub use client::{
 pub use error::{PulsarError, PulsarErrorKind};
 pub use projection::Properties;
 
-const LOG: &str = "babelqueue::pulsar";
-
-/// What the transport keeps with each delivery: the message handle and the reconciled count.
+/// What the transport keeps with each delivery: the message handle for ack and nack.
 #[derive(Debug, Clone)]
 struct Handle {
     message: MessageRef,
-    native_attempts: i64,
 }
 
 /// The Pulsar transport. Cheap to clone (the client is shared).
@@ -285,6 +287,27 @@ impl PulsarTransport {
             .await
             .map_err(Into::into)
     }
+
+    /// Sends at once when `delay` is none or zero, else with `deliver_at_time` = now + `delay`
+    /// (refused before anything is sent when that is out of range).
+    async fn send_after(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: Properties,
+        delay: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        let Some(delay) = delay.filter(|d| !d.is_zero()) else {
+            return self.send(queue, body, properties).await;
+        };
+        let deliver_at = SystemTime::now().checked_add(delay).ok_or_else(|| {
+            PulsarError::Config(format!("a delivery delay of {delay:?} is out of range"))
+        })?;
+        self.client
+            .send_at(&self.topic(queue), body, properties, deliver_at)
+            .await
+            .map_err(Into::into)
+    }
 }
 
 #[async_trait]
@@ -310,23 +333,13 @@ impl Transport for PulsarTransport {
         let Some(received) = self.client.receive(&self.topic(queue), timeout).await? else {
             return Ok(None);
         };
-        let consumed = projection::consume(
-            &received.payload,
-            &received.properties,
-            received.redelivery_count,
-        );
-        if let Route::Gated { declared, .. } = &consumed.route {
-            tracing::warn!(target: LOG, queue, declared = %declared,
-                "A Pulsar message on queue {queue:?} declares bq-schema-version {declared:?}, which this consumer does not support (supported: 1); not decoding it");
-        }
-        let body = consumed.body.into_owned();
+        let facts = projection::facts(&received.properties, received.redelivery_count);
         let handle = Handle {
             message: received.id,
-            native_attempts: consumed.native_attempts,
         };
         Ok(Some(
-            Delivery::new(queue, body)
-                .with_route(consumed.route)
+            Delivery::new(queue, received.payload)
+                .with_facts(facts)
                 .with_handle(handle),
         ))
     }
@@ -340,68 +353,45 @@ impl Transport for PulsarTransport {
         self.client.close().await.map_err(Into::into)
     }
 
-    fn routed_publisher(&self) -> Option<&dyn RoutedPublisher> {
-        Some(self)
-    }
-
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        Some(self)
-    }
-
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        Some(self)
-    }
-
-    fn delivery_counter(&self) -> Option<&dyn DeliveryCounter> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none().routed(self).delay(self).rewind(self)
     }
 }
 
+/// A re-publish on behalf of a delivery (retry, release, dead-letter record, redrive): the
+/// properties keep what the delivery carried ([`projection::routed_properties`]), and a delay
+/// is honoured with `deliver_at_time`.
 #[async_trait]
 impl RoutedPublisher for PulsarTransport {
     async fn publish_routed(
         &self,
         queue: &str,
         body: &[u8],
-        route: &Route,
+        facts: &Facts,
+        delay: Option<Duration>,
     ) -> Result<(), TransportError> {
-        self.send(queue, body, projection::routed_properties(body, route))
-            .await
+        self.send_after(
+            queue,
+            body,
+            projection::routed_properties(body, facts),
+            delay,
+        )
+        .await
     }
 }
 
-/// Retry and release: a copy of `body` goes back to the delivery's queue (`bq-attempts` from the
-/// body, `bq-job` pinned to the delivery's route), held by the broker until `delay` has passed
-/// when `delay` is not zero; then the original is acknowledged.
+/// The normal projection, held by the broker until `delay` has passed (Pulsar delayed delivery,
+/// `deliver_at_time` = now + delay); a zero delay sends at once.
 #[async_trait]
-impl Redeliverer for PulsarTransport {
-    async fn redeliver(
+impl DelayedPublisher for PulsarTransport {
+    async fn publish_delayed(
         &self,
-        delivery: &Delivery,
+        queue: &str,
         body: &[u8],
         delay: Duration,
     ) -> Result<(), TransportError> {
-        let handle = Self::handle(delivery)?;
-        let queue = delivery.queue();
-        let topic = self.topic(queue);
-        let properties = projection::routed_properties(body, delivery.route());
-        if delay.is_zero() {
-            self.client.send(&topic, body, properties).await?;
-        } else {
-            let deliver_at = SystemTime::now().checked_add(delay).ok_or_else(|| {
-                PulsarError::Config(format!("a redelivery delay of {delay:?} is out of range"))
-            })?;
-            self.client
-                .send_at(&topic, body, properties, deliver_at)
-                .await?;
-        }
-        // As the runtime does after its own re-publish: the copy is out, so a failed ack is
-        // logged, never turned into a second copy.
-        if let Err(e) = self.client.ack(&handle.message).await {
-            tracing::error!(target: LOG, queue, error = %e,
-                "Failed to acknowledge a message on queue {queue:?} after its copy was re-published; the broker will redeliver the original too");
-        }
-        Ok(())
+        self.send_after(queue, body, projection::properties(body), Some(delay))
+            .await
     }
 }
 
@@ -410,12 +400,6 @@ impl Rewinder for PulsarTransport {
     async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
         let handle = Self::handle(delivery)?;
         self.client.nack(&handle.message).await.map_err(Into::into)
-    }
-}
-
-impl DeliveryCounter for PulsarTransport {
-    fn native_attempts(&self, delivery: &Delivery) -> i64 {
-        delivery.handle::<Handle>().map_or(0, |h| h.native_attempts)
     }
 }
 
@@ -503,7 +487,7 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(transport.native_attempts(&again), 1);
+        assert_eq!(again.facts().count.map(|c| c.native()), Some(1));
     }
 
     #[tokio::test]
@@ -576,12 +560,55 @@ mod tests {
             .await
             .unwrap()
             .expect("released once its time has come");
-        assert_eq!(transport.native_attempts(&again), 1);
+        assert_eq!(again.facts().count.map(|c| c.native()), Some(1));
         assert!(
             std::str::from_utf8(again.body())
                 .unwrap()
                 .contains(r#""attempts":1"#)
         );
+    }
+
+    #[test]
+    fn redelivery_is_the_runtimes_copy() {
+        let (_fake, transport) = setup();
+        let c = transport.capabilities();
+        assert!(matches!(
+            c.redelivery_mode(),
+            babelqueue_core::Redelivery::Copy
+        ));
+        assert!(c.routed_publisher().is_some() && c.delayed_publisher().is_some());
+        assert!(c.rewinder().is_some());
+        assert!(c.header_publisher().is_none() && c.settle_publisher().is_none());
+    }
+
+    /// A delivery that carried `bq-job` is retried through the routed publisher: `bq-job` stays
+    /// pinned to the carried URN (trimmed) and the back-off is still a delivery time.
+    #[tokio::test]
+    async fn a_routed_retry_keeps_its_bq_job_and_its_back_off() {
+        const BACKOFF: Duration = Duration::from_secs(60);
+        let (fake, transport) = setup();
+        let topic = "persistent://public/default/orders";
+        let mut props = projection::properties(BODY);
+        props.insert("bq-job".into(), " urn:babel:orders:routed ".into());
+        fake.deliver(topic, BODY, props, 0);
+        let app = app(transport)
+            .max_attempts(3)
+            .retry_backoff(BACKOFF)
+            .handle("urn:babel:orders:routed", |_ctx: Context| async {
+                Err::<(), _>(HandlerError::new("boom"))
+            })
+            .build()
+            .unwrap();
+        let before = SystemTime::now();
+        run(&app).await;
+        assert_eq!(fake.acked().len(), 1);
+        let sent = fake.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].properties["bq-job"], "urn:babel:orders:routed");
+        assert_eq!(sent[0].properties["bq-attempts"], "1");
+        let at = sent[0].deliver_at.expect("held until its back-off");
+        assert!(at >= before + BACKOFF, "{at:?} vs {before:?}");
+        assert_eq!(fake.held(topic), 1);
     }
 
     #[tokio::test]

@@ -1,12 +1,11 @@
-//! The pure half of the binding: what goes into the message properties on produce, and what a
-//! received message becomes on consume. No I/O; unit-tested without a broker, and the code the
+//! The pure half of the binding: what goes into the message properties on produce, and what the
+//! broker reported about a received message (its [`Facts`]) on consume. No I/O; unit-tested without a broker, and the code the
 //! conformance runner drives.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use babelqueue_core::gate::{self, GateValue};
-use babelqueue_core::{Route, attempts};
+use babelqueue_core::{Count, Declared, Facts};
 use babelqueue_envelope::{Envelope, JsonKind, ascii};
 
 /// Pulsar message properties: string keys, string values.
@@ -29,7 +28,8 @@ pub const PROP_ATTEMPTS: &str = "bq-attempts";
 /// consumers read it).
 pub const MAX_PROPERTY_ATTEMPTS: i64 = i32::MAX as i64;
 
-/// The properties of a body published without a route: the normal projection.
+/// The properties of a body published on its own (not on behalf of a delivery): the normal
+/// projection.
 ///
 /// A body that is not a JSON object gets no property at all. `bq-attempts` is always written
 /// for an object (0 when `attempts` is missing or null) and omitted when `attempts` is not an
@@ -80,39 +80,46 @@ fn meta_number(envelope: &Envelope, key: &str) -> Option<String> {
 }
 
 /// The properties of a runtime re-publish (retry, release, dead-letter record, redrive) of a
-/// delivery consumed under `route` ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)).
+/// delivery whose broker reported `facts` ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)).
 ///
-/// * [`Route::Urn`]: the normal projection with `bq-job` pinned to the route, so a
-///   property/body mismatch does not flip to the body's URN on the next hop.
-/// * [`Route::Gated`]: the reserved route is never written. The normal projection (when the
-///   body parses), then `bq-schema-version` set back to the rejected raw value and `bq-job` to
-///   the delivery's original one, so a dead-letter copy or a redrive meets the same gate.
+/// * A version-gated delivery (`facts.declared_version` is one the gate rejects): the normal
+///   projection (when the body parses), then `bq-schema-version` set back to the declared value
+///   exactly as carried and `bq-job` to the carried one, so a dead-letter copy or a redrive
+///   meets the same gate.
+/// * A carried `bq-job` ([`Facts::urn`]): the normal projection with `bq-job` pinned to it
+///   (trimmed of ASCII whitespace), so a property/body mismatch does not flip to the body's URN
+///   on the next hop. Only for a body with an identity of its own: the out-of-band URN never
+///   routes a body without one, so a poison record or the bare `{"attempts":N}` of a poison
+///   retry is projected as it is.
 /// * anything else: the normal projection.
-pub fn routed_properties(body: &[u8], route: &Route) -> Properties {
+pub fn routed_properties(body: &[u8], facts: &Facts) -> Properties {
     let mut props = properties(body);
-    match route {
-        Route::Urn(urn) if !urn.is_empty() => {
+    if let Some(declared) = facts.declared_version.rejected() {
+        props.insert(PROP_SCHEMA_VERSION.to_owned(), declared);
+        if let Some(urn) = &facts.urn {
             props.insert(PROP_JOB.to_owned(), urn.clone());
         }
-        Route::Gated { declared, urn } => {
-            props.insert(PROP_SCHEMA_VERSION.to_owned(), declared.clone());
-            if let Some(urn) = urn {
-                props.insert(PROP_JOB.to_owned(), urn.clone());
-            }
-        }
-        _ => {}
+        return props;
+    }
+    let pinned = facts
+        .urn
+        .as_deref()
+        .map(ascii::trim)
+        .filter(|urn| !urn.is_empty());
+    if let Some(urn) = pinned
+        && Envelope::parse_object(body).is_ok_and(|envelope| !envelope.urn().is_empty())
+    {
+        props.insert(PROP_JOB.to_owned(), urn.to_owned());
     }
     props
 }
 
-/// The declared version a delivery's `bq-schema-version` property is gated on, or `None` when
-/// it decodes normally (absent, ASCII-blank, or exactly `1`). Never trimmed, never capped.
-pub fn gated(props: &Properties) -> Option<String> {
-    gate::gated(
-        props
-            .get(PROP_SCHEMA_VERSION)
-            .map_or(GateValue::Absent, |v| GateValue::Text(v)),
-    )
+/// The `bq-schema-version` property as carried, for the runtime's gate: absent, or the string
+/// (never trimmed, never capped).
+pub fn declared(props: &Properties) -> Declared {
+    props
+        .get(PROP_SCHEMA_VERSION)
+        .map_or(Declared::Absent, |v| Declared::Text(v.clone()))
 }
 
 /// `bq-attempts` when it is a run of ASCII digits (no sign, no space) no greater than
@@ -127,83 +134,30 @@ pub fn property_attempts(props: &Properties) -> Option<i64> {
         .filter(|n| *n <= MAX_PROPERTY_ATTEMPTS)
 }
 
-/// Deliveries the broker knows of without a body: `max(valid bq-attempts or 0, redelivery
-/// count)`. What a poison body (no envelope to carry `attempts`) is counted by.
-pub fn native_attempts(props: &Properties, redelivery_count: u32) -> i64 {
-    property_attempts(props)
-        .unwrap_or(0)
-        .max(i64::from(redelivery_count))
-        .max(0)
-}
-
-/// `attempts` for a readable body: `bq-attempts` when valid, else the body's integer
-/// `attempts` (0 when missing), then raised to the 0-based redelivery count (no -1).
-pub fn reconciled_attempts(body_attempts: i64, props: &Properties, redelivery_count: u32) -> i64 {
-    property_attempts(props)
-        .unwrap_or(body_attempts)
-        .max(i64::from(redelivery_count))
-}
-
-/// What a received message becomes: the body the runtime sees, its route, and the count
-/// reported through [`DeliveryCounter`](babelqueue_core::DeliveryCounter).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Consumed<'a> {
-    /// The body: the payload byte for byte, or re-encoded with the reconciled `attempts` when
-    /// that changed (and the body already held an integer `attempts`).
-    pub body: Cow<'a, [u8]>,
-    /// [`Route::Gated`] for a version-gated delivery, [`Route::Urn`] when a non-blank `bq-job`
-    /// routes a body that has an identity of its own, else [`Route::Body`].
-    pub route: Route,
-    /// `max(valid bq-attempts or 0, redelivery count)`.
-    pub native_attempts: i64,
-}
-
-/// Applies the consume rules to a received payload, in order: the schema-version gate (before
-/// any decode), `bq-job` routing, attempts reconciliation.
-pub fn consume<'a>(payload: &'a [u8], props: &Properties, redelivery_count: u32) -> Consumed<'a> {
-    let native_attempts = native_attempts(props, redelivery_count);
-    if let Some(declared) = gated(props) {
-        return Consumed {
-            body: Cow::Borrowed(payload),
-            route: Route::Gated {
-                declared,
-                urn: props.get(PROP_JOB).cloned(),
-            },
-            native_attempts,
-        };
+/// The delivery count and its rule: a valid `bq-attempts` when there is one, else the body's
+/// integer `attempts`, raised to the 0-based redelivery count (no -1). The runtime applies it
+/// ([`attempts::reconcile`](babelqueue_core::attempts::reconcile)); a poison body is counted
+/// by `max(valid bq-attempts or 0, redelivery count)`.
+pub fn count(props: &Properties, redelivery_count: u32) -> Count {
+    Count::CarriedOrBody {
+        carried: property_attempts(props),
+        redelivered: i64::from(redelivery_count),
     }
-    let Ok(envelope) = Envelope::parse_object(payload) else {
-        return Consumed {
-            body: Cow::Borrowed(payload),
-            route: Route::Body,
-            native_attempts,
-        };
-    };
-    let routed = props
+}
+
+/// Everything the broker carried beside a received payload, as the runtime reads it: the
+/// `bq-job` property as carried ([`Facts::urn`]; blank is none), the `bq-schema-version`
+/// property ([`declared`]) and the delivery count ([`count`]). The transport never applies the
+/// gate, routes or rewrites the body itself.
+pub fn facts(props: &Properties, redelivery_count: u32) -> Facts {
+    let mut facts = Facts::default();
+    facts.urn = props
         .get(PROP_JOB)
-        .map(|job| ascii::trim(job))
-        .filter(|job| !job.is_empty());
-    let route = match routed {
-        Some(urn) if !envelope.urn().is_empty() => Route::Urn(urn.to_owned()),
-        _ => Route::Body,
-    };
-    let body_attempts = envelope.get("attempts").and_then(|a| a.as_i64());
-    let body = match body_attempts {
-        Some(current) => {
-            let value = reconciled_attempts(current, props, redelivery_count);
-            if value == current {
-                Cow::Borrowed(payload)
-            } else {
-                attempts::exactly(payload, value)
-            }
-        }
-        None => Cow::Borrowed(payload),
-    };
-    Consumed {
-        body,
-        route,
-        native_attempts,
-    }
+        .filter(|job| !ascii::is_blank(job))
+        .cloned();
+    facts.declared_version = declared(props);
+    facts.count = Some(count(props, redelivery_count));
+    facts
 }
 
 /// The largest payload a Pulsar broker takes by default (`maxMessageSize`, 5 MiB, metadata
@@ -224,6 +178,9 @@ pub fn check_size(topic: &str, len: usize) -> Result<(), crate::PulsarError> {
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::attempts;
+    use babelqueue_core::classify::{Class, classify};
+
     use super::*;
 
     #[test]
@@ -287,27 +244,40 @@ mod tests {
         );
     }
 
+    fn gated_facts(declared: &str, urn: Option<&str>) -> Facts {
+        let mut props = props(&[("bq-schema-version", declared)]);
+        if let Some(urn) = urn {
+            props.insert("bq-job".into(), urn.into());
+        }
+        facts(&props, 0)
+    }
+
     #[test]
     fn routed_projection_pins_the_job_and_restores_the_gate() {
-        let p = routed_properties(ORDER, &Route::Urn("urn:other".into()));
-        assert_eq!(p["bq-job"], "urn:other");
-        let p = routed_properties(
-            ORDER,
-            &Route::Gated {
-                declared: " 2/x".into(),
-                urn: Some("urn:orig".into()),
-            },
+        let routed = facts(&props(&[("bq-job", " urn:other\t")]), 0);
+        let p = routed_properties(ORDER, &routed);
+        assert_eq!(p["bq-job"], "urn:other", "pinned, trimmed");
+        assert_eq!(p["bq-attempts"], "0");
+        // A body without an identity of its own is never routed by bq-job: not pinned.
+        assert_eq!(
+            routed_properties(br#"{"attempts":2}"#, &routed),
+            props(&[("bq-attempts", "2")])
         );
+        assert!(routed_properties(b"not json", &routed).is_empty());
+        // Nothing carried: the normal projection.
+        assert_eq!(
+            routed_properties(ORDER, &facts(&Properties::new(), 3)),
+            properties(ORDER)
+        );
+        // A carried, accepted bq-schema-version is not restored: the body's is projected.
+        let accepted = facts(&props(&[("bq-schema-version", " ")]), 0);
+        assert_eq!(routed_properties(ORDER, &accepted), properties(ORDER));
+
+        let p = routed_properties(ORDER, &gated_facts(" 2/x", Some(" urn:orig")));
         assert_eq!(p["bq-schema-version"], " 2/x");
-        assert_eq!(p["bq-job"], "urn:orig");
+        assert_eq!(p["bq-job"], " urn:orig", "restored exactly as carried");
         assert_eq!(p["bq-trace-id"], "t-1");
-        let p = routed_properties(
-            b"not json",
-            &Route::Gated {
-                declared: "2".into(),
-                urn: None,
-            },
-        );
+        let p = routed_properties(b"not json", &gated_facts("2", None));
         assert_eq!(p, props(&[("bq-schema-version", "2")]));
         assert!(
             !p.values()
@@ -338,6 +308,41 @@ mod tests {
         }
     }
 
+    /// The attempts the runtime sees: this binding's facts, reconciled by core.
+    fn reconciled(payload: &[u8], props: &Properties, redelivery_count: u32) -> Vec<u8> {
+        let facts = facts(props, redelivery_count);
+        match classify(payload, &facts, "orders") {
+            Class::Readable { body, .. } => body.into_owned(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_count_carries_bq_attempts_and_the_redelivery_count() {
+        assert_eq!(
+            count(&Properties::new(), 2),
+            Count::CarriedOrBody {
+                carried: None,
+                redelivered: 2
+            }
+        );
+        assert_eq!(
+            count(&props(&[("bq-attempts", "5")]), 0),
+            Count::CarriedOrBody {
+                carried: Some(5),
+                redelivered: 0
+            }
+        );
+        assert_eq!(
+            count(&props(&[("bq-attempts", "-5")]), 1),
+            Count::CarriedOrBody {
+                carried: None,
+                redelivered: 1
+            },
+            "an invalid bq-attempts is not carried"
+        );
+    }
+
     #[test]
     fn reconciliation_table() {
         for (body, rc, want) in [
@@ -349,73 +354,111 @@ mod tests {
             (3, 3, 3),
         ] {
             let payload = format!(r#"{{"job":"urn:x","attempts":{body}}}"#);
-            let c = consume(payload.as_bytes(), &Properties::new(), rc);
-            let got = Envelope::parse_object(&c.body).unwrap().attempts();
+            let facts = facts(&Properties::new(), rc);
+            let out = attempts::reconcile(payload.as_bytes(), facts.count);
+            let got = Envelope::parse_object(&out).unwrap().attempts();
             assert_eq!(got, want, "body {body} rc {rc}");
             assert_eq!(
-                matches!(c.body, Cow::Borrowed(_)),
+                matches!(out, Cow::Borrowed(_)),
                 body == want,
                 "rewritten only on change"
             );
         }
         // bq-attempts wins over the body, even when lower; then raised to the count
-        let c = consume(
-            br#"{"job":"urn:x","attempts":5}"#,
-            &props(&[("bq-attempts", "2")]),
-            0,
+        assert_eq!(
+            reconciled(
+                br#"{"job":"urn:x","attempts":5}"#,
+                &props(&[("bq-attempts", "2")]),
+                0
+            ),
+            br#"{"job":"urn:x","attempts":2}"#
         );
-        assert_eq!(&*c.body, br#"{"job":"urn:x","attempts":2}"#);
-        let c = consume(
-            br#"{"job":"urn:x","attempts":0}"#,
-            &props(&[("bq-attempts", "2")]),
-            4,
+        assert_eq!(
+            reconciled(
+                br#"{"job":"urn:x","attempts":0}"#,
+                &props(&[("bq-attempts", "2")]),
+                4
+            ),
+            br#"{"job":"urn:x","attempts":4}"#
         );
-        assert_eq!(&*c.body, br#"{"job":"urn:x","attempts":4}"#);
         // no integer attempts in the body: never written
-        let c = consume(br#"{"job":"urn:x"}"#, &props(&[("bq-attempts", "2")]), 0);
-        assert_eq!(&*c.body, br#"{"job":"urn:x"}"#);
-        assert_eq!(c.native_attempts, 2);
+        let bare = props(&[("bq-attempts", "2")]);
+        assert_eq!(
+            reconciled(br#"{"job":"urn:x"}"#, &bare, 0),
+            br#"{"job":"urn:x"}"#
+        );
+        // a poison body is counted by max(valid bq-attempts or 0, redelivery count)
+        assert_eq!(facts(&bare, 0).count.map(|c| c.native()), Some(2));
+        let Class::Poison(poison) = classify(b"not json", &facts(&bare, 3), "orders") else {
+            panic!("not json is poison")
+        };
+        assert_eq!(poison.attempts, 3);
     }
 
     #[test]
     fn routing_needs_a_body_identity() {
-        let c = consume(ORDER, &props(&[("bq-job", " urn:routed\t")]), 0);
-        assert_eq!(c.route, Route::Urn("urn:routed".into()));
-        let c = consume(ORDER, &props(&[("bq-job", " \t")]), 0);
-        assert_eq!(c.route, Route::Body);
-        let c = consume(
-            br#"{"data":{},"attempts":0}"#,
-            &props(&[("bq-job", "urn:routed")]),
-            0,
+        let urn = |payload: &[u8], props: &Properties| match classify(
+            payload,
+            &facts(props, 0),
+            "orders",
+        ) {
+            Class::Readable { urn, routed, .. } => (urn, routed),
+            other => panic!("{other:?}"),
+        };
+        let carried = props(&[("bq-job", " urn:routed\t")]);
+        assert_eq!(
+            facts(&carried, 0).urn.as_deref(),
+            Some(" urn:routed\t"),
+            "carried as it is"
         );
-        assert_eq!(c.route, Route::Body, "no identity: not rescued by bq-job");
-        let c = consume(b"\xff", &props(&[("bq-job", "urn:routed")]), 3);
-        assert_eq!(c.route, Route::Body);
-        assert_eq!(&*c.body, b"\xff");
-        assert_eq!(c.native_attempts, 3);
+        assert_eq!(urn(ORDER, &carried), ("urn:routed".to_owned(), true));
+        let blank = props(&[("bq-job", " \t")]);
+        assert_eq!(facts(&blank, 0).urn, None);
+        assert_eq!(
+            urn(ORDER, &blank),
+            ("urn:babel:orders:created".to_owned(), false)
+        );
+        let Class::Poison(poison) = classify(
+            br#"{"data":{},"attempts":0}"#,
+            &facts(&props(&[("bq-job", "urn:routed")]), 0),
+            "orders",
+        ) else {
+            panic!("no identity: not rescued by bq-job")
+        };
+        assert_eq!(poison.attempts, 0);
+        let Class::Poison(poison) = classify(
+            b"\xff",
+            &facts(&props(&[("bq-job", "urn:routed")]), 3),
+            "orders",
+        ) else {
+            panic!("not UTF-8: poison")
+        };
+        assert_eq!(poison.attempts, 3);
     }
 
     #[test]
-    fn the_gate_runs_before_any_decode() {
-        let c = consume(
-            b"plain text",
+    fn the_gate_reads_the_property_before_any_decode() {
+        let f = facts(
             &props(&[("bq-schema-version", "2"), ("bq-job", "urn:j")]),
             0,
         );
+        assert_eq!(f.declared_version, Declared::Text("2".into()));
+        assert_eq!(f.urn.as_deref(), Some("urn:j"));
         assert_eq!(
-            c.route,
-            Route::Gated {
-                declared: "2".into(),
-                urn: Some("urn:j".into())
+            classify(b"plain text", &f, "orders"),
+            Class::Gated {
+                declared: "2".into()
             }
         );
-        assert_eq!(&*c.body, b"plain text");
+        assert_eq!(declared(&Properties::new()), Declared::Absent);
         for ok in ["1", "", " \t", "\n\u{b}\u{c}\r"] {
-            assert_eq!(gated(&props(&[("bq-schema-version", ok)])), None, "{ok:?}");
+            let d = declared(&props(&[("bq-schema-version", ok)]));
+            assert_eq!(d, Declared::Text(ok.into()), "carried as it is");
+            assert_eq!(d.rejected(), None, "{ok:?}");
         }
         let long = "9".repeat(100);
         assert_eq!(
-            gated(&props(&[("bq-schema-version", &long)])),
+            declared(&props(&[("bq-schema-version", &long)])).rejected(),
             Some(long.clone()),
             "Pulsar does not cap the declared version"
         );

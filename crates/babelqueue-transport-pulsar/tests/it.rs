@@ -12,9 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use babelqueue_core::{
-    App, Consume, Context, DeliveryCounter, HandlerError, Rewinder, Route, Transport,
-};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{App, Consume, Context, Count, HandlerError, Transport};
 use babelqueue_transport_pulsar::{
     ClientOptions, NativeClient, Properties, PulsarClient, PulsarTransport, projection,
 };
@@ -368,20 +367,50 @@ async fn a_nack_brings_the_message_back_with_its_redelivery_counted() {
         .await
         .unwrap()
         .expect("delivered");
-    assert_eq!(transport.native_attempts(&first), 0);
-    transport.rewind(&first).await.unwrap();
+    assert_eq!(
+        first.facts().count,
+        Some(Count::CarriedOrBody {
+            carried: Some(0),
+            redelivered: 0
+        })
+    );
+    transport
+        .capabilities()
+        .rewinder()
+        .expect("Pulsar rewinds")
+        .rewind(&first)
+        .await
+        .unwrap();
     let second = transport
         .pop(&queue, Duration::from_secs(5))
         .await
         .unwrap()
         .expect("redelivered after the nack");
-    assert_eq!(transport.native_attempts(&second), 1);
-    let doc: Value = serde_json::from_slice(second.body()).unwrap();
+    assert_eq!(
+        second.facts().count,
+        Some(Count::CarriedOrBody {
+            carried: Some(0),
+            redelivered: 1
+        }),
+        "the redelivery is counted"
+    );
+    assert_eq!(second.body(), body, "handed over byte for byte");
+    assert_eq!(second.facts().urn.as_deref(), Some(URN));
+    let Class::Readable {
+        body: reconciled,
+        urn,
+        routed,
+        ..
+    } = classify(second.body(), second.facts(), &queue)
+    else {
+        panic!("a readable envelope")
+    };
+    let doc: Value = serde_json::from_slice(&reconciled).unwrap();
     assert_eq!(
         doc["attempts"], 1,
-        "reconciled: max(body 0, redelivery count 1)"
+        "reconciled: max(bq-attempts 0, redelivery count 1)"
     );
-    assert_eq!(second.route(), &Route::Urn(URN.to_owned()), "bq-job routes");
+    assert_eq!((urn.as_str(), routed), (URN, true), "bq-job routes");
     transport.ack(&second).await.unwrap();
     assert!(
         transport

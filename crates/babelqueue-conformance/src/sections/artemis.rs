@@ -4,14 +4,17 @@
 //!
 //! Every case goes through `babelqueue-transport-artemis`: its real `ArtemisTransport` over the
 //! crate's recording `FakeClient` (messages received by the fake first cross the AMQP wire
-//! encoding, so a null application property is really carried), and, for settling, the real
-//! runtime (`App::dispatch`, which asks `babelqueue_core::decide`).
+//! encoding, so a null application property is really carried); what a delivery is (gated,
+//! reconciled) is what the runtime's classifier (`babelqueue_core::classify`) makes of the facts
+//! the transport reported, and, for settling, the real runtime (`App::dispatch`, which asks
+//! `babelqueue_core::decide`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{App, Context, Envelope, HandlerError, Outcome, Route, Transport};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{App, Context, Envelope, HandlerError, Outcome, Transport};
 use babelqueue_transport_artemis::amqp_types::messaging::annotations::OwnedKey;
 use babelqueue_transport_artemis::amqp_types::messaging::{AmqpValue, Body, MessageId};
 use babelqueue_transport_artemis::amqp_types::primitives::{SimpleValue, Symbol, Value};
@@ -149,14 +152,23 @@ fn attempts_reconciliation(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String>
     let delivery = block_on(transport(&fake).pop(QUEUE, Duration::ZERO))
         .map_err(|e| e.to_string())?
         .ok_or("the transport handed over nothing")?;
-    let got = Envelope::decode(delivery.body())
-        .map_err(|e| e.to_string())?
-        .envelope
-        .attempts();
+    if delivery.body() != body.as_slice() {
+        return Err("the transport changed the body it handed over".into());
+    }
+    // What the runtime reads: the transport's facts, reconciled by core.
+    let Class::Readable {
+        body: reconciled,
+        envelope,
+        ..
+    } = classify(delivery.body(), delivery.facts(), QUEUE)
+    else {
+        return Err("the delivery is not a readable envelope".into());
+    };
+    let got = envelope.attempts();
     if got != expected {
         return Err(format!("attempts {got}, expected {expected}"));
     }
-    if got == int_field(c, "body_attempts")? && delivery.body() != body.as_slice() {
+    if got == int_field(c, "body_attempts")? && *reconciled != *body.as_slice() {
         return Err("the body was rewritten although attempts did not change".into());
     }
     Ok(())
@@ -197,8 +209,8 @@ fn schema_version_gate(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
     let delivery = block_on(transport(&fake).pop(QUEUE, Duration::ZERO))
         .map_err(|e| e.to_string())?
         .ok_or("the transport handed over nothing")?;
-    match (expect, delivery.route()) {
-        ("reject", Route::Gated { declared, .. }) => {
+    match (expect, classify(delivery.body(), delivery.facts(), QUEUE)) {
+        ("reject", Class::Gated { declared }) => {
             let want = c.get("value").and_then(Json::as_str).unwrap_or_default();
             if declared != want {
                 return Err(format!(
@@ -210,15 +222,16 @@ fn schema_version_gate(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
             }
             Ok(())
         }
-        ("decode", Route::Body) => {
-            let envelope = Envelope::decode(delivery.body()).map_err(|e| e.to_string())?;
-            if envelope.envelope.urn() == "urn:babel:orders:created" {
+        ("decode", Class::Readable { envelope, .. }) => {
+            if envelope.urn() == "urn:babel:orders:created" {
                 Ok(())
             } else {
-                Err(format!("decoded URN {:?}", envelope.envelope.urn()))
+                Err(format!("decoded URN {:?}", envelope.urn()))
             }
         }
-        (expect, route) => Err(format!("expected {expect}, the transport routed {route:?}")),
+        (expect, class) => Err(format!(
+            "expected {expect}, the runtime classified {class:?}"
+        )),
     }
 }
 
@@ -272,11 +285,9 @@ fn gate_row(c: &Json, body: &[u8]) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the transport handed over nothing")?;
-        if !matches!(delivery.route(), Route::Gated { .. }) {
-            return Err(format!(
-                "the delivery was not gated: {:?}",
-                delivery.route()
-            ));
+        let class = classify(delivery.body(), delivery.facts(), QUEUE);
+        if !matches!(class, Class::Gated { .. }) {
+            return Err(format!("the delivery was not gated: {class:?}"));
         }
         Ok::<_, String>(app.dispatch(delivery).await)
     })?;

@@ -1,16 +1,16 @@
 //! The Pulsar binding sections: `pulsar`, `pulsar_exhaustion`, `version_gate_pulsar`.
 //!
 //! Every case goes through `babelqueue-transport-pulsar`'s real [`PulsarTransport`] over its
-//! in-memory [`FakePulsar`] client, with the real runtime ([`App`]) in front for the settle
-//! outcomes.
+//! in-memory [`FakePulsar`] client: what a delivery is (gated, reconciled) is what the runtime's
+//! own classifier makes of the facts the transport reported, and the real runtime ([`App`]) is
+//! in front for the settle outcomes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{
-    App, Consume, Context, Envelope, HandlerError, Route, Transport, UnknownUrn,
-};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Transport, UnknownUrn};
 use babelqueue_transport_pulsar::fake::FakePulsar;
 use babelqueue_transport_pulsar::{Properties, PulsarTransport, projection};
 use serde_json::Value;
@@ -85,10 +85,13 @@ pub(super) fn pulsar(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?
                 .ok_or("nothing received")?;
-            let got = Envelope::decode(delivery.body())
-                .map_err(|e| e.to_string())?
-                .envelope
-                .attempts();
+            // What the runtime reads: the transport's facts, reconciled by core.
+            let Class::Readable { envelope, .. } =
+                classify(delivery.body(), delivery.facts(), QUEUE)
+            else {
+                return Err("the delivery is not a readable envelope".into());
+            };
+            let got = envelope.attempts();
             let want = int_field(c, "expected_attempts")?;
             if got != want {
                 return Err(format!("attempts {got}, expected {want}"));
@@ -124,12 +127,12 @@ fn gate_trigger(ctx: &Ctx<'_>, block: &Value, c: &Value) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?
             .ok_or("nothing received")?;
-        match (expect, delivery.route()) {
-            ("decode", Route::Gated { declared, .. }) => {
+        match (expect, classify(delivery.body(), delivery.facts(), QUEUE)) {
+            ("decode", Class::Gated { declared }) => {
                 Err(format!("gated on {declared:?}, expected a normal decode"))
             }
             ("decode", _) => Ok(()),
-            ("reject", Route::Gated { declared, .. }) => {
+            ("reject", Class::Gated { declared }) => {
                 if Some(declared.as_str()) != value {
                     return Err(format!("rejected {declared:?}, expected {value:?}"));
                 }
@@ -138,7 +141,7 @@ fn gate_trigger(ctx: &Ctx<'_>, block: &Value, c: &Value) -> Result<(), String> {
                 }
                 Ok(())
             }
-            ("reject", route) => Err(format!("not gated (route {route:?}), expected a rejection")),
+            ("reject", class) => Err(format!("not gated ({class:?}), expected a rejection")),
             (other, _) => Err(format!("unknown expectation {other}")),
         }
     })

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    App, Consume, Context, Delivery, HandlerError, Rewinder, Transport, TransportError,
+    App, Capabilities, Consume, Context, Delivery, HandlerError, Transport, TransportError,
 };
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_artemis::amqp_types::messaging::annotations::OwnedKey;
@@ -544,8 +544,11 @@ impl Transport for BrokenDeadLetters {
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
         self.inner.ack(delivery).await
     }
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        self.inner.rewinder()
+    fn capabilities(&self) -> Capabilities<'_> {
+        match self.inner.capabilities().rewinder() {
+            Some(rewinder) => Capabilities::none().rewind(rewinder),
+            None => Capabilities::none(),
+        }
     }
 }
 
@@ -667,7 +670,8 @@ async fn delays_use_scheduled_delivery() {
     };
     let q = queue("delay");
     let t = transport().await;
-    let delayed = t.delayed_publisher().expect("DelayedPublisher");
+    let capabilities = t.capabilities();
+    let delayed = capabilities.delayed_publisher().expect("DelayedPublisher");
     let started = std::time::Instant::now();
     delayed
         .publish_delayed(&q, &envelope(&q, 1), Duration::from_millis(1500))
