@@ -251,8 +251,16 @@ fn main() {
     let mut group = criterion.benchmark_group("kafka_record");
     group.throughput(Throughput::Elements(1));
     let record = sample_record();
-    group.bench_function("inbound_gate_classify_reconcile", |b| {
-        b.iter(|| projection::inbound(black_box(&record)));
+    group.bench_function("facts_then_classify", |b| {
+        b.iter(|| {
+            let record = black_box(&record);
+            let facts = projection::facts(record);
+            let body = record.value.as_deref().unwrap_or_default();
+            matches!(
+                babelqueue_core::classify::classify(body, &facts, "orders"),
+                babelqueue_core::classify::Class::Readable { .. }
+            )
+        });
     });
     let value = record.value.clone().unwrap();
     group.bench_function("project_headers", |b| {

@@ -118,6 +118,40 @@ impl RetryTiers {
         Some((n, self.0[n - 1]))
     }
 
+    /// Where a redelivery the runtime asked for is parked: `(tier n, bq-delay ms)`; `None` when
+    /// there are no tiers. The runtime computes the delay exactly as for every other broker;
+    /// this maps it onto a tier:
+    ///
+    /// * a delay (back-off, `retry_after`, a release delay): the REQUESTED-DELAY rule, the
+    ///   smallest tier at least that long (the largest tier when none is), `bq-delay` = the
+    ///   request;
+    /// * no delay configured and an attempt counted (`attempts` = the new count): the RETRY
+    ///   rule on `attempts - 1`, `bq-delay` = the tier's own delay, which is what the reference
+    ///   SDK writes (conformance `retry_republish`);
+    /// * no delay and nothing counted (an unknown-URN release): the first tier, as for a zero
+    ///   delay.
+    pub fn for_redelivery(
+        &self,
+        delay: Option<std::time::Duration>,
+        attempts: Option<i64>,
+    ) -> Option<(usize, u128)> {
+        match (delay, attempts) {
+            (Some(delay), _) => {
+                let requested = delay.as_millis();
+                let n = match self.for_delay(requested) {
+                    Some((n, _)) => n,
+                    None if !self.0.is_empty() => self.0.len(),
+                    None => return None,
+                };
+                Some((n, requested))
+            }
+            (None, Some(counted)) => self
+                .for_retry(counted.saturating_sub(1))
+                .map(|(n, tier)| (n, u128::from(tier))),
+            (None, None) => self.for_delay(0).map(|(n, tier)| (n, u128::from(tier))),
+        }
+    }
+
     /// Parses `default`, `none`, or a comma-separated list of milliseconds.
     pub fn parse(text: &str) -> Result<RetryTiers, KafkaError> {
         match text.trim() {
@@ -530,6 +564,29 @@ pub(crate) fn member_instance_id(id: &str, topics: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_runtime_delay_maps_onto_a_tier_and_no_delay_keeps_the_attempt_rule() {
+        let tiers = RetryTiers::new([5_000, 30_000, 300_000]).unwrap();
+        let at = |delay_ms: Option<u64>, attempts| {
+            tiers.for_redelivery(delay_ms.map(Duration::from_millis), attempts)
+        };
+        // A requested delay: the smallest tier at least that long, bq-delay the request.
+        assert_eq!(at(Some(2_000), Some(1)), Some((1, 2_000)));
+        assert_eq!(at(Some(5_000), Some(3)), Some((1, 5_000)));
+        assert_eq!(at(Some(5_001), Some(1)), Some((2, 5_001)));
+        // Above the largest tier: the largest tier.
+        assert_eq!(at(Some(3_600_000), Some(1)), Some((3, 3_600_000)));
+        // No delay configured: the attempt rule, bq-delay the tier's own.
+        assert_eq!(at(None, Some(1)), Some((1, 5_000)));
+        assert_eq!(at(None, Some(2)), Some((2, 30_000)));
+        assert_eq!(at(None, Some(9)), Some((3, 300_000)));
+        // A release that counts nothing: the first tier.
+        assert_eq!(at(None, None), Some((1, 5_000)));
+        assert_eq!(RetryTiers::none().for_redelivery(None, Some(1)), None);
+    }
+
     use super::*;
 
     #[test]

@@ -1,13 +1,14 @@
-//! The pure part of the binding: the `bq-*` header projection, the record timestamp, the
-//! schema-version gate, poison classification, the `bq-attempts` reconciliation, and the
-//! re-injector's header and due-time rules. No I/O; every function here is unit-tested and
-//! driven by the conformance runner.
+//! The pure part of the binding: the `bq-*` header projection, the record timestamp, the facts
+//! a consumed record reports to the runtime (the `bq-schema-version` header, the authoritative
+//! `bq-attempts` count, the `bq-original-topic` of a re-injected record), and the re-injector's
+//! header and due-time rules. No I/O, no rule: the runtime gates, classifies poison and
+//! reconciles `attempts`. Every function here is unit-tested and driven by the conformance
+//! runner.
 
 use std::borrow::Cow;
 
-use babelqueue_core::gate::{self, GateValue};
-use babelqueue_core::{Route, TransportPoison};
-use babelqueue_envelope::{Envelope, JsonKind, RawJson, Verdict};
+use babelqueue_core::{Count, Declared, Facts};
+use babelqueue_envelope::{Envelope, JsonKind, RawJson};
 
 use crate::client::{Record, RecordHeader};
 
@@ -162,81 +163,32 @@ pub fn header_attempts(headers: &[RecordHeader]) -> Option<i64> {
     digits.parse::<i64>().ok().map(|n| n.max(0))
 }
 
-/// The schema-version gate: the declared version when the first `bq-schema-version` header
-/// rejects the record, `None` when it passes (absent, null, ASCII-blank, or exactly `1`).
-/// Never decodes the body; a null value is absent, never the text `"null"`.
-pub fn schema_gate(headers: &[RecordHeader]) -> Option<String> {
-    let value = match header(headers, HEADER_SCHEMA_VERSION) {
-        None => return gate::gated(GateValue::Absent),
-        Some(None) => return gate::gated(GateValue::Null),
-        Some(Some(bytes)) => String::from_utf8_lossy(bytes),
-    };
-    gate::gated(GateValue::Text(&value))
-}
-
-/// `attempts` reconciled with the `bq-attempts` header: the header is authoritative (it
-/// overrides the body even when lower); without a readable header the body stands. The body is
-/// rewritten only when the value changes (through the runtime's [`attempts::exactly`]).
-///
-/// [`attempts::exactly`]: babelqueue_core::attempts::exactly
-pub fn reconcile<'a>(body: &'a [u8], headers: &[RecordHeader]) -> Cow<'a, [u8]> {
-    match header_attempts(headers) {
-        Some(value) => babelqueue_core::attempts::exactly(body, value),
-        None => Cow::Borrowed(body),
+/// The first `bq-schema-version` header as carried: absent, null (a header without a value, never
+/// the text `"null"`), or its text (UTF-8 with replacement). The runtime gates on it before
+/// anything decodes the body.
+pub fn declared(headers: &[RecordHeader]) -> Declared {
+    match header(headers, HEADER_SCHEMA_VERSION) {
+        None => Declared::Absent,
+        Some(None) => Declared::Null,
+        Some(Some(bytes)) => Declared::Text(String::from_utf8_lossy(bytes).into_owned()),
     }
 }
 
-/// How the transport hands a consumed record to the runtime.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inbound {
-    /// The body: the reconciled envelope, or the raw value for gated and poison records.
-    pub body: Vec<u8>,
-    /// [`Route::Body`], [`Route::Gated`] or [`Route::TransportPoison`].
-    pub route: Route,
+/// The count a record carries: the `bq-attempts` header, authoritative over the body (Kafka
+/// has no delivery count of its own); `None` when absent or unreadable.
+pub fn count(headers: &[RecordHeader]) -> Option<Count> {
+    header_attempts(headers).map(Count::Carried)
 }
 
-/// Classifies a consumed record: the schema-version gate first (before any decode), then the
-/// poison verdict ([`babelqueue_envelope::classify`]: a readable body without identity shares
-/// the poison fate on Kafka), then the `bq-attempts` reconciliation.
-///
-/// A poison record keeps its raw value and carries `original_queue` = the
-/// `bq-original-topic` header (else the record's topic) and `attempts` = the `bq-attempts`
-/// header (0 when absent or unreadable).
-pub fn inbound(record: &Record) -> Inbound {
-    let value = record.value.as_deref().unwrap_or_default();
-    if let Some(declared) = schema_gate(&record.headers) {
-        return Inbound {
-            body: value.to_vec(),
-            route: Route::Gated {
-                declared,
-                urn: None,
-            },
-        };
-    }
-    let cause = match babelqueue_envelope::classify(value) {
-        Verdict::Ok => {
-            return Inbound {
-                body: reconcile(value, &record.headers).into_owned(),
-                route: Route::Body,
-            };
-        }
-        // The reference SDK's wording, so both write the same dead-letter record.
-        Verdict::NoIdentity => {
-            "the body carries no valid 'job' or 'urn' identity (ADR-0032 section 6)".to_owned()
-        }
-        Verdict::Poison(cause) => cause.to_string(),
-    };
-    let original_queue = header_text(&record.headers, HEADER_ORIGINAL_TOPIC)
-        .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| record.topic.clone());
-    Inbound {
-        body: value.to_vec(),
-        route: Route::TransportPoison(TransportPoison {
-            attempts: header_attempts(&record.headers).unwrap_or(0),
-            cause,
-            original_queue,
-        }),
-    }
+/// What a consumed record reports to the runtime: [`declared`], [`count`], and the
+/// `bq-original-topic` a re-injected record carries (the `original_queue` of its poison record).
+pub fn facts(record: &Record) -> Facts {
+    let mut facts = Facts::default();
+    facts.declared_version = declared(&record.headers);
+    facts.count = count(&record.headers);
+    facts.original_queue =
+        header_text(&record.headers, HEADER_ORIGINAL_TOPIC).filter(|t| !t.is_empty());
+    facts
 }
 
 /// A retry-tier record's headers as the re-injector writes them back: everything but
@@ -401,72 +353,76 @@ mod tests {
     }
 
     #[test]
-    fn reconciliation_is_authoritative() {
+    fn the_count_is_authoritative() {
+        use babelqueue_core::attempts::reconcile;
         let body = br#"{"job":"urn:x","attempts":5}"#;
+        let carried = |v: &str| count(&[RecordHeader::text(HEADER_ATTEMPTS, v)]);
+        assert_eq!(carried("1"), Some(Count::Carried(1)));
         assert_eq!(
-            &*reconcile(body, &[RecordHeader::text(HEADER_ATTEMPTS, "1")]),
+            &*reconcile(body, carried("1")),
             br#"{"job":"urn:x","attempts":1}"#
         );
-        assert!(matches!(reconcile(body, &[]), Cow::Borrowed(_)));
-        assert!(matches!(
-            reconcile(body, &[RecordHeader::text(HEADER_ATTEMPTS, "5")]),
-            Cow::Borrowed(_)
-        ));
+        assert_eq!(count(&[]), None);
+        assert!(matches!(reconcile(body, carried("5")), Cow::Borrowed(_)));
     }
 
     #[test]
-    fn gate_null_is_absent() {
+    fn the_declared_version_is_reported_as_carried() {
         let null = vec![RecordHeader {
             key: HEADER_SCHEMA_VERSION.into(),
             value: None,
         }];
-        assert_eq!(schema_gate(&null), None);
+        assert_eq!(declared(&null), Declared::Null);
+        assert_eq!(declared(&null).rejected(), None);
         assert_eq!(
-            schema_gate(&[RecordHeader::text(HEADER_SCHEMA_VERSION, "2")]),
+            declared(&[RecordHeader::text(HEADER_SCHEMA_VERSION, "2")]).rejected(),
             Some("2".into())
         );
         // the first header wins
         assert_eq!(
-            schema_gate(&[
+            declared(&[
                 RecordHeader::text(HEADER_SCHEMA_VERSION, "1"),
                 RecordHeader::text(HEADER_SCHEMA_VERSION, "2")
             ]),
-            None
+            Declared::Text("1".into())
         );
     }
 
     #[test]
-    fn inbound_routes() {
-        let ok = inbound(&record(
+    fn facts_of_a_record() {
+        use babelqueue_core::classify::{Class, classify};
+        let f = facts(&record(
             br#"{"job":"urn:x","attempts":0}"#,
             vec![RecordHeader::text(HEADER_ATTEMPTS, "2")],
         ));
-        assert_eq!(ok.route, Route::Body);
-        assert_eq!(ok.body, br#"{"job":"urn:x","attempts":2}"#);
+        let Class::Readable { body, .. } = classify(br#"{"job":"urn:x","attempts":0}"#, &f, "orders")
+        else {
+            panic!("readable")
+        };
+        assert_eq!(&*body, br#"{"job":"urn:x","attempts":2}"#);
 
-        let gated = inbound(&record(
+        let f = facts(&record(
             b"not even json",
             vec![RecordHeader::text(HEADER_SCHEMA_VERSION, " 1")],
         ));
-        assert_eq!(gated.body, b"not even json");
-        assert!(matches!(gated.route, Route::Gated { ref declared, .. } if declared == " 1"));
+        assert!(matches!(classify(b"not even json", &f, "orders"), Class::Gated { ref declared } if declared == " 1"));
 
-        let poison = inbound(&record(
+        let f = facts(&record(
             b"{}",
             vec![
                 RecordHeader::text(HEADER_ATTEMPTS, "4"),
                 RecordHeader::text(HEADER_ORIGINAL_TOPIC, "payments"),
             ],
         ));
-        assert_eq!(poison.body, b"{}");
-        let Route::TransportPoison(p) = poison.route else {
+        let Class::Poison(p) = classify(b"{}", &f, "orders.retry.1") else {
             panic!("poison")
         };
         assert_eq!((p.attempts, p.original_queue.as_str()), (4, "payments"));
 
         let mut tombstone = record(b"", vec![]);
         tombstone.value = None;
-        let Route::TransportPoison(p) = inbound(&tombstone).route else {
+        let f = facts(&tombstone);
+        let Class::Poison(p) = classify(b"", &f, "orders") else {
             panic!("a null value is poison")
         };
         assert_eq!((p.attempts, p.original_queue.as_str()), (0, "orders"));

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchPopper, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliverer, Rewinder,
-    Route, SettlePublisher, Transport, TransportError, TransportErrorKind,
+    BatchPopper, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliver,
+    Redeliverer, Redelivery, Rewinder, SettlePublisher, Transport, TransportError,
+    TransportErrorKind,
 };
-use babelqueue_envelope::Envelope;
 
 use crate::book::Book;
 use crate::client::{
@@ -244,23 +244,8 @@ impl KafkaTransport {
     }
 
     fn deliver(&self, queue: &Arc<Queue>, record: crate::client::Record) -> Delivery {
-        let inbound = projection::inbound(&record);
+        let facts = projection::facts(&record);
         let partition = record.topic_partition();
-        match &inbound.route {
-            Route::Gated { declared, .. } => {
-                tracing::warn!(target: LOG, queue = %queue.name, %partition, offset = record.offset,
-                    declared = %babelqueue_core::gate::escape(declared, true),
-                    "Kafka record on {:?} carries an unsupported bq-schema-version (supported: {}); not decoding it",
-                    queue.name, babelqueue_envelope::SCHEMA_VERSION);
-            }
-            Route::TransportPoison(poison) => {
-                tracing::warn!(target: LOG, queue = %queue.name, %partition, offset = record.offset,
-                    cause = %poison.cause,
-                    "Kafka record on {:?} is poison; it never reaches a handler and is settled per the dead-letter / on_unknown_urn configuration",
-                    queue.name);
-            }
-            _ => {}
-        }
         let mut headers = Headers::new();
         for h in &record.headers {
             if RESERVED_HEADERS.contains(&h.key.as_str()) || h.key.is_empty() {
@@ -275,8 +260,8 @@ impl KafkaTransport {
             }
         }
         let ticket = lock(&queue.book).track(&partition, record.offset);
-        Delivery::new(queue.name.clone(), inbound.body)
-            .with_route(inbound.route)
+        Delivery::new(queue.name.clone(), record.value.unwrap_or_default())
+            .with_facts(facts)
             .with_key(record.key)
             .with_headers(headers)
             .with_handle(Held {
@@ -313,17 +298,6 @@ impl KafkaTransport {
         match next {
             Some(next) => queue.consumer.commit(&held.partition, next).await,
             None => Ok(()),
-        }
-    }
-
-    /// The attempts a consumed delivery had before this retry: the poison record's header
-    /// count, else the (reconciled) body's `attempts`, never below 0.
-    fn attempts_before(delivery: &Delivery) -> i64 {
-        match delivery.route() {
-            Route::TransportPoison(poison) => poison.attempts.max(0),
-            _ => Envelope::parse_object(delivery.body())
-                .map_or(0, |e| e.attempts())
-                .max(0),
         }
     }
 
@@ -389,27 +363,22 @@ impl Transport for KafkaTransport {
         Ok(self.shutdown().await?)
     }
 
-    fn classifies_poison(&self) -> bool {
-        true
-    }
-
-    fn header_publisher(&self) -> Option<&dyn HeaderPublisher> {
-        Some(self)
-    }
-    fn delayed_publisher(&self) -> Option<&dyn DelayedPublisher> {
-        Some(self)
-    }
-    fn settle_publisher(&self) -> Option<&dyn SettlePublisher> {
-        Some(self)
-    }
-    fn redeliverer(&self) -> Option<&dyn Redeliverer> {
-        Some(self)
-    }
-    fn rewinder(&self) -> Option<&dyn Rewinder> {
-        Some(self)
-    }
-    fn batch_popper(&self) -> Option<&dyn BatchPopper> {
-        Some(self)
+    fn capabilities(&self) -> Capabilities<'_> {
+        // Without retry tiers a record can only be retried in place: the runtime leaves a retry
+        // unsettled and seeks back to it, drops an undeliverable poison record when
+        // dead-lettering is off, and warns at start-up.
+        let redelivery = if self.inner.tiers.is_empty() {
+            Redelivery::Impossible
+        } else {
+            Redelivery::Native(self)
+        };
+        Capabilities::none()
+            .headers(self)
+            .delay(self)
+            .settle_publish(self)
+            .redelivery(redelivery)
+            .rewind(self)
+            .batch_pop(self)
     }
 }
 
@@ -441,7 +410,6 @@ impl SettlePublisher for KafkaTransport {
         &self,
         queue: &str,
         body: &[u8],
-        _route: &Route,
         key: Option<&[u8]>,
     ) -> Result<(), TransportError> {
         Ok(self.send(KafkaTransport::record(queue, body, key)).await?)
@@ -482,31 +450,36 @@ impl DelayedPublisher for KafkaTransport {
     }
 }
 
+
+/// Retry tiers as a policy: the runtime computes the delay as for every broker (back-off,
+/// multiplier, jitter, `retry_after`, the release delay); the record parks on the tier that
+/// delay maps to ([`RetryTiers::for_redelivery`]), with `bq-attempts` = the runtime's count
+/// when it counted one, `bq-delay` and `bq-original-topic`, and the key kept. Once that write
+/// is confirmed the original is committed. Offered only with tiers (without them the runtime's
+/// [`Redelivery::Impossible`] applies).
 #[async_trait]
 impl Redeliverer for KafkaTransport {
-    /// The retry rule: park the record on tier `n = min(attempts_before, N-1) + 1` with
-    /// `attempts` = `bq-attempts` = attempts_before + 1, `bq-delay` = the tier's delay and the
-    /// key kept; once the write is confirmed, commit the original. The runtime's delay is not
-    /// used (the tier is the delay). Without tiers it fails and nothing is written: the runtime
-    /// then rewinds and the record fails in place.
     async fn redeliver(
         &self,
         delivery: &Delivery,
-        body: &[u8],
-        _delay: Duration,
+        redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError> {
-        let before = KafkaTransport::attempts_before(delivery);
-        let Some((n, tier_ms)) = self.inner.tiers.for_retry(before) else {
+        let tiers = &self.inner.tiers;
+        let Some((n, delay_ms)) = tiers.for_redelivery(redeliver.delay, redeliver.attempts) else {
             return Err(KafkaError::NoRetryTiers { operation: "retry" }.into());
         };
-        let next = before.saturating_add(1);
-        let body = babelqueue_core::attempts::exactly(body, next);
+        if let (Some(delay), Some(largest)) = (redeliver.delay, tiers.as_millis().last())
+            && delay.as_millis() > u128::from(*largest)
+        {
+            tracing::warn!(target: LOG, queue = delivery.queue(), requested = ?delay, largest_ms = largest,
+                "A redelivery delay above the largest retry tier is parked on the largest tier");
+        }
         let record = KafkaTransport::tier_record(
             delivery.queue(),
             n,
-            &body,
-            u128::from(tier_ms),
-            Some(next),
+            redeliver.body,
+            delay_ms,
+            redeliver.attempts,
             delivery.key(),
         );
         self.send(record).await?;
@@ -516,10 +489,6 @@ impl Redeliverer for KafkaTransport {
                 "Committing a record after parking its retry copy failed; the record will be redelivered");
         }
         Ok(())
-    }
-
-    fn can_redeliver(&self) -> bool {
-        !self.inner.tiers.is_empty()
     }
 }
 
