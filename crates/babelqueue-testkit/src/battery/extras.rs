@@ -1,0 +1,319 @@
+//! Capabilities and what they promise: headers, delays, large bodies, competing consumers.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use babelqueue_core::{Consume, Context, HandlerError, Headers, RawJson, Redelivery};
+use tokio::time::Instant;
+
+use super::{Calls, Check, Ctx, Spawned, Stop, URN, Why, close, ensure, preview};
+use crate::EARLY_SLACK;
+use crate::features::MIB;
+
+pub(super) async fn capabilities_declared(ctx: Arc<Ctx>) -> Check {
+    let t = ctx.connect().await?;
+    let capabilities = t.capabilities();
+    let f = &ctx.features;
+    let mut problems = Vec::new();
+    let mut pair = |claimed: bool, offered: bool, feature: &str, capability: &str| {
+        if claimed && !offered {
+            problems.push(format!(
+                "Features::{feature} is claimed, but the transport offers no {capability}"
+            ));
+        }
+        if offered && !claimed {
+            problems.push(format!(
+                "the transport offers a {capability}, but Features::{feature} is not claimed \
+                 (its test would not run): claim it, or exclude this test with a reason"
+            ));
+        }
+    };
+    pair(
+        f.headers,
+        capabilities.header_publisher().is_some(),
+        "headers",
+        "HeaderPublisher",
+    );
+    pair(
+        f.delayed_publish,
+        capabilities.delayed_publisher().is_some(),
+        "delayed_publish",
+        "DelayedPublisher",
+    );
+    pair(
+        f.native_dead_letter,
+        capabilities.native_settler().is_some(),
+        "native_dead_letter",
+        "NativeSettler",
+    );
+    let redelivery = capabilities.redelivery_mode();
+    if f.delayed_retry {
+        match redelivery {
+            Redelivery::Impossible => problems.push(
+                "Features::delayed_retry is claimed, but the transport reports Redelivery::Impossible"
+                    .to_owned(),
+            ),
+            Redelivery::Copy if capabilities.delayed_publisher().is_none() => problems.push(
+                "Features::delayed_retry is claimed, but a retry is a copy (Redelivery::Copy) and \
+                 the transport offers no DelayedPublisher to delay it"
+                    .to_owned(),
+            ),
+            _ => {}
+        }
+    }
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    close(&[&t]).await;
+    Ok(())
+}
+
+pub(super) async fn concurrent_consumers(ctx: Arc<Ctx>) -> Check {
+    const MESSAGES: usize = 30;
+    let q = ctx.queue();
+    let one = ctx.connect().await?;
+    let two = ctx.connect().await?;
+    let handled: Arc<Mutex<Vec<(String, usize)>>> = Arc::default();
+    let app = |transport, consumer: usize| {
+        let handled = handled.clone();
+        ctx.app(transport, &q)
+            .concurrency(2)
+            .handle(URN, move |c: Context| {
+                let handled = handled.clone();
+                async move {
+                    let id = c.message_id().unwrap_or_default().into_owned();
+                    handled
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((id, consumer));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    Ok::<(), HandlerError>(())
+                }
+            })
+            .build()
+    };
+    let first = app(&one, 1).why("building the first app")?;
+    let second = app(&two, 2).why("building the second app")?;
+    let mut sent = Vec::with_capacity(MESSAGES);
+    for n in 0..MESSAGES {
+        sent.push(
+            first
+                .publish(URN, &serde_json::json!({ "n": n }))
+                .await
+                .why("App::publish")?,
+        );
+    }
+    let loops = [first.clone(), second.clone()].map(|app| {
+        Spawned(tokio::spawn(async move {
+            app.consume(Consume::new().handle_signals(false)).await
+        }))
+    });
+    // Until every message was handled (or nothing moved for receive_timeout), then a quiet
+    // period for late duplicates.
+    let mut last = (0, Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let count = handled.lock().unwrap_or_else(|p| p.into_inner()).len();
+        if count >= MESSAGES {
+            break;
+        }
+        if count != last.0 {
+            last = (count, Instant::now());
+        } else if last.1.elapsed() >= ctx.features.receive_timeout {
+            break;
+        }
+    }
+    tokio::time::sleep(ctx.features.quiet_period).await;
+    first.stop_handle().stop();
+    second.stop_handle().stop();
+    for mut run in loops {
+        match tokio::time::timeout(ctx.features.receive_timeout, &mut run.0).await {
+            Ok(Ok(Ok(_))) => {}
+            Ok(Ok(Err(e))) => return Err(Stop::Fail(format!("a consume loop failed: {e}"))),
+            Ok(Err(e)) => return Err(Stop::Fail(format!("a consume loop ended abnormally: {e}"))),
+            Err(_) => {
+                return Err(Stop::Fail(
+                    "a consume loop did not stop within receive_timeout".to_owned(),
+                ));
+            }
+        }
+    }
+    let handled = handled.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut times: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (id, consumer) in &handled {
+        times.entry(id.as_str()).or_default().push(*consumer);
+    }
+    let twice: Vec<_> = times.iter().filter(|(_, c)| c.len() > 1).collect();
+    ensure!(
+        twice.is_empty(),
+        "messages handled more than once while both consumers lived (id → consumers): {twice:?}"
+    );
+    let missing: Vec<&String> = sent
+        .iter()
+        .filter(|id| !times.contains_key(id.as_str()))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "{} of {MESSAGES} messages were never handled: {missing:?}",
+        missing.len()
+    );
+    close(&[&one, &two]).await;
+    Ok(())
+}
+
+pub(super) async fn large_body(ctx: Arc<Ctx>) -> Check {
+    let t = ctx.connect().await?;
+    let q = ctx.queue();
+    let calls = Calls::default();
+    let recorder = calls.clone();
+    let app = ctx
+        .app(&t, &q)
+        .handle(URN, move |c: Context| {
+            let recorder = recorder.clone();
+            async move {
+                recorder.record(&c);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .why("building the app")?;
+    // Size the filler so the encoded envelope is exactly one MiB.
+    let envelope_with = |filler: &str| {
+        let data = RawJson::parse(&format!("{{\"blob\":\"{filler}\"}}")).why("test data")?;
+        app.envelope(URN)
+            .data_raw(data)
+            .build()
+            .why("building the envelope")
+    };
+    let overhead = envelope_with("")?.encode().why("encoding")?.len();
+    let mut state = 0x2545_f491_u32;
+    let filler: String = (0..MIB.saturating_sub(overhead))
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            char::from(b'a' + (state % 26) as u8)
+        })
+        .collect();
+    let envelope = envelope_with(&filler)?;
+    let body_len = envelope.encode().why("encoding")?.len();
+    ensure!(
+        body_len == MIB,
+        "the test body is {body_len} bytes, not {MIB}"
+    );
+    let data = format!("{{\"blob\":\"{filler}\"}}");
+    app.publish_envelope(&q, &envelope, &Headers::new())
+        .await
+        .why("publishing a 1 MiB body")?;
+    app.consume(ctx.consume(1)).await.why("App::consume")?;
+    let calls = calls.all();
+    ensure!(
+        calls.len() == 1,
+        "the 1 MiB message was handled {} times",
+        calls.len()
+    );
+    ensure!(
+        calls[0].data == data,
+        "the 1 MiB body changed on the way ({} bytes of data came, {} sent)",
+        calls[0].data.len(),
+        data.len()
+    );
+    close(&[&t]).await;
+    Ok(())
+}
+
+pub(super) async fn headers(ctx: Arc<Ctx>) -> Check {
+    let t = ctx.connect().await?;
+    ensure!(
+        t.capabilities().header_publisher().is_some(),
+        "Features::headers is claimed, but the transport offers no HeaderPublisher"
+    );
+    let q = ctx.queue();
+    let calls = Calls::default();
+    let recorder = calls.clone();
+    let app = ctx
+        .app(&t, &q)
+        .handle(URN, move |c: Context| {
+            let recorder = recorder.clone();
+            async move {
+                recorder.record(&c);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .why("building the app")?;
+    let sent = Headers::from([
+        (
+            "traceparent".to_owned(),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned(),
+        ),
+        ("tracestate".to_owned(), "bq=testkit,vendor=1".to_owned()),
+        (
+            "x-bq-testkit".to_owned(),
+            "a value; with = signs".to_owned(),
+        ),
+    ]);
+    let envelope = app.envelope(URN).build().why("building the envelope")?;
+    app.publish_envelope(&q, &envelope, &sent)
+        .await
+        .why("App::publish_envelope with headers")?;
+    app.consume(ctx.consume(1)).await.why("App::consume")?;
+    let calls = calls.all();
+    ensure!(
+        calls.len() == 1,
+        "the message was handled {} times",
+        calls.len()
+    );
+    let got = &calls[0].headers;
+    for (key, value) in &sent {
+        ensure!(
+            got.get(key) == Some(value),
+            "header {key:?} = {value:?} did not reach the handler; it saw {got:?}"
+        );
+    }
+    let leaked: Vec<&String> = calls[0]
+        .envelope_keys
+        .iter()
+        .filter(|k| sent.contains_key(k.as_str()))
+        .collect();
+    ensure!(
+        leaked.is_empty(),
+        "headers entered the envelope: {leaked:?}"
+    );
+    close(&[&t]).await;
+    Ok(())
+}
+
+pub(super) async fn delayed_publish(ctx: Arc<Ctx>) -> Check {
+    let t = ctx.connect().await?;
+    ensure!(
+        t.capabilities().delayed_publisher().is_some(),
+        "Features::delayed_publish is claimed, but the transport offers no DelayedPublisher"
+    );
+    let q = ctx.queue();
+    let app = ctx.app(&t, &q).build().why("building the app")?;
+    let probe = ctx.features.delay_probe;
+    let envelope = app.envelope(URN).build().why("building the envelope")?;
+    let published = Instant::now();
+    app.publish_delayed(&q, &envelope, probe)
+        .await
+        .why("App::publish_delayed")?;
+    let latest = probe + ctx.features.delay_tolerance;
+    let got = ctx
+        .pop_within(t.as_ref(), &q, latest.saturating_sub(published.elapsed()))
+        .await?;
+    let arrived = published.elapsed();
+    let Some(got) = got else {
+        return Err(Stop::Fail(format!(
+            "a message delayed by {probe:?} had not arrived after {arrived:?} (delay_tolerance {:?})",
+            ctx.features.delay_tolerance
+        )));
+    };
+    t.ack(&got).await.why("ack")?;
+    ensure!(
+        arrived + EARLY_SLACK >= probe,
+        "a message delayed by {probe:?} arrived after {arrived:?}: {}",
+        preview(got.body())
+    );
+    close(&[&t]).await;
+    Ok(())
+}
