@@ -35,6 +35,7 @@
 //! | `pulsar` | `pulsar://`, `pulsar+ssl://` | `babelqueue-transport-pulsar` |
 //! | `kafka` | `kafka://` | `babelqueue-transport-kafka` |
 //! | `artemis` | `artemis://`, `artemis+ssl://` | `babelqueue-transport-artemis` |
+//! | `nats` | `nats://` | `babelqueue-transport-nats` (JetStream) |
 //! | `full` | all of the above | |
 //! | `otel` | (any) | `babelqueue-otel`: `traceparent` propagation, spans, metrics (`babelqueue::otel`) |
 //! | `outbox` | (any) | `babelqueue-outbox`: the transactional outbox and its relay (`babelqueue::outbox`) |
@@ -71,6 +72,9 @@ pub use babelqueue_transport_asb as asb;
 /// The Apache Kafka transport (`kafka://`).
 #[cfg(feature = "kafka")]
 pub use babelqueue_transport_kafka as kafka;
+/// The NATS JetStream transport (`nats://`).
+#[cfg(feature = "nats")]
+pub use babelqueue_transport_nats as nats;
 /// The Apache Pulsar transport (`pulsar://`, `pulsar+ssl://`).
 #[cfg(feature = "pulsar")]
 pub use babelqueue_transport_pulsar as pulsar;
@@ -163,6 +167,11 @@ pub const SCHEMES: &[Scheme] = &[
         scheme: "artemis+ssl",
         feature: "artemis",
         krate: "babelqueue-transport-artemis",
+    },
+    Scheme {
+        scheme: "nats",
+        feature: "nats",
+        krate: "babelqueue-transport-nats",
     },
 ];
 
@@ -285,6 +294,12 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
                 .await
                 .map_err(|e| connect_error(url, e))?,
         )),
+        #[cfg(feature = "nats")]
+        "nats" => Ok(Arc::new(
+            babelqueue_transport_nats::NatsTransport::connect(url)
+                .await
+                .map_err(|e| connect_error(url, e))?,
+        )),
         _ => match SCHEMES.iter().find(|s| s.scheme == scheme) {
             Some(row) => Err(Error::UnsupportedScheme {
                 scheme: scheme.to_owned(),
@@ -394,6 +409,16 @@ mod tests {
         assert!(capabilities.native_settler().is_some());
         let err = connect("sqs://us-east-1?bogus=1").await.unwrap_err();
         assert!(err.to_string().contains("unknown option"), "{err}");
+    }
+
+    #[cfg(feature = "nats")]
+    #[tokio::test]
+    async fn nats_urls_reach_the_nats_transport() {
+        for url in ["nats://", "nats://u:hunter2@h?nope=1"] {
+            let err = connect(url).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Config, "{url}: {err}");
+            assert!(!format!("{err} {err:?}").contains("hunter2"), "{err}");
+        }
     }
 
     /// `Display` and `Debug` of `err`, for checks that a secret is in neither.

@@ -1,0 +1,62 @@
+//! BabelQueue transport for NATS JetStream, on `async-nats`.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use babelqueue_core::{App, Consume, Context, HandlerError};
+//! use babelqueue_transport_nats::NatsTransport;
+//!
+//! // `scripts/brokers.sh up nats` starts one: nats-server --jetstream on 127.0.0.1:4222.
+//! let transport = NatsTransport::connect("nats://127.0.0.1:4222?ack_wait=30").await?;
+//! let app = App::builder(transport)
+//!     .queue("orders")
+//!     .max_attempts(3)
+//!     .dead_letter(true) // records go to the queue `orders.dlq`, a stream of its own
+//!     .handle("urn:babel:orders:created", |ctx: Context| async move {
+//!         println!("order {} (attempt {})", ctx.data(), ctx.attempts());
+//!         Ok::<(), HandlerError>(())
+//!     })
+//!     .build()?;
+//! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
+//! app.consume(Consume::new().max_messages(1).handle_signals(false)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! This crate is written the way a transport outside this repository would be: it uses only
+//! the public API of `babelqueue-core` and `babelqueue-envelope`.
+//!
+//! # What maps to what
+//!
+//! | BabelQueue | JetStream |
+//! |---|---|
+//! | a queue `q` | a stream `<stream_prefix><token(q)>` (work-queue retention: a message is removed when acknowledged) holding the one subject `<subject_prefix>.<token(q)>`; created on first use |
+//! | the queue name in a stream name or subject | [`projection::token`]: ASCII letters, digits and `-` as they are, `_` as `__`, any other byte as `_XX` (`orders.dlq` → `orders_2Edlq`), so every queue name is valid and names one stream |
+//! | `publish` | a JetStream publish, body byte for byte, waiting for the stream's acknowledgement |
+//! | publish with headers ([`HeaderPublisher`](babelqueue_core::HeaderPublisher)) | the same with NATS headers |
+//! | `pop` | one pull request for one message on the stream's durable pull consumer (`consumer=`, explicit acks, `AckWait` = `ack_wait`, no `MaxDeliver`) |
+//! | the facts of a delivery | `num_delivered − 1` as [`Count::Redelivered`](babelqueue_core::Count::Redelivered), the `bq-schema-version` header as the declared version, every header but JetStream's `Nats-*` as a header |
+//! | `ack` | `+ACK`, confirmed by the server |
+//! | retry, release ([`Redeliverer`](babelqueue_core::Redeliverer), native) | `-NAK` with the back-off as its delay: the original comes back, bytes and headers unchanged, its count one higher; when that count would not give the `attempts` the runtime counted (a body ahead of the count), the runtime's body is published with the headers and the original acknowledged |
+//! | rewind ([`Rewinder`](babelqueue_core::Rewinder)) | `-NAK` (back first); `rewind_behind`: `-NAK` with `behind_delay` |
+//! | an unsettled delivery | back after `ack_wait` (a consumer that went away, a handler still running) |
+//! | dead-letter | the record published to the dead-letter queue (`<queue>.dlq`: its own stream), then `+ACK` |
+//! | a copy on behalf of a delivery with a schema-version header ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)) | published with that header as carried (a gated message's raw bytes stay gated in the dead-letter queue) |
+//! | `babelqueue dlq list` ([`Browser`](babelqueue_core::Browser)) | the stream's messages read by sequence, no consumer |
+//!
+//! The transport reports facts and decides nothing: the runtime applies the schema-version
+//! gate, classifies poison, reconciles `attempts` with the count and picks the settlement.
+//!
+//! # Errors
+//!
+//! One enum, [`NatsError`], whose [`kind`](NatsError::kind) is the runtime's
+//! [`TransportErrorKind`](babelqueue_core::TransportErrorKind); credentials the server refuses
+//! are [`NatsError::Auth`] (the host named, never the password), a server without JetStream is
+//! a configuration error.
+
+pub mod error;
+pub mod projection;
+mod transport;
+
+pub use async_nats;
+pub use error::NatsError;
+pub use projection::{NatsOptions, Storage};
+pub use transport::NatsTransport;

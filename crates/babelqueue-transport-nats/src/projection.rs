@@ -1,0 +1,694 @@
+//! The pure part of the binding: the URL and its options ([`NatsOptions`]), the names a queue
+//! gets on the server (stream, subject), the facts a JetStream delivery reports, and whether a
+//! `Nak` gives the runtime exactly the redelivery it asked for. No network; unit-tested here.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::{HeaderMap, HeaderName, HeaderValue};
+use babelqueue_core::classify::{Class, classify};
+use babelqueue_core::{Count, Declared, Facts, Headers, Redeliver, redact};
+use percent_encoding::percent_decode_str;
+
+use crate::error::NatsError;
+
+/// The port of a URL that names none.
+pub const DEFAULT_PORT: u16 = 4222;
+
+/// The header that carries the schema version, reported to the runtime's gate as carried.
+pub const SCHEMA_VERSION_HEADER: &str = "bq-schema-version";
+
+/// Stream names longer than this are refused (the file store makes a directory of each).
+pub const MAX_STREAM_NAME: usize = 255;
+
+/// Where a stream keeps its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Storage {
+    /// On disk (JetStream's `file` storage): survives a server restart.
+    #[default]
+    File,
+    /// In memory: lost when the server stops.
+    Memory,
+}
+
+/// Everything a `nats://` URL configures. Build it with [`NatsOptions::from_url`] (or
+/// [`Default`] and the fields).
+///
+/// `Debug` never shows the password or the token.
+#[derive(Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NatsOptions {
+    /// The server, `nats://host:port`, without credentials or options.
+    pub server: String,
+    /// The user name of the URL's userinfo (percent-decoded).
+    pub user: Option<String>,
+    /// The password of the URL's userinfo (percent-decoded).
+    pub password: Option<String>,
+    /// An authentication token (`token=`).
+    pub token: Option<String>,
+    /// Prepended to the stream name of every queue (`stream_prefix=`, default `BQ_`).
+    pub stream_prefix: String,
+    /// The first tokens of every queue's subject (`subject_prefix=`, default `bq`).
+    pub subject_prefix: String,
+    /// The durable consumer's name on every stream (`consumer=`, default `babelqueue`).
+    pub consumer: String,
+    /// How long a delivery stays reserved before JetStream redelivers it (`ack_wait=` seconds,
+    /// default 30): the visibility timeout of an unsettled message.
+    pub ack_wait: Duration,
+    /// The delay of the `Nak` that puts a delivery behind the waiting ones
+    /// ([`Rewinder::rewind_behind`](babelqueue_core::Rewinder::rewind_behind);
+    /// `behind_delay=` seconds, default 1; 0 = at once).
+    pub behind_delay: Duration,
+    /// The storage of the streams the transport creates (`storage=file|memory`).
+    pub storage: Storage,
+    /// The replicas of the streams the transport creates (`replicas=`, 1..=5, default 1).
+    pub replicas: usize,
+    /// The connect timeout, and how long a JetStream request, a publish acknowledgement or a
+    /// confirmed ack may take (`timeout=` seconds, default 5).
+    pub timeout: Duration,
+    /// Require TLS (`tls=1`).
+    pub tls: bool,
+    /// A PEM file of root certificates to trust (`tls_ca=`; implies `tls`).
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl Default for NatsOptions {
+    fn default() -> NatsOptions {
+        NatsOptions {
+            server: format!("nats://127.0.0.1:{DEFAULT_PORT}"),
+            user: None,
+            password: None,
+            token: None,
+            stream_prefix: "BQ_".to_owned(),
+            subject_prefix: "bq".to_owned(),
+            consumer: "babelqueue".to_owned(),
+            ack_wait: Duration::from_secs(30),
+            behind_delay: Duration::from_secs(1),
+            storage: Storage::File,
+            replicas: 1,
+            timeout: Duration::from_secs(5),
+            tls: false,
+            tls_ca: None,
+        }
+    }
+}
+
+impl fmt::Debug for NatsOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let masked = |secret: &Option<String>| secret.as_ref().map(|_| "***");
+        f.debug_struct("NatsOptions")
+            .field("server", &self.server)
+            .field("user", &self.user)
+            .field("password", &masked(&self.password))
+            .field("token", &masked(&self.token))
+            .field("stream_prefix", &self.stream_prefix)
+            .field("subject_prefix", &self.subject_prefix)
+            .field("consumer", &self.consumer)
+            .field("ack_wait", &self.ack_wait)
+            .field("behind_delay", &self.behind_delay)
+            .field("storage", &self.storage)
+            .field("replicas", &self.replicas)
+            .field("timeout", &self.timeout)
+            .field("tls", &self.tls)
+            .field("tls_ca", &self.tls_ca)
+            .finish()
+    }
+}
+
+impl NatsOptions {
+    /// Parses `nats://[user[:password]@]host[:port][?option=value&…]`.
+    ///
+    /// Options: `stream_prefix`, `subject_prefix`, `consumer`, `ack_wait`, `behind_delay`,
+    /// `timeout` (seconds, decimals allowed), `storage` (`file`, `memory`), `replicas`, `token`,
+    /// `tls` (`1`/`true`/`yes`/`on`, `0`/`false`/`no`/`off`), `tls_ca` (a path). An unknown
+    /// option, a repeated one or a value out of range is a [`NatsError::Config`]; no error
+    /// shows a password or a token.
+    pub fn from_url(url: &str) -> Result<NatsOptions, NatsError> {
+        let shown = redact::redact(url);
+        let parsed = url::Url::parse(url).map_err(|e| {
+            NatsError::Config(format!("{shown:?} is not a valid nats:// URL ({e})"))
+        })?;
+        if parsed.scheme() != "nats" {
+            return Err(NatsError::Config(format!(
+                "{shown:?}: the scheme must be nats://"
+            )));
+        }
+        let host = parsed.host_str().filter(|h| !h.is_empty()).ok_or_else(|| {
+            NatsError::Config(format!("{shown:?} names no host (nats://host:port)"))
+        })?;
+        if !matches!(parsed.path(), "" | "/") || parsed.fragment().is_some() {
+            return Err(NatsError::Config(format!(
+                "{shown:?}: a nats:// URL has no path or fragment; options go in the query"
+            )));
+        }
+        let port = parsed.port().unwrap_or(DEFAULT_PORT);
+        let decode = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
+        let mut options = NatsOptions {
+            server: format!("nats://{host}:{port}"),
+            user: Some(decode(parsed.username())).filter(|u| !u.is_empty()),
+            password: parsed.password().map(decode),
+            ..NatsOptions::default()
+        };
+        let mut seen = Vec::new();
+        for (key, value) in parsed.query_pairs() {
+            if seen.contains(&key) {
+                return Err(NatsError::Config(format!(
+                    "{shown:?}: the option `{key}` is given twice"
+                )));
+            }
+            options.set(&key, &value).map_err(|why| {
+                let value = if redact::is_secret_key(&key) {
+                    "***"
+                } else {
+                    &value
+                };
+                NatsError::Config(format!("{shown:?}: `{key}={value}`: {why}"))
+            })?;
+            seen.push(key);
+        }
+        Ok(options)
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "stream_prefix" => {
+                if !value.bytes().all(plain) {
+                    return Err(
+                        "a stream prefix may hold only ASCII letters, digits, `-` and `_`"
+                            .to_owned(),
+                    );
+                }
+                self.stream_prefix = value.to_owned();
+            }
+            "subject_prefix" => {
+                if !valid_subject(value) {
+                    return Err(
+                        "not a subject: dot-separated tokens, none empty, no whitespace, \
+                                no `*` or `>`"
+                            .to_owned(),
+                    );
+                }
+                self.subject_prefix = value.to_owned();
+            }
+            "consumer" => {
+                if value.is_empty() || !value.bytes().all(plain) {
+                    return Err(
+                        "a consumer name is ASCII letters, digits, `-` and `_`, not empty"
+                            .to_owned(),
+                    );
+                }
+                self.consumer = value.to_owned();
+            }
+            "ack_wait" => {
+                self.ack_wait = seconds(value)?;
+                if self.ack_wait < Duration::from_millis(1) {
+                    return Err("the ack wait must be at least 0.001 s".to_owned());
+                }
+            }
+            "behind_delay" => self.behind_delay = seconds(value)?,
+            "timeout" => {
+                self.timeout = seconds(value)?;
+                if self.timeout < Duration::from_millis(1) {
+                    return Err("the timeout must be at least 0.001 s".to_owned());
+                }
+            }
+            "storage" => {
+                self.storage = match value {
+                    "file" => Storage::File,
+                    "memory" => Storage::Memory,
+                    _ => return Err("expected `file` or `memory`".to_owned()),
+                }
+            }
+            "replicas" => {
+                self.replicas = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=5).contains(n))
+                    .ok_or("expected a number of replicas from 1 to 5")?;
+            }
+            "token" => {
+                if value.is_empty() {
+                    return Err("an empty token".to_owned());
+                }
+                self.token = Some(value.to_owned());
+            }
+            "tls" => self.tls = boolean(value)?,
+            "tls_ca" => {
+                if value.is_empty() {
+                    return Err("an empty path".to_owned());
+                }
+                self.tls_ca = Some(PathBuf::from(value));
+                self.tls = true;
+            }
+            _ => {
+                return Err(
+                    "unknown option (known: stream_prefix, subject_prefix, consumer, \
+                            ack_wait, behind_delay, timeout, storage, replicas, token, tls, tls_ca)"
+                        .to_owned(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The `host:port` of the server, for messages.
+    pub fn host(&self) -> &str {
+        self.server.strip_prefix("nats://").unwrap_or(&self.server)
+    }
+
+    /// The name of the stream that holds `queue`: the stream prefix and the queue's
+    /// [`token`].
+    pub fn stream_name(&self, queue: &str) -> Result<String, NatsError> {
+        let name = format!("{}{}", self.stream_prefix, token(queue)?);
+        if name.len() > MAX_STREAM_NAME {
+            return Err(NatsError::Config(format!(
+                "the queue name {queue:?} makes a stream name of {} bytes (at most {MAX_STREAM_NAME})",
+                name.len()
+            )));
+        }
+        Ok(name)
+    }
+
+    /// The subject `queue` is published on: `<subject_prefix>.<token>`, one subject per stream.
+    pub fn subject(&self, queue: &str) -> Result<String, NatsError> {
+        Ok(format!("{}.{}", self.subject_prefix, token(queue)?))
+    }
+}
+
+/// ASCII letters, digits and `-`: kept as they are in a [`token`].
+fn plain(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+
+/// A queue name as one token that is valid both in a stream name and in a subject, and that
+/// names one queue only: ASCII letters, digits and `-` stay, `_` becomes `__`, every other
+/// byte (of the UTF-8 name) `_XX` in upper-case hex. `orders.dlq` → `orders_2Edlq`,
+/// `my_queue` → `my__queue`. An empty name is refused.
+pub fn token(queue: &str) -> Result<String, NatsError> {
+    if queue.is_empty() {
+        return Err(NatsError::Config("an empty queue name".to_owned()));
+    }
+    let mut out = String::with_capacity(queue.len());
+    for b in queue.bytes() {
+        match b {
+            b'_' => out.push_str("__"),
+            b if plain(b) => out.push(char::from(b)),
+            b => out.push_str(&format!("_{b:02X}")),
+        }
+    }
+    Ok(out)
+}
+
+/// The queue name a [`token`] stands for (`None` when it is not one).
+pub fn queue_of(token: &str) -> Option<String> {
+    let bytes = token.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'_' if bytes.get(i + 1) == Some(&b'_') => {
+                out.push(b'_');
+                i += 2;
+            }
+            b'_' => {
+                let hex = token.get(i + 1..i + 3)?;
+                if !hex
+                    .bytes()
+                    .all(|c| c.is_ascii_digit() || (b'A'..=b'F').contains(&c))
+                {
+                    return None;
+                }
+                let byte = u8::from_str_radix(hex, 16).ok()?;
+                if plain(byte) {
+                    return None; // not the one spelling of this byte
+                }
+                out.push(byte);
+                i += 3;
+            }
+            b if plain(b) => {
+                out.push(b);
+                i += 1;
+            }
+            _ => return None,
+        }
+    }
+    String::from_utf8(out).ok().filter(|q| !q.is_empty())
+}
+
+/// Whether `subject` is a literal subject: dot-separated tokens, none empty, no whitespace, no
+/// wildcard.
+pub fn valid_subject(subject: &str) -> bool {
+    !subject.is_empty()
+        && subject.split('.').all(|t| {
+            !t.is_empty() && t != "*" && t != ">" && !t.contains(|c: char| c.is_whitespace())
+        })
+}
+
+fn seconds(value: &str) -> Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 31_536_000.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| "expected a number of seconds from 0 to 31536000".to_owned())
+}
+
+fn boolean(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err("expected 1/true/yes/on or 0/false/no/off".to_owned()),
+    }
+}
+
+/// The broker's delivery count as the runtime reads it: JetStream's `num_delivered` is 1 on the
+/// first delivery, so earlier deliveries are `num_delivered - 1`.
+pub fn count(num_delivered: i64) -> Count {
+    Count::Redelivered(num_delivered.saturating_sub(1).max(0))
+}
+
+/// Whether a header is JetStream's own (`Nats-Msg-Id`, `Nats-Expected-Stream`, …): never handed
+/// to the runtime, never copied onto a re-published message (a copied `Nats-Msg-Id` would be
+/// dropped as a duplicate).
+pub fn is_server_header(name: &str) -> bool {
+    name.get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("nats-"))
+}
+
+/// The out-of-band headers of a delivery: every header but JetStream's own; the last value of a
+/// repeated one.
+pub fn headers_of(map: Option<&HeaderMap>) -> Headers {
+    let mut out = Headers::new();
+    for (name, values) in map.into_iter().flat_map(HeaderMap::iter) {
+        let name: &str = name.as_ref();
+        if is_server_header(name) {
+            continue;
+        }
+        if let Some(value) = values.last() {
+            out.insert(name.to_owned(), value.as_str().to_owned());
+        }
+    }
+    out
+}
+
+/// The schema-version header as carried ([`SCHEMA_VERSION_HEADER`]; NATS headers are text):
+/// [`Declared::Absent`] without one.
+pub fn declared(headers: &Headers) -> Declared {
+    headers
+        .get(SCHEMA_VERSION_HEADER)
+        .map_or(Declared::Absent, |v| Declared::Text(v.clone()))
+}
+
+/// The headers a copy published on behalf of a delivery carries
+/// ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)): the schema-version header as it was
+/// carried (NATS headers are text, so only [`Declared::Text`] comes from this transport; other
+/// forms are written as their JSON text, a JSON `null` as no header).
+pub fn routed_headers(facts: &Facts) -> Headers {
+    let value = match &facts.declared_version {
+        Declared::Text(text) => Some(text.clone()),
+        Declared::Integer(n) => Some(n.to_string()),
+        Declared::Float(f) => Some(f.to_string()),
+        Declared::Bool(b) => Some(b.to_string()),
+        _ => None,
+    };
+    value
+        .map(|v| Headers::from([(SCHEMA_VERSION_HEADER.to_owned(), v)]))
+        .unwrap_or_default()
+}
+
+/// NATS headers for `headers`, JetStream's own left out. A name or a value NATS cannot carry
+/// (a control character, `:`, a line break) is an error and nothing is sent.
+pub fn header_map(headers: &Headers) -> Result<HeaderMap, NatsError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        if is_server_header(name) {
+            continue;
+        }
+        let header: HeaderName =
+            name.parse()
+                .ok()
+                .filter(|_| !name.is_empty())
+                .ok_or_else(|| {
+                    NatsError::Unsupported(format!("NATS cannot carry the header name {name:?}"))
+                })?;
+        let value: HeaderValue = value.parse().map_err(|_| {
+            NatsError::Unsupported(format!(
+                "NATS cannot carry the value of the header {name:?} (a line break)"
+            ))
+        })?;
+        map.insert(header, value);
+    }
+    Ok(map)
+}
+
+/// Whether a `Nak` of a delivery (its body, facts and JetStream `num_delivered`) brings it back
+/// as the runtime asked: the broker keeps the original body, and its next delivery reports
+/// `num_delivered` earlier deliveries, so the runtime will read what it reads now with that
+/// count. True when that reads as the same kind of message (readable or poison) carrying the
+/// `attempts` the runtime counted, or when the runtime counted nothing (a release: the broker
+/// counts the redelivery, as every broker with a native count does). Otherwise (a body whose
+/// `attempts` is ahead of the broker's count, such as a copy another SDK re-published) the
+/// transport publishes the runtime's body instead.
+pub fn nak_is_exact(
+    body: &[u8],
+    facts: &Facts,
+    queue: &str,
+    num_delivered: i64,
+    redeliver: &Redeliver<'_>,
+) -> bool {
+    let Some(wanted) = redeliver.attempts else {
+        return true;
+    };
+    let mut next = facts.clone();
+    next.count = Some(count(num_delivered.saturating_add(1)));
+    let mut copy = facts.clone();
+    copy.count = Some(count(1));
+    match (
+        classify(body, &next, queue),
+        classify(redeliver.body, &copy, queue),
+    ) {
+        (Class::Readable { envelope: a, .. }, Class::Readable { envelope: b, .. }) => {
+            a.attempts() == wanted && b.attempts() == wanted
+        }
+        (Class::Poison(a), Class::Poison(b)) => a.attempts == wanted && b.attempts == wanted,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use babelqueue_core::attempts;
+
+    #[test]
+    fn defaults_and_every_option() {
+        let o = NatsOptions::from_url("nats://127.0.0.1").unwrap();
+        assert_eq!(o, NatsOptions::default());
+        assert_eq!(o.host(), "127.0.0.1:4222");
+
+        let o = NatsOptions::from_url(
+            "nats://app:s%40cret@nats.example:4333/?stream_prefix=Q-&subject_prefix=babel.q\
+             &consumer=workers&ack_wait=2.5&behind_delay=0&timeout=3&storage=memory&replicas=3\
+             &tls_ca=/etc/ca.pem",
+        )
+        .unwrap();
+        assert_eq!(o.server, "nats://nats.example:4333");
+        assert_eq!(o.user.as_deref(), Some("app"));
+        assert_eq!(o.password.as_deref(), Some("s@cret"));
+        assert_eq!(
+            (o.stream_prefix.as_str(), o.subject_prefix.as_str()),
+            ("Q-", "babel.q")
+        );
+        assert_eq!(o.consumer, "workers");
+        assert_eq!(o.ack_wait, Duration::from_millis(2500));
+        assert_eq!(o.behind_delay, Duration::ZERO);
+        assert_eq!(o.timeout, Duration::from_secs(3));
+        assert_eq!((o.storage, o.replicas), (Storage::Memory, 3));
+        assert!(o.tls, "a CA file implies TLS");
+        assert_eq!(o.tls_ca, Some(PathBuf::from("/etc/ca.pem")));
+
+        let o = NatsOptions::from_url("nats://h:1?token=t0k&tls=yes").unwrap();
+        assert_eq!((o.token.as_deref(), o.tls), (Some("t0k"), true));
+    }
+
+    #[test]
+    fn bad_urls_are_config_errors_that_show_no_secret() {
+        for url in [
+            "nats://",
+            "redis://h",
+            "nats://h?nope=1",
+            "nats://h?ack_wait=0",
+            "nats://h?ack_wait=-1",
+            "nats://h?ack_wait=NaN",
+            "nats://h?replicas=0",
+            "nats://h?replicas=6",
+            "nats://h?storage=disk",
+            "nats://h?tls=maybe",
+            "nats://h?subject_prefix=a..b",
+            "nats://h?subject_prefix=a.>",
+            "nats://h?stream_prefix=a.b",
+            "nats://h?consumer=",
+            "nats://h/vhost",
+            "nats://h?ack_wait=1&ack_wait=2",
+            "not a url",
+        ] {
+            let err = NatsOptions::from_url(url).unwrap_err();
+            assert!(matches!(err, NatsError::Config(_)), "{url}: {err}");
+            assert_eq!(
+                err.kind(),
+                babelqueue_core::TransportErrorKind::Config,
+                "{url}"
+            );
+        }
+        for url in [
+            "nats://u:hunter2@h?nope=1",
+            "nats://u:hunter2@h?token=hunter2&token=x",
+            "nats://u:hunter2@h?token=hunter2&tls=maybe",
+        ] {
+            let err = NatsOptions::from_url(url).unwrap_err();
+            let shown = format!("{err} {err:?}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        let o = NatsOptions::from_url("nats://u:hunter2@h?token=hunter2").unwrap();
+        assert!(!format!("{o:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn queue_names_make_one_token_that_names_one_queue() {
+        for (queue, token_) in [
+            ("orders", "orders"),
+            ("orders.dlq", "orders_2Edlq"),
+            ("my_queue", "my__queue"),
+            ("Jobs-2", "Jobs-2"),
+            ("a b*>", "a_20b_2A_3E"),
+            ("café", "caf_C3_A9"),
+            ("_2E", "__2E"),
+        ] {
+            assert_eq!(token(queue).unwrap(), token_, "{queue}");
+            assert_eq!(queue_of(token_).as_deref(), Some(queue), "{token_}");
+        }
+        assert!(token("").is_err());
+        for not_a_token in ["a.b", "_zz", "_41", "_2", "", "a b"] {
+            assert_eq!(queue_of(not_a_token), None, "{not_a_token:?}");
+        }
+        let o = NatsOptions::default();
+        assert_eq!(o.stream_name("orders.dlq").unwrap(), "BQ_orders_2Edlq");
+        assert_eq!(o.subject("orders.dlq").unwrap(), "bq.orders_2Edlq");
+        assert!(valid_subject(&o.subject("a b.c*").unwrap()));
+        let long = "x".repeat(MAX_STREAM_NAME);
+        assert!(matches!(o.stream_name(&long), Err(NatsError::Config(_))));
+    }
+
+    #[test]
+    fn the_delivery_count_and_the_declared_version_are_facts() {
+        assert_eq!(count(1), Count::Redelivered(0));
+        assert_eq!(count(4), Count::Redelivered(3));
+        assert_eq!(count(0), Count::Redelivered(0));
+        // The runtime raises attempts to the count, never lowers it.
+        let body = br#"{"job":"urn:x","attempts":1}"#;
+        assert_eq!(
+            &*attempts::reconcile(body, Some(count(4))),
+            br#"{"job":"urn:x","attempts":3}"#
+        );
+        assert_eq!(&*attempts::reconcile(body, Some(count(1))), &body[..]);
+
+        let mut headers = Headers::new();
+        assert_eq!(declared(&headers), Declared::Absent);
+        headers.insert(SCHEMA_VERSION_HEADER.into(), " 2".into());
+        assert_eq!(declared(&headers), Declared::Text(" 2".into()));
+        assert_eq!(declared(&headers).rejected().as_deref(), Some(" 2"));
+
+        // A copy on behalf of the delivery carries the header back, as carried.
+        let mut facts = Facts::default();
+        assert!(routed_headers(&facts).is_empty());
+        facts.declared_version = declared(&headers);
+        assert_eq!(routed_headers(&facts), headers);
+        facts.declared_version = Declared::Integer(2);
+        assert_eq!(routed_headers(&facts)[SCHEMA_VERSION_HEADER], "2");
+        facts.declared_version = Declared::Null;
+        assert!(routed_headers(&facts).is_empty());
+    }
+
+    #[test]
+    fn headers_round_trip_without_the_servers_own() {
+        let headers = Headers::from([
+            ("traceparent".to_owned(), "00-abc-def-01".to_owned()),
+            ("bq-replay-bypass".to_owned(), "1".to_owned()),
+            ("Nats-Msg-Id".to_owned(), "x".to_owned()),
+        ]);
+        let map = header_map(&headers).unwrap();
+        assert_eq!(map.len(), 2);
+        let back = headers_of(Some(&map));
+        assert_eq!(back.len(), 2);
+        assert_eq!(back["traceparent"], "00-abc-def-01");
+        assert!(headers_of(None).is_empty());
+
+        let mut repeated = HeaderMap::new();
+        repeated.append("k", "first");
+        repeated.append("k", "last");
+        repeated.insert("nats-expected-stream", "s");
+        assert_eq!(
+            headers_of(Some(&repeated)),
+            Headers::from([("k".to_owned(), "last".to_owned())])
+        );
+
+        for bad in [("a:b", "v"), ("k", "line\r\nbreak"), ("", "v")] {
+            let headers = Headers::from([(bad.0.to_owned(), bad.1.to_owned())]);
+            let err = header_map(&headers).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                babelqueue_core::TransportErrorKind::Unsupported,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_nak_is_used_when_the_next_count_gives_what_the_runtime_counted() {
+        let facts = |delivered| {
+            let mut f = Facts::default();
+            f.count = Some(count(delivered));
+            f
+        };
+        let retry = |body, attempts| Redeliver::new(body, Some(attempts), None);
+        // First delivery of a fresh message, retried with attempts 1: the Nak'd message comes
+        // back with num_delivered 2, which the runtime reads as attempts 1.
+        let body = br#"{"job":"urn:x","data":{},"attempts":0}"#;
+        let counted = br#"{"job":"urn:x","data":{},"attempts":1}"#;
+        assert!(nak_is_exact(body, &facts(1), "q", 1, &retry(counted, 1)));
+        // Third delivery, the body never rewritten: attempts 2 now, 3 next.
+        let third = br#"{"job":"urn:x","data":{},"attempts":3}"#;
+        assert!(nak_is_exact(body, &facts(3), "q", 3, &retry(third, 3)));
+        // A body ahead of the broker's count (a copy another SDK re-published with attempts 4):
+        // the next delivery would still read 4, not 5, so the runtime's body is published.
+        let ahead = br#"{"job":"urn:x","data":{},"attempts":4}"#;
+        let five = br#"{"job":"urn:x","data":{},"attempts":5}"#;
+        assert!(!nak_is_exact(ahead, &facts(1), "q", 1, &retry(five, 5)));
+        // A release counts nothing: always a Nak.
+        assert!(nak_is_exact(
+            ahead,
+            &facts(1),
+            "q",
+            1,
+            &Redeliver::new(ahead, None, Some(Duration::from_secs(2)))
+        ));
+        // The bounded retry of a poison body: the broker keeps the poison bytes and counts.
+        let poison = b"\xffnot json";
+        assert!(nak_is_exact(
+            poison,
+            &facts(2),
+            "q",
+            2,
+            &retry(br#"{"attempts":2}"#, 2)
+        ));
+        assert!(!nak_is_exact(
+            br#"{"attempts":7}"#,
+            &facts(1),
+            "q",
+            1,
+            &retry(br#"{"attempts":8}"#, 8)
+        ));
+    }
+}

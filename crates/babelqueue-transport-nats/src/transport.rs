@@ -1,0 +1,519 @@
+//! [`NatsTransport`]: the [`Transport`] over JetStream, and its capabilities.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull};
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::message::Acker;
+use async_nats::jetstream::stream::{self, LastRawMessageErrorKind, RetentionPolicy, StorageType};
+use async_nats::jetstream::{self, AckKind, ErrorCode};
+use async_trait::async_trait;
+use babelqueue_core::{
+    Browser, Capabilities, Delivery, Facts, HeaderPublisher, Headers, Redeliver, Redeliverer,
+    Redelivery, Rewinder, RoutedPublisher, Transport, TransportError,
+};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use crate::error::NatsError;
+use crate::projection::{self, NatsOptions, Storage};
+
+const LOG: &str = "babelqueue::nats";
+
+/// What a delivery keeps for its settlement.
+struct Handle {
+    acker: Acker,
+    /// JetStream's `num_delivered` (1 on the first delivery).
+    delivered: i64,
+}
+
+struct Inner {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    options: NatsOptions,
+    /// Queues whose stream is known to exist.
+    streams: Mutex<HashSet<String>>,
+    /// The durable pull consumer of each queue consumed so far.
+    consumers: Mutex<HashMap<String, PullConsumer>>,
+}
+
+/// The NATS JetStream transport: one stream per queue (work-queue retention), one durable pull
+/// consumer per stream with explicit acks. Cloning shares the connection.
+///
+/// Build it with [`NatsTransport::connect`] (a URL) or [`NatsTransport::with_options`]. See the
+/// [crate docs](crate) for what maps to what.
+#[derive(Clone)]
+pub struct NatsTransport {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for NatsTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatsTransport")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every mutation under these locks is one statement: a poisoned lock is still consistent.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn handle(delivery: &Delivery) -> Result<&Handle, NatsError> {
+    delivery.handle::<Handle>().ok_or_else(|| {
+        NatsError::Rejected(format!(
+            "a delivery of queue {:?} that the NATS transport did not hand out",
+            delivery.queue()
+        ))
+    })
+}
+
+impl NatsTransport {
+    /// Connects to the server a `nats://` URL names (see [`NatsOptions::from_url`] for the
+    /// options) and checks that it runs JetStream. Credentials the server refuses are a
+    /// [`NatsError::Auth`] naming the host; no error shows a password.
+    pub async fn connect(url: &str) -> Result<NatsTransport, NatsError> {
+        NatsTransport::with_options(NatsOptions::from_url(url)?).await
+    }
+
+    /// Connects with `options`.
+    pub async fn with_options(options: NatsOptions) -> Result<NatsTransport, NatsError> {
+        let mut connect = async_nats::ConnectOptions::new()
+            .name("babelqueue")
+            .connection_timeout(options.timeout)
+            .request_timeout(Some(options.timeout));
+        if let Some(user) = &options.user {
+            connect = connect
+                .user_and_password(user.clone(), options.password.clone().unwrap_or_default());
+        }
+        if let Some(token) = &options.token {
+            connect = connect.token(token.clone());
+        }
+        if options.tls {
+            connect = connect.require_tls(true);
+        }
+        if let Some(ca) = &options.tls_ca {
+            connect = connect.add_root_certificates(ca.clone());
+        }
+        let host = options.host().to_owned();
+        let client = connect
+            .connect(options.server.as_str())
+            .await
+            .map_err(|e| NatsError::connect(&e, &host, &secrets(&options)))?;
+        // A raw `$JS.API.INFO`: the reply of a 2.9 server does not parse as async-nats 0.51's
+        // `Account`, and all that matters here is that JetStream answers without an error.
+        let info = client
+            .request("$JS.API.INFO", Bytes::new())
+            .await
+            .map_err(|e| NatsError::account(&e, &host))?;
+        if info.payload.windows(8).any(|w| w == b"\"error\":") {
+            return Err(NatsError::account_refused(&info.payload, &host));
+        }
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(options.timeout);
+        Ok(NatsTransport {
+            inner: Arc::new(Inner {
+                client,
+                js,
+                options,
+                streams: Mutex::new(HashSet::new()),
+                consumers: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The options the transport runs with.
+    pub fn options(&self) -> &NatsOptions {
+        &self.inner.options
+    }
+
+    /// The largest message (body and headers) the server accepts, as it announced it
+    /// (`max_payload`, 1 MiB by default).
+    pub fn max_payload(&self) -> usize {
+        self.inner.client.server_info().max_payload
+    }
+
+    /// The JetStream context (streams, consumers, messages), for tools and tests.
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.inner.js
+    }
+
+    /// The stream of `queue`, created (work-queue retention, the configured storage and
+    /// replicas, the queue's one subject) when it does not exist yet. An existing stream of that
+    /// name that does not carry the queue's subject is a configuration error.
+    pub async fn ensure_stream(&self, queue: &str) -> Result<stream::Stream, NatsError> {
+        let o = &self.inner.options;
+        let name = o.stream_name(queue)?;
+        let subject = o.subject(queue)?;
+        let config = stream::Config {
+            name: name.clone(),
+            subjects: vec![subject.clone()],
+            retention: RetentionPolicy::WorkQueue,
+            storage: match o.storage {
+                Storage::File => StorageType::File,
+                Storage::Memory => StorageType::Memory,
+            },
+            num_replicas: o.replicas,
+            ..Default::default()
+        };
+        let stream = self
+            .inner
+            .js
+            .get_or_create_stream(config)
+            .await
+            .map_err(|e| NatsError::stream(&e, &name))?;
+        if !stream.cached_info().config.subjects.contains(&subject) {
+            return Err(NatsError::Config(format!(
+                "the stream {name:?} exists but does not carry the subject {subject:?} of queue \
+                 {queue:?} (another subject_prefix, or a stream of someone else's)"
+            )));
+        }
+        lock(&self.inner.streams).insert(queue.to_owned());
+        Ok(stream)
+    }
+
+    /// The subject of `queue`, its stream made sure of.
+    async fn subject(&self, queue: &str) -> Result<String, NatsError> {
+        let subject = self.inner.options.subject(queue)?;
+        if !lock(&self.inner.streams).contains(queue) {
+            self.ensure_stream(queue).await?;
+        }
+        Ok(subject)
+    }
+
+    /// The durable pull consumer of `queue` (created or updated to the configured ack wait the
+    /// first time).
+    async fn consumer(&self, queue: &str) -> Result<PullConsumer, NatsError> {
+        if let Some(consumer) = lock(&self.inner.consumers).get(queue) {
+            return Ok(consumer.clone());
+        }
+        let stream = self.ensure_stream(queue).await?;
+        let o = &self.inner.options;
+        let config = pull::Config {
+            durable_name: Some(o.consumer.clone()),
+            deliver_policy: DeliverPolicy::All,
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: o.ack_wait,
+            // The runtime decides when a message has had enough deliveries.
+            max_deliver: -1,
+            ..Default::default()
+        };
+        let consumer: PullConsumer = stream
+            .create_consumer(config)
+            .await
+            .map_err(|e| NatsError::consumer(&e, &stream.cached_info().config.name))?;
+        lock(&self.inner.consumers).insert(queue.to_owned(), consumer.clone());
+        Ok(consumer)
+    }
+
+    /// Forgets what is known of `queue` (after the server said its stream or consumer is gone).
+    fn forget(&self, queue: &str) {
+        lock(&self.inner.streams).remove(queue);
+        lock(&self.inner.consumers).remove(queue);
+    }
+
+    /// Publishes `body` to `queue` with `headers` and waits for JetStream's acknowledgement.
+    /// A stream deleted behind the transport's back is created again, once.
+    async fn send(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: Option<HeaderMap>,
+    ) -> Result<(), NatsError> {
+        let subject = self.subject(queue).await?;
+        let payload = Bytes::copy_from_slice(body);
+        match self
+            .publish_once(&subject, payload.clone(), headers.clone())
+            .await
+        {
+            Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
+                self.forget(queue);
+                self.ensure_stream(queue).await?;
+                self.publish_once(&subject, payload, headers)
+                    .await
+                    .map_err(|e| NatsError::publish(&e, &subject))
+            }
+            sent => sent.map_err(|e| NatsError::publish(&e, &subject)),
+        }
+    }
+
+    async fn publish_once(
+        &self,
+        subject: &str,
+        payload: Bytes,
+        headers: Option<HeaderMap>,
+    ) -> Result<(), PublishError> {
+        let js = &self.inner.js;
+        let ack = match headers {
+            Some(headers) => {
+                js.publish_with_headers(subject.to_owned(), headers, payload)
+                    .await?
+            }
+            None => js.publish(subject.to_owned(), payload).await?,
+        };
+        ack.await.map(|_| ())
+    }
+
+    /// `-NAK`, after `delay` when there is one, confirmed by the server.
+    async fn nak(&self, delivery: &Delivery, delay: Option<Duration>) -> Result<(), NatsError> {
+        let delay = delay.filter(|d| !d.is_zero());
+        handle(delivery)?
+            .acker
+            .double_ack_with(AckKind::Nak(delay))
+            .await
+            .map_err(|e| NatsError::ack("giving a delivery back (-NAK)", &*e))
+    }
+
+    fn delivery(&self, queue: &str, message: jetstream::Message) -> Result<Delivery, NatsError> {
+        let delivered = message
+            .info()
+            .map_err(|e| {
+                NatsError::Other(format!(
+                    "a JetStream message of queue {queue:?} without its delivery metadata: {e}"
+                ))
+            })?
+            .delivered;
+        let (message, acker) = message.split();
+        let headers = projection::headers_of(message.headers.as_ref());
+        let declared = projection::declared(&headers);
+        Ok(Delivery::new(queue, message.payload)
+            .with_headers(headers)
+            .with_declared_version(declared)
+            .with_count(projection::count(delivered))
+            .with_handle(Handle { acker, delivered }))
+    }
+}
+
+/// The password and the token of `options`, to scrub from a client's message.
+fn secrets(options: &NatsOptions) -> Vec<String> {
+    [&options.password, &options.token]
+        .into_iter()
+        .flatten()
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .collect()
+}
+
+#[async_trait]
+impl Transport for NatsTransport {
+    fn name(&self) -> &'static str {
+        "nats"
+    }
+
+    /// A JetStream publish to the queue's subject, body unchanged, no headers; returns once
+    /// JetStream acknowledged it (stored).
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        Ok(self.send(queue, body, None).await?)
+    }
+
+    /// One pull request for one message on the queue's durable consumer, waiting up to
+    /// `timeout` (`no_wait` when it is zero).
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        let consumer = self.consumer(queue).await?;
+        let stream = consumer.cached_info().stream_name.clone();
+        let batch = if timeout < Duration::from_millis(1) {
+            consumer.fetch().max_messages(1).messages().await
+        } else {
+            consumer
+                .batch()
+                .max_messages(1)
+                .expires(timeout)
+                .messages()
+                .await
+        };
+        let mut batch = batch.map_err(|e| NatsError::pull(&e, &stream))?;
+        match batch.next().await {
+            None => Ok(None),
+            Some(Ok(message)) => Ok(Some(self.delivery(queue, message)?)),
+            Some(Err(e)) => {
+                // A deleted consumer or stream is set up again on the next pop.
+                self.forget(queue);
+                Err(NatsError::pulled(&*e, &stream).into())
+            }
+        }
+    }
+
+    /// `+ACK`, confirmed by the server (JetStream removes the message from the work queue).
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        handle(delivery)?
+            .acker
+            .double_ack()
+            .await
+            .map_err(|e| NatsError::ack("acknowledging a delivery (+ACK)", &*e).into())
+    }
+
+    /// Sets up the queue's stream and durable consumer before the first pull, so a server
+    /// without JetStream or a stream of someone else's stops `consume` at once.
+    async fn prepare_consume(
+        &self,
+        queue: &str,
+        _concurrency: usize,
+    ) -> Result<(), TransportError> {
+        self.consumer(queue).await?;
+        Ok(())
+    }
+
+    /// Drains the connection: subscriptions end, what was published is flushed.
+    async fn close(&self) -> Result<(), TransportError> {
+        self.inner
+            .client
+            .drain()
+            .await
+            .map_err(|e| NatsError::Connection(format!("draining the connection: {e}")).into())
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .headers(self)
+            .routed(self)
+            .redelivery(Redelivery::Native(self))
+            .rewind(self)
+            .browse(self)
+    }
+}
+
+#[async_trait]
+impl HeaderPublisher for NatsTransport {
+    /// The same publish, with `headers` as NATS headers (JetStream's own `Nats-*` names are
+    /// left out). A name or value NATS cannot carry is an error and nothing is sent.
+    async fn publish_with_headers(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: &Headers,
+    ) -> Result<(), TransportError> {
+        let map = projection::header_map(headers)?;
+        Ok(self.send(queue, body, Some(map)).await?)
+    }
+}
+
+#[async_trait]
+impl RoutedPublisher for NatsTransport {
+    /// A copy on behalf of a delivery that carried a schema-version header (a dead-letter
+    /// record of a gated message, a redrive): published with that header as it was carried,
+    /// so the copy is gated the same way. JetStream 2.9 cannot delay a publish: `delay` is not
+    /// honoured.
+    async fn publish_routed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        facts: &Facts,
+        _delay: Option<Duration>,
+    ) -> Result<(), TransportError> {
+        let map = projection::header_map(&projection::routed_headers(facts))?;
+        Ok(self.send(queue, body, Some(map)).await?)
+    }
+}
+
+#[async_trait]
+impl Redeliverer for NatsTransport {
+    /// `-NAK` with the delay (JetStream redelivers the original, which keeps its bytes and its
+    /// headers, and counts the delivery) when the next delivery will read as the runtime
+    /// asked ([`projection::nak_is_exact`]); otherwise the runtime's body is published (with
+    /// the delivery's headers, at once: JetStream 2.9 has no delayed publish) and the original
+    /// acknowledged.
+    async fn redeliver(
+        &self,
+        delivery: &Delivery,
+        redeliver: Redeliver<'_>,
+    ) -> Result<(), TransportError> {
+        let held = handle(delivery)?;
+        let exact = projection::nak_is_exact(
+            delivery.body(),
+            delivery.facts(),
+            delivery.queue(),
+            held.delivered,
+            &redeliver,
+        );
+        if exact {
+            return Ok(self.nak(delivery, redeliver.delay).await?);
+        }
+        let headers = projection::header_map(delivery.headers())?;
+        self.send(delivery.queue(), redeliver.body, Some(headers))
+            .await?;
+        if let Some(delay) = redeliver.delay.filter(|d| !d.is_zero()) {
+            tracing::debug!(target: LOG, queue = delivery.queue(), ?delay,
+                "The retry of a message whose attempts are ahead of JetStream's count was published as a copy, at once");
+        }
+        if let Err(e) = held.acker.double_ack().await {
+            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
+                "Failed to acknowledge a message after publishing its retry; JetStream will deliver it again after ack_wait");
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Rewinder for NatsTransport {
+    /// `-NAK` without a delay: JetStream redelivers it first.
+    async fn rewind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        Ok(self.nak(delivery, None).await?)
+    }
+
+    /// `-NAK` with `behind_delay` (1 s by default): the messages waiting now are delivered
+    /// before it comes back, and it keeps its bytes, headers and delivery count (no copy, so
+    /// no duplicate).
+    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        Ok(self
+            .nak(delivery, Some(self.inner.options.behind_delay))
+            .await?)
+    }
+}
+
+#[async_trait]
+impl Browser for NatsTransport {
+    /// The bodies stored on the queue's stream, oldest first (those delivered and not yet
+    /// acknowledged too), read by sequence without a consumer. A queue without a stream is
+    /// empty.
+    async fn browse(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, TransportError> {
+        let o = &self.inner.options;
+        let name = o.stream_name(queue)?;
+        let subject = o.subject(queue)?;
+        let stream = match self.inner.js.get_stream(&name).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                if let async_nats::jetstream::context::GetStreamErrorKind::JetStream(api) = e.kind()
+                    && api.error_code() == ErrorCode::STREAM_NOT_FOUND
+                {
+                    return Ok(Vec::new());
+                }
+                return Err(NatsError::get_stream(&e, &name).into());
+            }
+        };
+        let mut bodies = Vec::new();
+        let mut sequence = 1;
+        while max == 0 || bodies.len() < max {
+            let next = stream
+                .raw_message_builder()
+                .sequence(sequence)
+                .next_by_subject(subject.clone())
+                .send()
+                .await;
+            match next {
+                Ok(message) => {
+                    sequence = message.sequence.saturating_add(1);
+                    bodies.push(message.payload.to_vec());
+                }
+                Err(e) => match e.kind() {
+                    LastRawMessageErrorKind::NoMessageFound => break,
+                    LastRawMessageErrorKind::JetStream(api)
+                        if api.error_code() == ErrorCode::NO_MESSAGE_FOUND =>
+                    {
+                        break;
+                    }
+                    _ => return Err(NatsError::read(&e, &name).into()),
+                },
+            }
+        }
+        Ok(bodies)
+    }
+}
