@@ -82,10 +82,7 @@ pub fn poison_attempts(body: &[u8], count: Option<Count>) -> i64 {
         .ok()
         .and_then(|e| e.get("attempts").and_then(|a| a.as_i64()))
         .unwrap_or(0);
-    count
-        .map_or(0, |c| c.native())
-        .max(body_attempts)
-        .max(0)
+    count.map_or(0, |c| c.native()).max(body_attempts).max(0)
 }
 
 #[cfg(test)]
@@ -107,7 +104,10 @@ mod tests {
             r#"{"job":"urn:x","data":{"n":1.50},"attempts":5}"#
         );
         assert_eq!(
-            text(reconcile(br#"{"job":"urn:x"}"#, Some(Count::Redelivered(1)))),
+            text(reconcile(
+                br#"{"job":"urn:x"}"#,
+                Some(Count::Redelivered(1))
+            )),
             r#"{"job":"urn:x","attempts":1}"#
         );
     }

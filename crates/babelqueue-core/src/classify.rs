@@ -198,7 +198,10 @@ mod tests {
         let Class::Poison(p) = classify(b"\xff", &f, "orders.retry.1") else {
             panic!()
         };
-        assert!(matches!(p.cause, Cause::Body(PoisonCause::InvalidUtf8 { .. })));
+        assert!(matches!(
+            p.cause,
+            Cause::Body(PoisonCause::InvalidUtf8 { .. })
+        ));
         assert_eq!((p.attempts, p.original_queue.as_str()), (2, "orders"));
         assert!(p.always_dead_lettered);
     }

@@ -332,12 +332,7 @@ pub fn unknown_urn(
 /// 4. a transport that settles natively: left to the broker;
 /// 5. a transport that cannot redeliver (Kafka without tiers): dropped (degrade to delete);
 /// 6. else the bounded retry: a bare `{"attempts":N}` until `max_attempts`.
-pub fn poison(
-    policy: &Policy,
-    facts: &QueueFacts,
-    poison: &Poison,
-    sampler: Sampler<'_>,
-) -> Plan {
+pub fn poison(policy: &Policy, facts: &QueueFacts, poison: &Poison, sampler: Sampler<'_>) -> Plan {
     let dead_letter = || Plan::DeadLetter {
         queue: facts.dead_letter_queue.clone(),
         record: Record::Poison {
@@ -376,9 +371,8 @@ pub fn poison(
 /// The delay of retry `counted` under the policy's back-off; `None` when no back-off is
 /// configured (a zero base).
 fn backoff(policy: &Policy, counted: i64, sampler: Sampler<'_>) -> Option<Duration> {
-    (policy.backoff.base > 0.0).then(|| {
-        crate::policy::seconds_to_duration(policy.backoff.seconds_with(counted, sampler))
-    })
+    (policy.backoff.base > 0.0)
+        .then(|| crate::policy::seconds_to_duration(policy.backoff.seconds_with(counted, sampler)))
 }
 
 fn bounded_retry(policy: &Policy, attempts: i64, sampler: Sampler<'_>) -> Plan {
@@ -799,7 +793,12 @@ mod tests {
             ..body_poison(1)
         };
         assert_eq!(
-            poison(&policy(UnknownUrn::Fail, false), &no_tiers, &p, &mut no_jitter),
+            poison(
+                &policy(UnknownUrn::Fail, false),
+                &no_tiers,
+                &p,
+                &mut no_jitter
+            ),
             Plan::Drop(DropReason::PoisonCannotRetry)
         );
         assert!(matches!(
@@ -818,9 +817,18 @@ mod tests {
         };
         for strategy in [UnknownUrn::Delete, UnknownUrn::Fail] {
             assert!(matches!(
-                poison(&policy(strategy, false), &facts(false), &always, &mut no_jitter),
+                poison(
+                    &policy(strategy, false),
+                    &facts(false),
+                    &always,
+                    &mut no_jitter
+                ),
                 Plan::DeadLetter {
-                    record: Record::Poison { attempts: 0, cause: None, .. },
+                    record: Record::Poison {
+                        attempts: 0,
+                        cause: None,
+                        ..
+                    },
                     ..
                 }
             ));

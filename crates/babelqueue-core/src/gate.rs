@@ -103,7 +103,10 @@ mod tests {
         let long = format!("{}\n", "9".repeat(70));
         let said = warning("orders", &long);
         assert!(said.contains(&format!("{}...", "9".repeat(64))), "{said}");
-        assert!(!said.contains('\n'), "no line break reaches the log: {said}");
+        assert!(
+            !said.contains('\n'),
+            "no line break reaches the log: {said}"
+        );
         assert!(warning("q", "1 2").contains("1%202"));
     }
 

@@ -72,17 +72,17 @@ pub mod transport;
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
 pub use babelqueue_envelope::{Envelope, Message, RawJson};
+pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use error::{Error, ErrorKind, Result, TransportError, TransportErrorKind};
 pub use handler::{
     Action, Context, HEADER_REPLAY_BYPASS, Handler, HandlerError, HandlerFuture, typed,
 };
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
-pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use transport::{
     Abandoner, BatchPopper, Browser, Capabilities, DeadLetterNamer, DeadLetterWriter,
-    DelayedPublisher, HeaderPublisher, NativeSettler, Redeliver, Redeliverer, Redelivery,
-    Rewinder, RoutedPublisher, SettlePublisher, Transport,
+    DelayedPublisher, HeaderPublisher, NativeSettler, Redeliver, Redeliverer, Redelivery, Rewinder,
+    RoutedPublisher, SettlePublisher, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

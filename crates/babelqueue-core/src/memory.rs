@@ -429,7 +429,9 @@ mod tests {
         let headers = Headers::from([("traceparent".to_owned(), "00-x".to_owned())]);
         m.publish_with_headers("q", b"v1", &headers).await.unwrap();
         let d = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
-        m.redeliver(&d, Redeliver::new(b"v2", Some(1), None)).await.unwrap();
+        m.redeliver(&d, Redeliver::new(b"v2", Some(1), None))
+            .await
+            .unwrap();
         assert_eq!(m.headers_of("q"), vec![headers]);
         assert_eq!(m.bodies("q"), vec![b"v2".to_vec()]);
         m.fail_publishes_to("dlq", true);

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use babelqueue_envelope::{Envelope, RawJson};
 
+use crate::classify::{Class, classify};
 use crate::error::{Error, Result, TransportError};
 use crate::handler::HEADER_REPLAY_BYPASS;
-use crate::classify::{Class, classify};
 use crate::transport::{Delivery, Headers, Transport, publish_keeping_route};
 
 /// A filter over dead-lettered envelopes.

@@ -74,8 +74,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use crate::delivery::{Delivery, Headers};
 use crate::delivery::Facts;
+pub use crate::delivery::{Delivery, Headers};
 use crate::error::TransportError;
 
 /// The broker contract the runtime needs: publish bytes, reserve one delivery, acknowledge it.

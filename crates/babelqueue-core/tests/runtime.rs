@@ -806,13 +806,13 @@ async fn direct_dispatch_routes_on_an_out_of_band_urn_without_rewriting_the_body
         .unwrap()
         .encode()
         .unwrap();
-    let delivery = babelqueue_core::Delivery::new("orders", body.as_bytes().to_vec())
-        .with_urn("urn:routed");
+    let delivery =
+        babelqueue_core::Delivery::new("orders", body.as_bytes().to_vec()).with_urn("urn:routed");
     assert_eq!(app.dispatch(delivery).await, Outcome::Acked);
     assert_eq!(*seen.lock().unwrap(), "urn:routed / urn:in:body");
     // an undecodable body is never rescued by a route
-    let delivery = babelqueue_core::Delivery::new("orders", b"nope".to_vec())
-        .with_urn("urn:routed");
+    let delivery =
+        babelqueue_core::Delivery::new("orders", b"nope".to_vec()).with_urn("urn:routed");
     assert_eq!(
         App::builder(memory.clone())
             .queue("orders")

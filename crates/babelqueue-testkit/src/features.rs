@@ -69,8 +69,17 @@ pub struct Features {
     /// The delay the back-off and delayed-publish tests ask for (default 1 s).
     pub delay_probe: Duration,
     /// How late a delayed message, a retry or a redelivery may be (default 1 s); a delayed
-    /// message may be early by at most [`EARLY_SLACK`](crate::EARLY_SLACK).
+    /// message may be early by at most [`EARLY_SLACK`](crate::EARLY_SLACK), plus
+    /// [`delay_granularity`](Features::delay_granularity).
     pub delay_tolerance: Duration,
+    /// The unit the broker schedules delays in, when it is coarser than the clock (default
+    /// zero: a delay is kept to the millisecond). A broker that stores "available at" as a
+    /// whole number of these units, counted from the current unit (Redis's Laravel layout:
+    /// `floor(now) + ceil(delay)` epoch seconds, the cross-SDK score), makes a delayed message
+    /// or a retry due up to one unit before the delay has fully passed; the delay tests allow
+    /// that much more earliness. Use a [`delay_probe`](Features::delay_probe) of at least two
+    /// units, so a delay that is not honoured at all still fails.
+    pub delay_granularity: Duration,
     /// How long `make` may take to return a connected transport (default 10 s).
     pub connect_timeout: Duration,
     /// The time budget of one test (default 60 s, plus twice
@@ -114,6 +123,7 @@ impl Features {
             poll_timeout: Duration::from_millis(200),
             delay_probe: Duration::from_secs(1),
             delay_tolerance: Duration::from_secs(1),
+            delay_granularity: Duration::ZERO,
             connect_timeout: Duration::from_secs(10),
             test_timeout: Duration::from_secs(60),
         }
@@ -168,6 +178,10 @@ impl Features {
         delay_tolerance: Duration
     );
     setter!(
+        /// Sets the broker's delay unit ([`Features::delay_granularity`]).
+        delay_granularity: Duration
+    );
+    setter!(
         /// Sets how long `make` may take ([`Features::connect_timeout`]).
         connect_timeout: Duration
     );
@@ -189,6 +203,25 @@ impl Features {
     pub fn max_body_bytes(mut self, max: usize) -> Features {
         self.max_body_bytes = Some(max);
         self
+    }
+
+    /// The earliest a message delayed by `delay` may arrive: `delay` less
+    /// [`EARLY_SLACK`](crate::EARLY_SLACK) (timer granularity) and
+    /// [`delay_granularity`](Features::delay_granularity) (the broker's delay unit).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use babelqueue_testkit::Features;
+    ///
+    /// let exact = Features::new();
+    /// assert_eq!(exact.earliest(Duration::from_secs(1)), Duration::from_millis(900));
+    /// let whole_seconds = Features::new().delay_granularity(Duration::from_secs(1));
+    /// assert_eq!(whole_seconds.earliest(Duration::from_secs(2)), Duration::from_millis(900));
+    /// ```
+    pub fn earliest(&self, delay: Duration) -> Duration {
+        delay
+            .saturating_sub(crate::EARLY_SLACK)
+            .saturating_sub(self.delay_granularity)
     }
 
     /// The budget of one test: [`test_timeout`](Features::test_timeout) plus twice

@@ -4,7 +4,12 @@
 //!
 //! It keeps PeekLock semantics: a received message is locked until it is completed (gone),
 //! abandoned (queued again, `DeliveryCount` + 1) or dead-lettered (moved to
-//! `<queue>/$DeadLetterQueue` with its reason and description, body unchanged).
+//! `<queue>/$DeadLetterQueue` with its reason and description, body unchanged). Each receive
+//! takes a fresh lock that lasts the lock duration (a queue's default, 60 s, or
+//! [`FakeServiceBus::with_lock_duration`]): when it lapses unsettled (the consumer died), the
+//! message is available again ahead of newer ones with `DeliveryCount` + 1, and the old lock is
+//! lost (settling it fails). A receive waits up to its timeout for a message, as the
+//! namespace's receive does.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::TransportError> {
@@ -28,6 +33,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::client::{LockToken, Received, ServiceBusClient};
 use crate::error::AsbError;
@@ -44,10 +51,17 @@ pub struct NativeDeadLetter {
     pub description: String,
 }
 
+/// A Service Bus queue's default lock duration (`LockDuration` PT1M).
+pub const DEFAULT_LOCK_DURATION: Duration = Duration::from_secs(60);
+
+/// How often a waiting receive looks for lapsed locks.
+const EXPIRY_CHECK: Duration = Duration::from_millis(20);
+
 #[derive(Debug, Default)]
 struct State {
     queued: HashMap<String, VecDeque<Received>>,
-    locked: HashMap<LockToken, Received>,
+    /// Locked messages, with the instant their lock lapses.
+    locked: HashMap<LockToken, (Received, Instant)>,
     sent: Vec<(String, Outgoing)>,
     completed: Vec<LockToken>,
     abandoned: Vec<LockToken>,
@@ -57,15 +71,38 @@ struct State {
 }
 
 /// The fake client. Sends also enqueue the message, so a publish can be consumed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FakeServiceBus {
     state: Mutex<State>,
+    lock_duration: Duration,
+    /// Woken when a message becomes available (a send, an abandon).
+    arrived: Notify,
+}
+
+impl Default for FakeServiceBus {
+    fn default() -> FakeServiceBus {
+        FakeServiceBus::with_lock_duration(DEFAULT_LOCK_DURATION)
+    }
 }
 
 impl FakeServiceBus {
-    /// An empty fake.
+    /// An empty fake whose locks last [`DEFAULT_LOCK_DURATION`].
     pub fn new() -> FakeServiceBus {
         FakeServiceBus::default()
+    }
+
+    /// An empty fake whose locks last `lock_duration` (the queue's `LockDuration`).
+    pub fn with_lock_duration(lock_duration: Duration) -> FakeServiceBus {
+        FakeServiceBus {
+            state: Mutex::default(),
+            lock_duration,
+            arrived: Notify::new(),
+        }
+    }
+
+    /// How long a lock lasts.
+    pub fn lock_duration(&self) -> Duration {
+        self.lock_duration
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -99,6 +136,8 @@ impl FakeServiceBus {
                 delivery_count,
                 lock: lock.clone(),
             });
+        drop(state);
+        self.arrived.notify_waiters();
         lock
     }
 
@@ -129,18 +168,67 @@ impl FakeServiceBus {
 
     /// Messages locked and not settled.
     pub fn locked(&self) -> usize {
-        self.state().locked.len()
+        let mut state = self.state();
+        Self::expire(&mut state);
+        state.locked.len()
     }
 
     /// Messages waiting on `queue`.
     pub fn queued(&self, queue: &str) -> usize {
-        self.state().queued.get(queue).map_or(0, VecDeque::len)
+        let mut state = self.state();
+        Self::expire(&mut state);
+        state.queued.get(queue).map_or(0, VecDeque::len)
     }
 
     fn unlock(state: &mut State, lock: &LockToken) -> Result<Received, AsbError> {
-        state.locked.remove(lock).ok_or_else(|| {
-            AsbError::Rejected(format!("lock {} on {} was lost", lock.id, lock.queue))
-        })
+        Self::expire(state);
+        state
+            .locked
+            .remove(lock)
+            .map(|(message, _)| message)
+            .ok_or_else(|| {
+                AsbError::Rejected(format!("lock {} on {} was lost", lock.id, lock.queue))
+            })
+    }
+
+    /// Puts every message whose lock lapsed back at the head of its queue, in the order they
+    /// were locked, with `DeliveryCount` + 1.
+    fn expire(state: &mut State) {
+        let now = Instant::now();
+        let mut lapsed: Vec<LockToken> = state
+            .locked
+            .iter()
+            .filter(|(_, (_, until))| *until <= now)
+            .map(|(lock, _)| lock.clone())
+            .collect();
+        lapsed.sort_by_key(|lock| std::cmp::Reverse(lock.id));
+        for lock in lapsed {
+            if let Some((mut message, _)) = state.locked.remove(&lock) {
+                message.delivery_count += 1;
+                state
+                    .queued
+                    .entry(lock.queue.clone())
+                    .or_default()
+                    .push_front(message);
+            }
+        }
+    }
+
+    /// The head of `queue` under a fresh lock, if any.
+    fn take(&self, queue: &str) -> Option<Received> {
+        let mut state = self.state();
+        Self::expire(&mut state);
+        let mut message = state.queued.get_mut(queue).and_then(VecDeque::pop_front)?;
+        state.next_lock += 1;
+        message.lock = LockToken {
+            queue: queue.to_owned(),
+            id: state.next_lock,
+        };
+        let until = Instant::now() + self.lock_duration;
+        state
+            .locked
+            .insert(message.lock.clone(), (message.clone(), until));
+        Some(message)
     }
 }
 
@@ -162,13 +250,21 @@ impl ServiceBusClient for FakeServiceBus {
         Ok(())
     }
 
-    async fn receive(&self, queue: &str, _timeout: Duration) -> Result<Option<Received>, AsbError> {
-        let mut state = self.state();
-        let Some(message) = state.queued.get_mut(queue).and_then(VecDeque::pop_front) else {
-            return Ok(None);
-        };
-        state.locked.insert(message.lock.clone(), message.clone());
-        Ok(Some(message))
+    async fn receive(&self, queue: &str, timeout: Duration) -> Result<Option<Received>, AsbError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            // Registered before looking, so a send in between still wakes this receive.
+            let mut arrived = std::pin::pin!(self.arrived.notified());
+            arrived.as_mut().enable();
+            if let Some(message) = self.take(queue) {
+                return Ok(Some(message));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let _ = tokio::time::timeout(left.min(EXPIRY_CHECK), arrived).await;
+        }
     }
 
     async fn complete(&self, lock: &LockToken) -> Result<(), AsbError> {
@@ -188,6 +284,8 @@ impl ServiceBusClient for FakeServiceBus {
             .entry(lock.queue.clone())
             .or_default()
             .push_back(message);
+        drop(state);
+        self.arrived.notify_waiters();
         Ok(())
     }
 

@@ -46,7 +46,8 @@
 //! anything, and adds before it removes: Redis has no rollback, so a dead-letter queue key of
 //! the wrong type, an ACL rule or `maxmemory` can make a write fail, but the message then stays
 //! where it was (`BQWRONGTYPE …` names the key) and comes back after `retry_after`. Headers cannot ride here (Laravel reads the
-//! stored job), so they are dropped; `trace_id` still correlates. Set `prefix` to the full Laravel
+//! stored job), so this layout offers no [`HeaderPublisher`] and the runtime publishes the bare
+//! envelope; `trace_id` still correlates. Set `prefix` to the full Laravel
 //! prefix (often `laravel_database_queues:`), and give both workers the same `retry_after`.
 //!
 //! # URL
@@ -64,7 +65,8 @@
 //! cause) through the gated script even with `on_unknown_urn = delete` or dead-lettering off. A
 //! Laravel reservation whose attempt the reserve script could not count (it reserved the raw
 //! job) is reported as such ([`Facts::attempts_not_counted`](babelqueue_core::Facts::attempts_not_counted))
-//! and dead-lettered the same way. Release is native
+//! and dead-lettered the same way. The reliable layout carries out-of-band headers
+//! ([`HeaderPublisher`], the `__bq_frame`). Release is native
 //! ([`Redeliverer`]: the Laravel layout honours the back-off delay through `:delayed`; the
 //! reliable layout has no delayed set and re-queues at once), dead-lettering is one guarded step
 //! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`DelayedPublisher`]), and
@@ -588,13 +590,14 @@ impl Transport for RedisTransport {
 
     fn capabilities(&self) -> Capabilities<'_> {
         let capabilities = Capabilities::none()
-            .headers(self)
             .redelivery(Redelivery::Native(self))
             .dead_letter(self)
             .browse(self);
         match self.options.layout {
+            // Laravel reads the stored job itself: headers cannot ride, so the layout does not
+            // claim to carry them (a replay's bypass header would be reported sent and lost).
             Layout::Laravel => capabilities.delay(self),
-            Layout::Reliable => capabilities,
+            Layout::Reliable => capabilities.headers(self),
         }
     }
 }

@@ -7,8 +7,6 @@
 //! With `BQ_REQUIRE_BROKERS` set, an unreachable Redis fails the tests; without it they print
 //! `SKIPPED` and return.
 
-#![allow(clippy::print_stdout)]
-
 use std::time::{Duration, Instant};
 
 use babelqueue_core::{TransportError, TransportErrorKind};
@@ -26,21 +24,8 @@ async fn server_with_acl_user() -> Option<String> {
     let base = base_url();
     let host = babelqueue_core::redact::host(&base).expect("BQ_REDIS_URL names a host");
     let client =
-        match tokio::time::timeout(Duration::from_secs(3), FredClient::connect(&base)).await {
-            Ok(Ok(client)) => client,
-            other => {
-                let why = match other {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "timed out".into(),
-                };
-                assert!(
-                    std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
-                    "Redis at {host} is required but not reachable: {why}"
-                );
-                println!("SKIPPED: Redis not reachable at {host} ({why})");
-                return None;
-            }
-        };
+        babelqueue_testkit::broker_or_skip(&format!("Redis at {host}"), FredClient::connect(&base))
+            .await?;
     // The same user the broker script creates; a no-op when it exists.
     let _: Value = client
         .raw()

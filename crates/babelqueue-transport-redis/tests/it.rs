@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +17,7 @@ use babelqueue_core::{
     App, AppBuilder, Consume, Context, HandlerError, Headers, Transport, UnknownUrn,
 };
 use babelqueue_envelope::Envelope;
+use babelqueue_testkit::{PythonPeer, broker_or_skip, skip_or_fail, unique_queue};
 use babelqueue_transport_redis::fred::interfaces::{KeysInterface, ListInterface};
 use babelqueue_transport_redis::{FredClient, RedisTransport};
 use serde_json::{Value, json};
@@ -46,26 +46,12 @@ fn url(laravel: bool) -> String {
 
 /// A connected raw client, or `None` (skip) when Redis is down and not required.
 async fn redis() -> Option<FredClient> {
-    match tokio::time::timeout(Duration::from_secs(3), FredClient::connect(&base_url())).await {
-        Ok(Ok(client)) => Some(client),
-        other => {
-            let why = match other {
-                Ok(Err(e)) => e.to_string(),
-                _ => "timed out".into(),
-            };
-            assert!(
-                std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
-                "Redis at {} is required but not reachable: {why}",
-                base_url()
-            );
-            println!("SKIPPED: Redis not reachable at {} ({why})", base_url());
-            None
-        }
-    }
+    let url = base_url();
+    broker_or_skip(&format!("Redis at {url}"), FredClient::connect(&url)).await
 }
 
 fn queue(name: &str) -> String {
-    format!("bq-it-{name}-{:08x}", fastrand::u32(..))
+    unique_queue(&format!("it-{name}"))
 }
 
 async fn transport(laravel: bool, retry_after: Option<u64>) -> RedisTransport {
@@ -516,11 +502,7 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
 async fn rediss_with_a_private_ca() {
     let Some(raw) = redis().await else { return };
     let Ok(ca) = std::env::var("BQ_REDIS_TLS_CA") else {
-        assert!(
-            std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
-            "BQ_REDIS_TLS_CA is required with BQ_REQUIRE_BROKERS"
-        );
-        println!("SKIPPED: BQ_REDIS_TLS_CA is not set");
+        skip_or_fail("BQ_REDIS_TLS_CA (the private CA of rediss://) is not set");
         return;
     };
     let url = std::env::var("BQ_REDISS_URL").unwrap_or_else(|_| "rediss://127.0.0.1:6380".into());
@@ -541,41 +523,17 @@ async fn rediss_with_a_private_ca() {
 // ------------------------------------------------------------------------------------------------
 // Interop with the Python reference SDK (babelqueue 1.24.0) on the same Redis.
 
-fn python() -> Option<PathBuf> {
-    let path = std::env::var_os("BQ_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python")
-        });
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
-        "the Python reference SDK is required: {}",
-        path.display()
-    );
-    println!("SKIPPED: no Python reference SDK at {}", path.display());
-    None
+/// The reference SDK running `tests/python/peer.py`, or `None` (skip) when it is missing and
+/// not required.
+fn python() -> Option<PythonPeer> {
+    PythonPeer::find_or_skip(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/peer.py"),
+        &["babelqueue.redis_transport"],
+    )
 }
 
-fn peer(python: &PathBuf, args: &[&str]) -> Vec<Value> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/peer.py");
-    let out = Command::new(python)
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "peer {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+async fn peer(python: &PythonPeer, args: &[&str]) -> Vec<Value> {
+    python.run(args).await
 }
 
 #[tokio::test]
@@ -608,7 +566,7 @@ async fn interop_rust_produces_python_consumes_in_both_layouts() {
                 "--timeout",
                 "1",
             ],
-        );
+        ).await;
         assert_eq!(lines.len(), 1, "laravel={laravel}");
         let got = &lines[0];
         assert_eq!(got["urn"], URN);
@@ -637,7 +595,7 @@ async fn interop_python_produces_rust_consumes_in_both_layouts() {
                 r#"{"order_id":7,"s":"é"}"#,
                 "2",
             ],
-        );
+        ).await;
         let t = transport(laravel, None).await;
         let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
         let s = seen.clone();
@@ -696,7 +654,7 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
                 "--timeout",
                 "1",
             ],
-        );
+        ).await;
         assert_eq!(
             lines[0]["attempts"], 1,
             "laravel={laravel}: Python sees the Rust retry"
@@ -704,7 +662,7 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
 
         // Python fails once (its retry re-queues attempts 1); Rust then handles it.
         let q = queue("pretry");
-        peer(&py, &["publish", &url(laravel), &q, URN, "{}", "1"]);
+        peer(&py, &["publish", &url(laravel), &q, URN, "{}", "1"]).await;
         peer(
             &py,
             &[
@@ -719,7 +677,7 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
                 "--timeout",
                 "1",
             ],
-        );
+        ).await;
         let calls = Calls::default();
         app(&t, &q)
             .handle(URN, recording(&calls, false))
@@ -758,7 +716,7 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
                 "--timeout",
                 "1",
             ],
-        );
+        ).await;
         assert_eq!(
             lines
                 .iter()
@@ -783,7 +741,7 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
 
         // Rust dead-letters; Python reads the record.
         let q = queue("rdlq");
-        peer(&py, &["publish", &url(laravel), &q, URN, r#"{"n":3}"#, "1"]);
+        peer(&py, &["publish", &url(laravel), &q, URN, r#"{"n":3}"#, "1"]).await;
         let calls = Calls::default();
         app(&t, &q)
             .max_attempts(2)
@@ -795,7 +753,7 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
             .await
             .unwrap();
         assert_eq!(calls.attempts(), [0, 1]);
-        let lines = peer(&py, &["drain", &url(laravel), &format!("{q}.dlq")]);
+        let lines = peer(&py, &["drain", &url(laravel), &format!("{q}.dlq")]).await;
         assert_eq!(lines.len(), 1, "laravel={laravel}");
         let record: Value = serde_json::from_str(lines[0]["body"].as_str().unwrap()).unwrap();
         assert_eq!(

@@ -4,8 +4,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use std::future::Future;
+use std::pin::Pin;
+
+use futures_util::FutureExt as _;
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinSet;
 
 use super::dispatch::Deadline;
 use super::{App, LOG, Outcome};
@@ -168,32 +172,53 @@ impl App {
         });
 
         let mut summary = Summary::default();
-        let mut running: JoinSet<Outcome> = JoinSet::new();
+        // The dispatches in flight: polled by this task at concurrency 1, a task each above.
+        let mut running: FuturesUnordered<Dispatching<'_>> = FuturesUnordered::new();
+        // A receive in progress. It is never cancelled (a reserved delivery would be
+        // stranded): when a dispatch finishes first, the receive stays pending for the next
+        // round.
+        let mut receiving: Option<Receiving<'_>> = None;
         let mut last_arrival = tokio::time::Instant::now();
         let mut fatal: Option<TransportError> = None;
         loop {
-            while let Some(done) = running.try_join_next() {
-                count(&mut summary, Some(done));
+            while let Some(Some(done)) = running.next().now_or_never() {
+                count(&mut summary, done);
             }
             if inner.stop.flag.load(Ordering::SeqCst) {
                 break;
             }
             let started = summary.processed + running.len() as u64;
-            if options.max_messages.is_some_and(|max| started >= max) {
-                if running.is_empty() {
-                    break;
+            if receiving.is_none() && options.max_messages.is_some_and(|max| started >= max) {
+                match running.next().await {
+                    Some(done) => count(&mut summary, done),
+                    None => break,
                 }
-                count(&mut summary, running.join_next().await);
                 continue;
             }
-            if running.len() >= inner.concurrency {
+            if receiving.is_none() && running.len() >= inner.concurrency {
                 tokio::select! {
-                    done = running.join_next() => count(&mut summary, done),
+                    done = running.next() => if let Some(done) = done { count(&mut summary, done) },
                     () = inner.stop.notify.notified() => {}
                 }
                 continue;
             }
-            let popped = inner.transport.pop(&queue, inner.poll_timeout).await;
+            let receive = receiving
+                .get_or_insert_with(|| Box::pin(inner.transport.pop(&queue, inner.poll_timeout)));
+            let popped = if running.is_empty() {
+                receive.await
+            } else {
+                tokio::select! {
+                    biased;
+                    done = running.next() => {
+                        if let Some(done) = done {
+                            count(&mut summary, done);
+                        }
+                        continue;
+                    }
+                    popped = receive => popped,
+                }
+            };
+            receiving = None;
             match popped {
                 Ok(Some(delivery)) => {
                     last_arrival = tokio::time::Instant::now();
@@ -203,9 +228,22 @@ impl App {
                         summary.released_at_shutdown += 1;
                         break;
                     }
-                    let task = inner.clone();
                     let deadline = Deadline::at(deadline_rx.clone());
-                    running.spawn(async move { task.dispatch(delivery, deadline).await });
+                    let dispatch =
+                        std::panic::AssertUnwindSafe(inner.clone().dispatch(delivery, deadline))
+                            .catch_unwind();
+                    if inner.concurrency == 1 {
+                        // One at a time: polled right here, no spawn and no wake-up of
+                        // another thread per message.
+                        running.push(Box::pin(dispatch));
+                    } else {
+                        // Several at a time: a task each, so handlers run on every worker
+                        // thread of the runtime at once.
+                        let task = tokio::spawn(dispatch);
+                        running.push(Box::pin(async move {
+                            task.await.unwrap_or_else(|e| Err(Box::new(e.to_string())))
+                        }));
+                    }
                 }
                 Ok(None) => {
                     if running.is_empty() {
@@ -222,10 +260,12 @@ impl App {
                         last_arrival = tokio::time::Instant::now();
                     }
                 }
-                Err(e) if matches!(
-                    e.kind(),
-                    crate::error::TransportErrorKind::Auth | crate::error::TransportErrorKind::Config
-                ) =>
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        crate::error::TransportErrorKind::Auth
+                            | crate::error::TransportErrorKind::Config
+                    ) =>
                 {
                     // Wrong credentials, or a consumer its client gave up on (a configuration it
                     // refuses, a fenced static member), do not heal by polling again: stop, and
@@ -236,13 +276,23 @@ impl App {
                 }
                 Err(e) => {
                     tracing::error!(target: LOG, queue = %queue, error = %e, "Receiving from queue {queue:?} failed; retrying");
-                    inner
-                        .pause(if e.is_transient() {
-                            inner.poll_timeout
-                        } else {
-                            inner.rewind_pause
-                        })
-                        .await;
+                    // The dispatches in flight go on while the loop pauses.
+                    let pause = inner.pause(if e.is_transient() {
+                        inner.poll_timeout
+                    } else {
+                        inner.rewind_pause
+                    });
+                    tokio::pin!(pause);
+                    loop {
+                        tokio::select! {
+                            () = &mut pause => break,
+                            done = running.next(), if !running.is_empty() => {
+                                if let Some(done) = done {
+                                    count(&mut summary, done);
+                                }
+                            }
+                        }
+                    }
                     // Nothing arrives while the broker fails: that time counts towards the
                     // idle timeout too.
                     if running.is_empty()
@@ -255,8 +305,20 @@ impl App {
                 }
             }
         }
-        while let Some(done) = running.join_next().await {
-            count(&mut summary, Some(done));
+        // A receive still in progress is finished, never dropped: what it reserved goes back.
+        if let Some(receive) = receiving.take() {
+            let (popped, ()) = tokio::join!(receive, async {
+                while let Some(done) = running.next().await {
+                    count(&mut summary, done);
+                }
+            });
+            if let Ok(Some(delivery)) = popped {
+                inner.release_unprocessed(&delivery).await;
+                summary.released_at_shutdown += 1;
+            }
+        }
+        while let Some(done) = running.next().await {
+            count(&mut summary, done);
         }
         if let Some(listener) = signals {
             listener.abort();
@@ -275,17 +337,32 @@ impl App {
     }
 }
 
-fn count(
-    summary: &mut Summary,
-    done: Option<std::result::Result<Outcome, tokio::task::JoinError>>,
-) {
+/// A dispatch in flight: its outcome, or the payload of a panic outside the handler (a handler
+/// panic is already a failure).
+type Dispatching<'a> = Pin<Box<dyn Future<Output = std::thread::Result<Outcome>> + Send + 'a>>;
+
+/// A receive in flight.
+type Receiving<'a> = Pin<
+    Box<
+        dyn Future<Output = std::result::Result<Option<crate::Delivery>, TransportError>>
+            + Send
+            + 'a,
+    >,
+>;
+
+fn count(summary: &mut Summary, done: std::thread::Result<Outcome>) {
     match done {
-        Some(Ok(Outcome::Interrupted)) => summary.released_at_shutdown += 1,
-        Some(Ok(_)) => summary.processed += 1,
-        Some(Err(e)) => {
-            tracing::error!(target: LOG, error = %e, "A dispatch task ended abnormally")
+        Ok(Outcome::Interrupted) => summary.released_at_shutdown += 1,
+        Ok(_) => summary.processed += 1,
+        Err(payload) => {
+            // The delivery was dropped unsettled: the broker brings it back.
+            let panic = payload
+                .downcast::<String>()
+                .map(|text| *text)
+                .or_else(|payload| payload.downcast::<&str>().map(|text| (*text).to_owned()))
+                .unwrap_or_default();
+            tracing::error!(target: LOG, panic = %panic, "A dispatch ended abnormally outside its handler; its message was left unsettled");
         }
-        None => {}
     }
 }
 
@@ -334,4 +411,3 @@ async fn wait_for_signal() -> std::io::Result<()> {
 async fn wait_for_signal() -> std::io::Result<()> {
     tokio::signal::ctrl_c().await
 }
-

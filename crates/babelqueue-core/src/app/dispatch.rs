@@ -59,7 +59,11 @@ impl Inner {
         }
     }
 
-    pub(super) async fn dispatch(self: Arc<Self>, delivery: Delivery, deadline: Deadline) -> Outcome {
+    pub(super) async fn dispatch(
+        self: Arc<Self>,
+        delivery: Delivery,
+        deadline: Deadline,
+    ) -> Outcome {
         let mut sampler = |low: f64, high: f64| low + (high - low) * fastrand::f64();
         let facts = self.queue_facts(delivery.queue());
         let policy = &self.policy;
@@ -158,30 +162,25 @@ impl Inner {
         }
     }
 
-    /// Runs the handler in a task of its own, so a panic is a failure rather than a crash and
-    /// the shutdown deadline can interrupt it.
+    /// Runs the handler in the dispatch's own task (no second spawn): a panic is caught and
+    /// becomes a failure rather than a crash, and the shutdown deadline interrupts it by
+    /// dropping its future.
     async fn run_handler(
         &self,
         handler: Arc<dyn Handler>,
         ctx: Context,
         deadline: &Deadline,
     ) -> HandlerRun {
+        use futures_util::FutureExt as _;
         let started = Instant::now();
-        let mut task = tokio::spawn(handler.call(ctx));
+        let call = std::panic::AssertUnwindSafe(handler.call(ctx)).catch_unwind();
         tokio::select! {
             biased;
-            joined = &mut task => {
-                let result = match joined {
-                    Ok(result) => result,
-                    Err(e) if e.is_panic() => Err(panicked(&*e.into_panic())),
-                    Err(_) => Err(HandlerError::new("the handler task was cancelled").with_exception("Cancelled")),
-                };
+            finished = call => {
+                let result = finished.unwrap_or_else(|payload| Err(panicked(&*payload)));
                 HandlerRun::Done(result, started.elapsed())
             }
-            () = deadline.reached() => {
-                task.abort();
-                HandlerRun::Interrupted
-            }
+            () = deadline.reached() => HandlerRun::Interrupted,
         }
     }
 }

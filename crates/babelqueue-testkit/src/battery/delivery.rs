@@ -175,11 +175,13 @@ pub(super) async fn retry_backoff(ctx: Arc<Ctx>) -> Check {
         outcomes.all()
     );
     let gap = calls[1].at.duration_since(calls[0].at);
-    let earliest = probe.saturating_sub(EARLY_SLACK);
+    let earliest = ctx.features.earliest(probe);
     let latest = probe + ctx.features.delay_tolerance;
     ensure!(
         gap >= earliest,
-        "the retry came {gap:?} after the failure, before the back-off of {probe:?}"
+        "the retry came {gap:?} after the failure, before the back-off of {probe:?} \
+         (allowed from {earliest:?}: delay_granularity {:?})",
+        ctx.features.delay_granularity
     );
     ensure!(
         gap <= latest,

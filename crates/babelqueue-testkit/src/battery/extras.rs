@@ -8,7 +8,6 @@ use babelqueue_core::{Consume, Context, HandlerError, Headers, RawJson, Redelive
 use tokio::time::Instant;
 
 use super::{Calls, Check, Ctx, Spawned, Stop, URN, Why, close, ensure, preview};
-use crate::EARLY_SLACK;
 use crate::features::MIB;
 
 pub(super) async fn capabilities_declared(ctx: Arc<Ctx>) -> Check {
@@ -309,9 +308,12 @@ pub(super) async fn delayed_publish(ctx: Arc<Ctx>) -> Check {
         )));
     };
     t.ack(&got).await.why("ack")?;
+    let earliest = ctx.features.earliest(probe);
     ensure!(
-        arrived + EARLY_SLACK >= probe,
-        "a message delayed by {probe:?} arrived after {arrived:?}: {}",
+        arrived >= earliest,
+        "a message delayed by {probe:?} arrived after {arrived:?} (allowed from {earliest:?}: \
+         delay_granularity {:?}): {}",
+        ctx.features.delay_granularity,
         preview(got.body())
     );
     close(&[&t]).await;

@@ -167,7 +167,7 @@ pub(crate) static TESTS: &[Test] = &[
     test!(
         "retry_backoff",
         "delayed_retry",
-        "a retry with a back-off of delay_probe arrives no earlier than the back-off and within delay_tolerance after it",
+        "a retry with a back-off of delay_probe arrives no earlier than the back-off (less the broker's delay_granularity) and within delay_tolerance after it",
         |f| claimed(f.delayed_retry, "delayed_retry"),
         delivery::retry_backoff
     ),
@@ -252,7 +252,7 @@ pub(crate) static TESTS: &[Test] = &[
     test!(
         "delayed_publish",
         "delayed_publish",
-        "a message published with a delay of delay_probe is not delivered before it, and is within delay_tolerance after",
+        "a message published with a delay of delay_probe is not delivered before it (less the broker's delay_granularity), and is within delay_tolerance after",
         |f| claimed(f.delayed_publish, "delayed_publish"),
         extras::delayed_publish
     ),

@@ -20,7 +20,9 @@ fn wrong(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_is_an_auth_error() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     let bad = wrong(&url);
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{self, Raw, json, json_lines};
+use crate::common::{self, Raw, json};
 
 /// Builds the CLI with the `amqp` feature and returns the binary's path.
 fn cli() -> PathBuf {
@@ -30,7 +30,7 @@ fn cli() -> PathBuf {
         "building the CLI failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    json_lines(&out.stdout)
+    babelqueue_testkit::json_lines(&out.stdout, "cargo build")
         .into_iter()
         .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "babelqueue")
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
@@ -50,7 +50,9 @@ fn run(bin: &PathBuf, args: &[&str]) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_publishes_and_consumes_over_amqp() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     let bin = tokio::task::spawn_blocking(cli).await.unwrap();
     let q = common::queue("cli");
@@ -111,7 +113,7 @@ async fn the_cli_publishes_and_consumes_over_amqp() {
             "2",
         ],
     );
-    let lines = json_lines(&out.stdout);
+    let lines = babelqueue_testkit::json_lines(&out.stdout, "babelqueue consume");
     let pings: Vec<_> = lines
         .iter()
         .filter(|l| l["urn"] == "urn:babel:cli:ping")

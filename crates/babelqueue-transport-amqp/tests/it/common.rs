@@ -1,10 +1,10 @@
-//! Shared helpers: the broker URL, the reachability rule, unique queue names, a raw lapin
-//! connection to inspect queues independently of the transport, the Python driver.
+//! Shared helpers: the broker URL, the reachability rule and unique queue names (the
+//! testkit's), a raw lapin connection to inspect queues independently of the transport, the
+//! Python driver (a testkit `PythonPeer`).
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
 use std::time::Duration;
 
+use babelqueue_testkit::{PythonPeer, broker_or_skip, unique_queue};
 use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -21,29 +21,29 @@ pub fn url() -> String {
 }
 
 /// `Some(url)` when RabbitMQ answers; otherwise fails (BQ_REQUIRE_BROKERS set) or skips loudly.
-pub fn broker() -> Option<String> {
+pub async fn broker() -> Option<String> {
     let url = url();
     let parsed = babelqueue_transport_amqp::AmqpUrl::parse(&url).expect("BQ_AMQP_URL parses");
     let address = format!(
         "{}:{}",
         parsed.uri.authority.host, parsed.uri.authority.port
     );
-    let reachable = std::net::ToSocketAddrs::to_socket_addrs(&address.as_str())
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if reachable {
-        return Some(url);
-    }
-    if std::env::var_os("BQ_REQUIRE_BROKERS").is_some() {
-        panic!(
-            "RabbitMQ is not reachable at {address} and BQ_REQUIRE_BROKERS is set: start it with `scripts/brokers.sh up rabbitmq`"
-        );
-    }
-    eprintln!(
-        "SKIPPED: rabbitmq not reachable at {address} (set BQ_REQUIRE_BROKERS to make this a failure)"
-    );
-    None
+    listening(&format!("RabbitMQ at {address}"), &address).await?;
+    Some(url)
+}
+
+/// `Some(())` when something accepts a TCP connection at `address`; otherwise fails
+/// (BQ_REQUIRE_BROKERS set) or skips loudly, naming `what`.
+pub async fn listening(what: &str, address: &str) -> Option<()> {
+    let address = address.to_owned();
+    let probe = tokio::task::spawn_blocking(move || std::net::TcpStream::connect(address));
+    let connect = async {
+        probe
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    };
+    broker_or_skip(what, connect).await.map(drop)
 }
 
 /// Takes the shared side of the broker lock.
@@ -52,7 +52,7 @@ pub async fn shared() -> RwLockReadGuard<'static, ()> {
 }
 
 pub fn queue(prefix: &str) -> String {
-    format!("bq-it-{prefix}-{:012x}", fastrand::u64(..1 << 48))
+    unique_queue(&format!("it-{prefix}"))
 }
 
 /// A raw lapin connection for checks that must not go through the transport under test.
@@ -151,44 +151,15 @@ pub fn json(bytes: &[u8]) -> Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
 }
 
-pub fn json_lines(out: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-/// The reference SDK's interpreter: `BQ_PYTHON`, else the project's venv.
-pub fn python() -> PathBuf {
-    std::env::var_os("BQ_PYTHON").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python"),
-        PathBuf::from,
+/// The Python driver (`tests/python/bq_amqp.py`) on the reference SDK with pika, or `None`
+/// after a skip line (a failure with BQ_REQUIRE_BROKERS set) when it is not installed:
+/// `scripts/brokers.sh up python` installs it, or set BQ_PYTHON. Its `run` returns the JSON
+/// lines the driver printed.
+pub fn python() -> Option<PythonPeer> {
+    PythonPeer::find_or_skip(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/bq_amqp.py"),
+        &["pika"],
     )
-}
-
-/// Runs the Python driver (`tests/python/bq_amqp.py`) and returns its output; fails loudly
-/// when the interpreter is missing.
-pub fn py(args: &[&str]) -> Output {
-    let python = python();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/bq_amqp.py");
-    let out = Command::new(&python)
-        .arg(&script)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run the reference SDK at {} ({e}); `scripts/brokers.sh up python` installs it, or set BQ_PYTHON",
-                python.display()
-            )
-        });
-    assert!(
-        out.status.success(),
-        "python {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
 }
 
 pub fn init_tracing() {

@@ -8,7 +8,7 @@ use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Headers};
 use babelqueue_transport_amqp::AmqpTransport;
 use serde_json::{Value, json};
 
-use crate::common::{self, Raw, json, json_lines, py};
+use crate::common::{self, Raw, json};
 
 const OK: &str = "urn:babel:interop:ok";
 const BROKEN: &str = "urn:babel:interop:broken";
@@ -21,7 +21,10 @@ fn python_url(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_publishes_python_consumes_retries_and_dead_letters() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
+    let Some(py) = common::python() else { return };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("rs2py");
@@ -44,7 +47,7 @@ async fn rust_publishes_python_consumes_retries_and_dead_letters() {
     app.publish_envelope(&peek, &ok, &headers).await.unwrap();
 
     // pika sees the contract properties with native types.
-    let seen = json_lines(&py(&["drain", &python_url(&url), &peek]).stdout);
+    let seen = py.run(&["drain", &python_url(&url), &peek]).await;
     assert_eq!(seen.len(), 1);
     assert_eq!(
         seen[0]["properties"],
@@ -61,23 +64,24 @@ async fn rust_publishes_python_consumes_retries_and_dead_letters() {
     );
 
     // The Python worker handles one, retries the other once, then dead-letters it.
-    let out = py(&[
-        "consume",
-        &python_url(&url),
-        &q,
-        "--urn",
-        OK,
-        "--fail-urn",
-        BROKEN,
-        "--max-attempts",
-        "2",
-        "--dead-letter",
-        "--max",
-        "3",
-        "--timeout",
-        "2",
-    ]);
-    let calls = json_lines(&out.stdout);
+    let calls = py
+        .run(&[
+            "consume",
+            &python_url(&url),
+            &q,
+            "--urn",
+            OK,
+            "--fail-urn",
+            BROKEN,
+            "--max-attempts",
+            "2",
+            "--dead-letter",
+            "--max",
+            "3",
+            "--timeout",
+            "2",
+        ])
+        .await;
     assert_eq!(calls.len(), 3, "{calls:?}");
     assert_eq!(calls[0]["urn"], OK);
     assert_eq!(calls[0]["data"], json!({"order_id": 1, "name": "Zoë"}));
@@ -114,15 +118,18 @@ async fn rust_publishes_python_consumes_retries_and_dead_letters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_publishes_rust_consumes_retries_and_dead_letters() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
+    let Some(py) = common::python() else { return };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("py2rs");
     let dlq = format!("{q}.dlq");
     let raw = Raw::new(&url).await;
     let purl = python_url(&url);
-    let ok_id = json_lines(
-        &py(&[
+    let ok_id = py
+        .run(&[
             "publish",
             &purl,
             &q,
@@ -133,13 +140,13 @@ async fn python_publishes_rust_consumes_retries_and_dead_letters() {
             "--header",
             &format!("traceparent={TRACEPARENT}"),
         ])
-        .stdout,
-    )[0]["published"]
+        .await[0]["published"]
         .as_str()
         .unwrap()
         .to_owned();
-    let broken_id = json_lines(&py(&["publish", &purl, &q, BROKEN, r#"{"order_id": 4}"#]).stdout)
-        [0]["published"]
+    let broken_id = py
+        .run(&["publish", &purl, &q, BROKEN, r#"{"order_id": 4}"#])
+        .await[0]["published"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -205,7 +212,7 @@ async fn python_publishes_rust_consumes_retries_and_dead_letters() {
 
     // Python reads Rust's dead-letter record with its own codec.
     assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(5)).await, 0);
-    let records = json_lines(&py(&["drain", &purl, &dlq]).stdout);
+    let records = py.run(&["drain", &purl, &dlq]).await;
     assert_eq!(records.len(), 1);
     let body = &records[0]["body"];
     assert_eq!(body["meta"]["id"], broken_id.as_str());

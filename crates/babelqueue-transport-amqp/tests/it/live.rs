@@ -19,7 +19,9 @@ const URN: &str = "urn:babel:orders:created";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trip_with_the_contract_properties_and_traceparent() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("roundtrip");
@@ -103,7 +105,9 @@ async fn round_trip_with_the_contract_properties_and_traceparent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_then_dead_letter() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("retry");
@@ -159,7 +163,9 @@ async fn retry_then_dead_letter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_is_dead_lettered_byte_for_byte() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("poison");
@@ -269,7 +275,9 @@ async fn sigkill_worker_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_with_sigkill_mid_handler_loses_nothing() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("sigkill");
@@ -456,7 +464,9 @@ async fn restart_mid_stream(outage: Outage) {
         Outage::StopApp => (1_000, 2, 30),
         Outage::HardKill => (3_000, 8, 20),
     };
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _exclusive = common::BROKER.write().await;
     common::init_tracing();
     let q = common::queue("restart");
@@ -558,7 +568,9 @@ async fn restart_mid_stream(outage: Outage) {
     // A wedged worker would never return here: bounded, so the test fails instead of hanging.
     let summary = tokio::time::timeout(Duration::from_secs(45), running)
         .await
-        .unwrap_or_else(|_| panic!("the worker did not stop when asked after the outage ({outage:?})"))
+        .unwrap_or_else(|_| {
+            panic!("the worker did not stop when asked after the outage ({outage:?})")
+        })
         .unwrap()
         .unwrap();
     assert!(summary.processed > n as u64);
@@ -573,7 +585,9 @@ async fn restart_mid_stream(outage: Outage) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_declared_with_other_arguments_is_a_clear_error_and_the_channel_recovers() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("mismatch");
@@ -595,7 +609,9 @@ async fn a_queue_declared_with_other_arguments_is_a_clear_error_and_the_channel_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqps_goes_through_rustls_and_fails_cleanly_against_a_plain_listener() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     // The local broker has no TLS listener: the handshake must fail as an error (no panic
     // about a missing rustls crypto provider), within the connection timeout.
@@ -610,7 +626,9 @@ async fn amqps_goes_through_rustls_and_fails_cleanly_against_a_plain_listener() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_deleted_under_a_running_worker_is_declared_again_and_consumed() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("deleted");
@@ -659,7 +677,9 @@ async fn a_queue_deleted_under_a_running_worker_is_declared_again_and_consumed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_dead_letter_write_acknowledges_nothing_and_the_message_comes_back() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     common::init_tracing();
     let q = common::queue("dlq-refused");
@@ -727,7 +747,9 @@ async fn a_refused_dead_letter_write_acknowledges_nothing_and_the_message_comes_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_credentials_and_unknown_vhosts_fail_at_connect() {
-    let Some(url) = common::broker() else { return };
+    let Some(url) = common::broker().await else {
+        return;
+    };
     let _shared = common::shared().await;
     let parsed = babelqueue_transport_amqp::AmqpUrl::parse(&url).unwrap();
     let authority = format!(
@@ -769,7 +791,7 @@ async fn wrong_credentials_and_unknown_vhosts_fail_at_connect() {
 
 /// The `amqps://` listener and its private CA (`scripts/brokers.sh env rabbitmq`), when the
 /// listener answers; otherwise fails (BQ_REQUIRE_BROKERS set) or skips loudly.
-fn tls_broker() -> Option<(String, std::path::PathBuf)> {
+async fn tls_broker() -> Option<(String, std::path::PathBuf)> {
     let url = std::env::var("BQ_AMQPS_URL")
         .unwrap_or_else(|_| "amqps://guest:guest@127.0.0.1:5671/%2f".to_owned());
     let ca = std::env::var_os("BQ_AMQP_TLS_CA").map_or_else(
@@ -784,30 +806,27 @@ fn tls_broker() -> Option<(String, std::path::PathBuf)> {
         "{}:{}",
         parsed.uri.authority.host, parsed.uri.authority.port
     );
-    let reachable = std::net::ToSocketAddrs::to_socket_addrs(&address.as_str())
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if reachable && ca.is_file() {
+    common::listening(
+        &format!("the RabbitMQ amqps listener at {address}"),
+        &address,
+    )
+    .await?;
+    if ca.is_file() {
         return Some((url, ca));
     }
-    let why = if reachable {
-        format!("its CA file {} is missing", ca.display())
-    } else {
-        format!("nothing listens on {address}")
-    };
-    assert!(
-        std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
-        "the RabbitMQ amqps listener is not usable ({why}) and BQ_REQUIRE_BROKERS is set: `scripts/brokers.sh up rabbitmq`, then eval \"$(scripts/brokers.sh env rabbitmq)\""
-    );
-    eprintln!("SKIPPED: rabbitmq amqps not reachable ({why})");
+    babelqueue_testkit::skip_or_fail(format!(
+        "the RabbitMQ amqps listener is not usable (its CA file {} is missing): `scripts/brokers.sh up rabbitmq`, then eval \"$(scripts/brokers.sh env rabbitmq)\"",
+        ca.display()
+    ));
     None
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqps_with_a_private_ca_round_trips_and_is_refused_without_it() {
-    let Some(url) = common::broker() else { return };
-    let Some((tls_url, ca)) = tls_broker() else {
+    let Some(url) = common::broker().await else {
+        return;
+    };
+    let Some((tls_url, ca)) = tls_broker().await else {
         return;
     };
     let _shared = common::shared().await;

@@ -21,7 +21,7 @@ async fn store() -> RedisIdempotencyStore {
     RedisIdempotencyStore::connect(&base_url())
         .await
         .expect("connect")
-        .prefix(format!("bq-it-idemp-{:08x}:", fastrand::u32(..)))
+        .prefix(format!("{}:", babelqueue_testkit::unique_queue("it-idemp")))
 }
 
 async fn value(raw: &FredClient, key: &[u8]) -> Option<String> {

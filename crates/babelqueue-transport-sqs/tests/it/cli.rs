@@ -51,7 +51,9 @@ fn babelqueue(env: &Env, exe: &PathBuf) -> tokio::process::Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn babelqueue_publish_and_consume_work_against_sqs() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let exe = tokio::task::spawn_blocking(cli).await.unwrap();
     let queue = support::unique("cli");
     let url = env.create_queue(&queue, &[]).await;

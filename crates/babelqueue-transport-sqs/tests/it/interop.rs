@@ -1,11 +1,11 @@
 //! Interop with the reference Python SDK (babelqueue 1.24.0, its own SqsTransport on boto3) over
 //! the same `sqs://…?endpoint=…` URL, both directions.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Headers, Outcome, Transport};
+use babelqueue_testkit::PythonPeer;
 use babelqueue_transport_sqs::projection;
 use serde_json::{Value, json};
 
@@ -14,9 +14,12 @@ use crate::support::{self, Env};
 const URN: &str = "urn:babel:orders:created";
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-fn peer(python: &Path, env: &Env, command: &str, queue: &str) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(python);
-    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/sqs_peer.py"))
+/// The peer's command: `PythonPeer::run` cannot set the child's environment, and the peer
+/// needs the static test credentials (`Env::child_env`), so the command is built here from the
+/// interpreter and script the testkit found and checked.
+fn peer(python: &PythonPeer, env: &Env, command: &str, queue: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(python.python());
+    cmd.arg(python.script())
         .args([command, "--url", &env.url, "--queue", queue]);
     for (k, v) in env.child_env() {
         cmd.env(k, v);
@@ -25,15 +28,14 @@ fn peer(python: &Path, env: &Env, command: &str, queue: &str) -> tokio::process:
 }
 
 fn lines(output: &[String]) -> Vec<Value> {
-    output
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    babelqueue_testkit::json_lines(output.join("\n").as_bytes(), "the Python SQS peer")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_reads_what_rust_writes() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let Some(python) = support::python() else {
         return;
     };
@@ -100,7 +102,9 @@ async fn the_python_sdk_reads_what_rust_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_reads_what_the_python_sdk_writes() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let Some(python) = support::python() else {
         return;
     };
@@ -182,7 +186,9 @@ async fn rust_reads_what_the_python_sdk_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_and_dead_letters_cross_the_sdks() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let Some(python) = support::python() else {
         return;
     };

@@ -40,7 +40,9 @@ fn wire(calls: &support::Calls) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trip_keeps_the_body_the_attributes_and_the_traceparent() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("round-trip");
     let url = env.create_queue(&queue, &[]).await;
     let (calls, transport) = env.transport(env.config.clone());
@@ -116,7 +118,9 @@ async fn round_trip_keeps_the_body_the_attributes_and_the_traceparent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_handler_is_retried_through_visibility_never_by_a_copy() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("retry");
     let url = env.create_queue(&queue, &[]).await;
     let (calls, transport) = env.transport(env.config.clone());
@@ -174,7 +178,9 @@ async fn a_failed_handler_is_retried_through_visibility_never_by_a_copy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exhausted_messages_go_to_the_dash_dlq_with_their_reason() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("exhaust");
     let url = env.create_queue(&queue, &[]).await;
     let dlq_url = env.create_queue(&format!("{queue}-dlq"), &[]).await;
@@ -229,7 +235,9 @@ async fn exhausted_messages_go_to_the_dash_dlq_with_their_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_bodies_reach_the_dlq_with_their_bytes() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("poison");
     let url = env.create_queue(&queue, &[]).await;
     let dlq_url = env.create_queue(&format!("{queue}-dlq"), &[]).await;
@@ -292,7 +300,9 @@ async fn poison_bodies_reach_the_dlq_with_their_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redrive_policy_takes_poison_and_gated_messages_when_dead_lettering_is_off() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("redrive");
     let native_url = env.create_queue(&format!("{queue}-native"), &[]).await;
     let arn = env.arn(&native_url).await;
@@ -359,7 +369,9 @@ async fn a_redrive_policy_takes_poison_and_gated_messages_when_dead_lettering_is
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gated_messages_are_dead_lettered_as_their_raw_bytes() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("gate");
     let url = env.create_queue(&queue, &[]).await;
     let dlq_url = env.create_queue(&format!("{queue}-dlq"), &[]).await;
@@ -406,7 +418,9 @@ async fn gated_messages_are_dead_lettered_as_their_raw_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_keeps_the_order_of_a_group_across_a_retry_and_deduplicates_by_message_id() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("order.fifo");
     let url = env
         .create_queue(&queue, &[(QueueAttributeName::FifoQueue, "true")])
@@ -467,7 +481,9 @@ async fn fifo_keeps_the_order_of_a_group_across_a_retry_and_deduplicates_by_mess
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_dead_letters_go_to_the_dlq_fifo_queue() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("dl.fifo");
     let base = queue.strip_suffix(".fifo").unwrap();
     env.create_queue(&queue, &[(QueueAttributeName::FifoQueue, "true")])
@@ -522,7 +538,9 @@ async fn fifo_dead_letters_go_to_the_dlq_fifo_queue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_publishes_wait_and_out_of_range_delays_are_refused() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("delay");
     let url = env.create_queue(&queue, &[]).await;
     let fifo = support::unique("delay.fifo");
@@ -575,7 +593,9 @@ async fn delayed_publishes_wait_and_out_of_range_delays_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_receive_feeds_concurrent_handlers() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let queue = support::unique("batch");
     let url = env.create_queue(&queue, &[]).await;
     let (calls, transport) = env.transport(env.config.clone().max_messages(4));
@@ -618,7 +638,9 @@ async fn batch_receive_feeds_concurrent_handlers() {
 
 #[tokio::test]
 async fn a_missing_queue_is_a_clear_error() {
-    let Some(env) = support::env() else { return };
+    let Some(env) = support::env().await else {
+        return;
+    };
     let (_, transport) = env.transport(env.config.clone());
     let missing = support::unique("missing");
     let err = transport.publish(&missing, b"{}").await.unwrap_err();
@@ -629,7 +651,9 @@ async fn a_missing_queue_is_a_clear_error() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_transient_error() {
-    let Some(_env) = support::env() else { return };
+    let Some(_env) = support::env().await else {
+        return;
+    };
     // Nothing listens on port 9 of the loopback.
     let config = SqsConfig::from_url(
         "sqs://us-east-1?endpoint=http://127.0.0.1:9&prefix=http://127.0.0.1:9/1",

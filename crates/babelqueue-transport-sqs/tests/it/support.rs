@@ -1,13 +1,13 @@
-//! What every live test needs: the broker (or a loud skip), unique queues, an SDK client for
-//! administration, and a transport whose client records the SQS calls it makes.
+//! What every live test needs: the broker (or a loud skip) and unique queues (the testkit's),
+//! an SDK client for administration, and a transport whose client records the SQS calls it
+//! makes.
 
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use babelqueue_testkit::{PythonPeer, broker_or_skip, unique_queue};
 use babelqueue_transport_sqs::aws_sdk_sqs;
 use babelqueue_transport_sqs::aws_sdk_sqs::types::QueueAttributeName;
 use babelqueue_transport_sqs::{
@@ -27,44 +27,25 @@ pub struct Env {
     pub sdk: aws_sdk_sqs::Client,
 }
 
-fn required() -> bool {
-    std::env::var_os("BQ_REQUIRE_BROKERS").is_some_and(|v| !v.is_empty())
-}
-
-/// Fails (BQ_REQUIRE_BROKERS set) or prints a loud skip line.
-pub fn unavailable(what: &str) {
-    if required() {
-        panic!("{what}, and BQ_REQUIRE_BROKERS is set: start it with `scripts/brokers.sh up sqs`");
-    }
-    eprintln!(
-        "SKIPPED: {what} (run scripts/brokers.sh up sqs, or set BQ_REQUIRE_BROKERS=1 to fail instead)"
-    );
-}
-
-/// The broker, or `None` after a skip line when it is unreachable.
-pub fn env() -> Option<Env> {
+/// The broker, or `None` after a skip line (a failure with BQ_REQUIRE_BROKERS set) when it
+/// does not answer (`scripts/brokers.sh up sqs` starts it).
+pub async fn env() -> Option<Env> {
     let url = std::env::var("BQ_SQS_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
     let config = SqsConfig::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
     let endpoint = config
         .endpoint
         .clone()
         .expect("BQ_SQS_URL names a local endpoint (…?endpoint=http://127.0.0.1:5000)");
-    let authority = endpoint
-        .split("://")
-        .nth(1)
-        .unwrap_or(&endpoint)
-        .trim_end_matches('/');
-    let reachable = authority
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .is_some_and(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok());
-    if !reachable {
-        unavailable(&format!("sqs not reachable at {endpoint}"));
-        return None;
-    }
     let region = config.region.clone().unwrap_or_else(|| "us-east-1".into());
     let sdk = aws_sdk_sqs::Client::from_conf(sdk_config(&region, &endpoint));
+    let answers = async {
+        sdk.list_queues()
+            .max_results(1)
+            .send()
+            .await
+            .map_err(aws_sdk_sqs::error::DisplayErrorContext)
+    };
+    broker_or_skip(&format!("SQS at {endpoint}"), answers).await?;
     Some(Env { url, config, sdk })
 }
 
@@ -85,19 +66,10 @@ fn sdk_config(region: &str, endpoint: &str) -> aws_sdk_sqs::Config {
 
 /// A queue name no other test (or run) uses; `.fifo` names stay FIFO names.
 pub fn unique(name: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let (base, fifo) = match name.strip_suffix(".fifo") {
-        Some(base) => (base, ".fifo"),
-        None => (name, ""),
-    };
-    format!(
-        "bq-it-{base}-{}-{nanos}-{}{fifo}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    )
+    match name.strip_suffix(".fifo") {
+        Some(base) => format!("{}.fifo", unique_queue(&format!("it-{base}"))),
+        None => unique_queue(&format!("it-{name}")),
+    }
 }
 
 impl Env {
@@ -368,28 +340,13 @@ pub fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The reference SDK's interpreter (`BQ_PYTHON`, default the project venv), or `None` after a
-/// skip line when it is missing.
-pub fn python() -> Option<PathBuf> {
-    let path = std::env::var_os("BQ_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("../cache/venv/bin/python"));
-    let ok = std::process::Command::new(&path)
-        .args([
-            "-c",
-            "import babelqueue, boto3; assert babelqueue.__version__ == '1.24.0'",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        Some(path)
-    } else {
-        unavailable(&format!(
-            "the Python SDK babelqueue 1.24.0 with boto3 is not available at {} (BQ_PYTHON)",
-            path.display()
-        ));
-        None
-    }
+/// The reference SDK (babelqueue 1.24.0 with boto3, `BQ_PYTHON`) running
+/// `tests/python/sqs_peer.py`, or `None` after a skip line when it is missing.
+pub fn python() -> Option<PythonPeer> {
+    PythonPeer::find_or_skip(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sqs_peer.py"),
+        &["boto3"],
+    )
 }
 
 /// Runs a command, returning stdout lines; panics with its stderr when it fails.

@@ -1,0 +1,99 @@
+//! The transport contract suite of `babelqueue-testkit` against a real Kafka broker
+//! (`BQ_KAFKA_URL`, default `kafka://127.0.0.1:9092`; `scripts/brokers.sh up kafka`), deployed
+//! as the crate documents it: retry tiers on, and a re-injector running beside the workers
+//! ([`Reinjecting`]). Without the broker the test prints `SKIPPED`; with `BQ_REQUIRE_BROKERS`
+//! set it fails instead.
+//!
+//! The suite's graceful-shutdown test sends SIGTERM to this process, so this file holds this
+//! one test only (`contract_fake.rs` runs the suite on the in-memory fake, in a process of its
+//! own).
+
+#![allow(clippy::print_stdout, missing_docs)]
+
+#[path = "support/reinjecting.rs"]
+mod reinjecting;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use babelqueue_testkit::{Features, Suite, broker_or_skip, unique_queue};
+use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport, RdKafkaClient};
+use reinjecting::{Cluster, Reinjecting};
+
+/// The retry tiers of this run: the suite's probe delay (1 s) and its default back-off-less
+/// retries land on the first; the second covers nothing the suite asks for.
+const TIERS_MS: &str = "1000,5000";
+
+/// How soon a delivery left unsettled comes back. Kafka has no per-message redelivery: the
+/// record is handed out again when its partition's next owner starts from the committed
+/// offset (or the owner seeks back to it). A transport that is dropped closes its consumer,
+/// which leaves the group at once, so the next consumer of the group gets the partition after
+/// one rebalance (about a second here); were the member not to leave, the session timeout of
+/// this run (6 s) would take it out.
+const REDELIVERY_AFTER: Duration = Duration::from_secs(6);
+
+fn base_url() -> String {
+    std::env::var("BQ_KAFKA_URL").unwrap_or_else(|_| "kafka://127.0.0.1:9092".to_owned())
+}
+
+/// The workers' URL: a consumer group of this run only, the retry tiers, and a short session
+/// timeout (as the crate's other live tests use) so a member that vanished without leaving is
+/// dropped from the group quickly.
+fn url(group: &str) -> String {
+    let base = base_url();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!(
+        "{base}{separator}group_id={group}&retry_tiers_ms={TIERS_MS}\
+         &session.timeout.ms=6000&heartbeat.interval.ms=500"
+    )
+}
+
+/// The bootstrap servers answer a TCP connection.
+async fn reachable(config: KafkaConfig) -> Result<KafkaConfig, String> {
+    for server in config.brokers.split(',') {
+        if tokio::net::TcpStream::connect(server.trim()).await.is_ok() {
+            return Ok(config);
+        }
+    }
+    Err(format!(
+        "no bootstrap server of {} answered",
+        config.brokers
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contract() {
+    let group = unique_queue("contract");
+    let url = url(&group);
+    let config = KafkaConfig::from_url(&url).expect("a valid BQ_KAFKA_URL");
+    let Some(config) = broker_or_skip("Kafka (BQ_KAFKA_URL)", reachable(config)).await else {
+        return;
+    };
+    let features = Features::new()
+        // HeaderPublisher: out-of-band headers as record headers beside the bq-* projection
+        .headers(true)
+        // DelayedPublisher: parked on the smallest retry tier covering the delay
+        .delayed_publish(true)
+        // Redelivery::Native: a retry parks on the tier its delay maps to (needs the tiers)
+        .delayed_retry(true)
+        // Kafka orders per partition; the suite's topics are auto-created with one partition
+        // (the test broker's num.partitions=1), and the worker commits in offset order
+        .ordered(true)
+        .redelivery_after(REDELIVERY_AFTER)
+        // librdkafka's producer refuses a message above message.max.bytes (1 000 000 by
+        // default; the broker's own limit is 1 048 588 for the whole record batch)
+        .max_body_bytes(1_000_000);
+    let cluster = Cluster {
+        client: Arc::new(RdKafkaClient::new(config.clone())),
+        admin: Some(RdKafkaClient::new(config.clone())),
+        config,
+    };
+    let report = Suite::new(features, move || {
+        let (url, cluster) = (url.clone(), cluster.clone());
+        async move { KafkaTransport::connect(&url).map(|t| Reinjecting::new(t, cluster)) }
+    })
+    .run()
+    .await;
+    println!("{report}");
+    report.assert_passed();
+}
