@@ -652,10 +652,12 @@ impl App {
                         last_arrival = tokio::time::Instant::now();
                     }
                 }
-                Err(e) if matches!(
-                    e.kind(),
-                    crate::error::TransportErrorKind::Auth | crate::error::TransportErrorKind::Config
-                ) =>
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        crate::error::TransportErrorKind::Auth
+                            | crate::error::TransportErrorKind::Config
+                    ) =>
                 {
                     // Wrong credentials, or a consumer its client gave up on (a configuration it
                     // refuses, a fenced static member), do not heal by polling again: stop, and

@@ -558,7 +558,9 @@ async fn restart_mid_stream(outage: Outage) {
     // A wedged worker would never return here: bounded, so the test fails instead of hanging.
     let summary = tokio::time::timeout(Duration::from_secs(45), running)
         .await
-        .unwrap_or_else(|_| panic!("the worker did not stop when asked after the outage ({outage:?})"))
+        .unwrap_or_else(|_| {
+            panic!("the worker did not stop when asked after the outage ({outage:?})")
+        })
         .unwrap()
         .unwrap();
     assert!(summary.processed > n as u64);

@@ -75,7 +75,11 @@ async fn a_failed_dead_letter_write_loses_nothing_and_succeeds_once_the_dlq_is_f
         let before = calls.len();
         a.consume(idle(3_000)).await.unwrap();
         assert!(calls.len() > before, "laravel={laravel}: it came back");
-        assert_eq!(census(&raw, &t, laravel, &q).await, (0, 0, 1), "laravel={laravel}");
+        assert_eq!(
+            census(&raw, &t, laravel, &q).await,
+            (0, 0, 1),
+            "laravel={laravel}"
+        );
         purge(&raw, &q).await;
     }
 }
@@ -102,7 +106,12 @@ async fn a_wrongly_typed_key_makes_every_moving_script_touch_nothing() {
     let d = t.pop(&q, Duration::from_millis(50)).await.unwrap().unwrap();
     set_string(&raw, &q).await;
     let redeliverer = t.redeliverer().unwrap();
-    assert!(redeliverer.redeliver(&d, body, Duration::ZERO).await.is_err());
+    assert!(
+        redeliverer
+            .redeliver(&d, body, Duration::ZERO)
+            .await
+            .is_err()
+    );
     assert_eq!(llen(&raw, &t.options().processing(&q)).await, 1);
     assert_eq!(zcard(&raw, &t.options().deadlines(&q)).await, 1);
     purge(&raw, &q).await;
@@ -125,13 +134,25 @@ async fn a_wrongly_typed_key_makes_every_moving_script_touch_nothing() {
     let d = t.pop(&q, Duration::from_millis(50)).await.unwrap().unwrap();
     set_string(&raw, &t.options().delayed(&q)).await;
     let redeliverer = t.redeliverer().unwrap();
-    assert!(redeliverer.redeliver(&d, body, Duration::from_secs(5)).await.is_err());
+    assert!(
+        redeliverer
+            .redeliver(&d, body, Duration::from_secs(5))
+            .await
+            .is_err()
+    );
     assert_eq!(zcard(&raw, &t.options().reserved(&q)).await, 1);
     let _: i64 = raw.raw().del(t.options().delayed(&q)).await.unwrap();
     // An expired reservation with a broken ready list stays where it is.
     let _: () = raw
         .raw()
-        .zadd(t.options().reserved(&q), None, None, false, false, (1.0, "lapsed"))
+        .zadd(
+            t.options().reserved(&q),
+            None,
+            None,
+            false,
+            false,
+            (1.0, "lapsed"),
+        )
         .await
         .unwrap();
     let _: i64 = raw.raw().del(t.options().ready(&q)).await.unwrap();
@@ -190,15 +211,27 @@ async fn the_laravel_reserve_changes_only_the_attempts_token() {
             r#"{"job":"urn:x","attempt\u0073":3}"#,
             r#"{"job":"urn:x","attempt\u0073":4}"#,
         ),
-        (r#"{"job":"urn:x","attempts":-5}"#, r#"{"job":"urn:x","attempts":-4}"#),
-        (r#"{"job":"urn:x","attempts":1.5}"#, r#"{"job":"urn:x","attempts":2.5}"#),
-        (r#"{"job":"urn:x","attempts":2e0}"#, r#"{"job":"urn:x","attempts":3}"#),
+        (
+            r#"{"job":"urn:x","attempts":-5}"#,
+            r#"{"job":"urn:x","attempts":-4}"#,
+        ),
+        (
+            r#"{"job":"urn:x","attempts":1.5}"#,
+            r#"{"job":"urn:x","attempts":2.5}"#,
+        ),
+        (
+            r#"{"job":"urn:x","attempts":2e0}"#,
+            r#"{"job":"urn:x","attempts":3}"#,
+        ),
         (
             r#"{"job":"urn:x","data":[],"attempts":0,"u":"\u2028 é \\"}"#,
             r#"{"job":"urn:x","data":[],"attempts":1,"u":"\u2028 é \\"}"#,
         ),
         // Nothing to count: reserved raw, handed over as poison.
-        (r#"{"job":"urn:x","data":{}}"#, r#"{"job":"urn:x","data":{}}"#),
+        (
+            r#"{"job":"urn:x","data":{}}"#,
+            r#"{"job":"urn:x","data":{}}"#,
+        ),
     ];
     for (job, member) in cases {
         let (got_job, got_member) = reserve_member(&raw, &q, job.as_bytes()).await;
@@ -229,7 +262,10 @@ async fn a_recovered_laravel_reservation_keeps_data_byte_for_byte() {
     let mut recovered = Vec::new();
     for _ in 0..2 {
         let d = t.pop(&q, Duration::from_millis(50)).await.unwrap().unwrap();
-        recovered.push((String::from_utf8(d.body().to_vec()).unwrap(), d.route().clone()));
+        recovered.push((
+            String::from_utf8(d.body().to_vec()).unwrap(),
+            d.route().clone(),
+        ));
     }
     recovered.sort_by(|a, b| a.0.cmp(&b.0));
     let mut expected = vec![
