@@ -4,9 +4,12 @@
 //! cargo xtask conformance [--manifest PATH] [--results PATH] [--verbose]
 //! cargo xtask conformance --all        # the project's vectors, then ../shared/conformance
 //! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
-//! cargo xtask fuzz [--seconds N]       # the codec fuzz target (nightly + cargo-fuzz)
+//! cargo xtask fuzz [--seconds N] [--target NAME]  # cargo-fuzz targets on stable
+//! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
 //! cargo xtask tidy                     # repository invariants
-//! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance
+//! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
+//! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,
+//!                                      # fuzz (20 s per target), audit
 //! ```
 //!
 //! Only the standard library is used here; the conformance runner is the
@@ -16,6 +19,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod audit;
+mod chaos;
+mod fuzz;
 
 /// The workspace root. `cargo run` (the `cargo xtask` alias) sets `CARGO_MANIFEST_DIR` when it
 /// starts the binary; that runtime value wins over the compile-time one, because cargo reuses a
@@ -124,26 +131,6 @@ fn bench(args: &[String]) -> Result<(), String> {
     status(cmd)
 }
 
-fn fuzz(args: &[String]) -> Result<(), String> {
-    let seconds = args
-        .iter()
-        .position(|a| a == "--seconds")
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .unwrap_or_else(|| "60".into());
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root().join("fuzz"));
-    cmd.args([
-        "+nightly",
-        "fuzz",
-        "run",
-        "decode",
-        "--",
-        &format!("-max_total_time={seconds}"),
-    ]);
-    status(cmd)
-}
-
 /// One CI step: a name, the cargo arguments, extra environment.
 type Step = (
     &'static str,
@@ -215,7 +202,11 @@ fn ci() -> Result<(), String> {
     println!("==> conformance (project vectors, then the official suite)");
     let result = conformance(&["--all".to_string()]);
     disk_report();
-    result
+    result?;
+    println!("==> fuzz (every target, 20 s each)");
+    fuzz::fuzz(&["--seconds".to_string(), "20".to_string()])?;
+    println!("==> audit (cargo deny)");
+    audit::audit(&[])
 }
 
 /// Prints the free space on the target directory's disk and the directory's size, so a CI log
@@ -293,18 +284,24 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("conformance") => conformance(&args[1..]),
         Some("bench") => bench(&args[1..]),
-        Some("fuzz") => fuzz(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
+        Some("audit") => audit::audit(&args[1..]),
         Some("tidy") => tidy(),
+        Some("chaos") => chaos::chaos(&args[1..]),
         Some("ci") => ci(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|conformance|bench|fuzz|tidy> [options]");
+            eprintln!("usage: cargo xtask <ci|conformance|bench|fuzz|audit|tidy|chaos> [options]");
             eprintln!("  ci");
             eprintln!(
                 "  conformance [--manifest PATH] [--results PATH] [--official] [--all] [--verbose]"
             );
             eprintln!("  bench [--quick]");
-            eprintln!("  fuzz [--seconds N]");
+            eprintln!("  fuzz [--seconds N] [--target NAME]");
+            eprintln!("  audit");
             eprintln!("  tidy");
+            eprintln!(
+                "  chaos [--short] [--broker NAME]... [--scenario NAME]... [--jobs N] [--json PATH]"
+            );
             return ExitCode::from(2);
         }
     };

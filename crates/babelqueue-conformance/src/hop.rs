@@ -52,7 +52,13 @@ pub(crate) fn retry(body: &[u8]) -> Result<Vec<u8>, String> {
         action: Action::Retry,
         unknown_urn: false,
     };
-    match decide::failure(&policy, &queue_facts(), envelope.attempts(), &failure, &mut no_jitter) {
+    match decide::failure(
+        &policy,
+        &queue_facts(),
+        envelope.attempts(),
+        &failure,
+        &mut no_jitter,
+    ) {
         Plan::Release { body: release, .. } => release
             .render(&reconciled, Some(&envelope))
             .map_err(|e| e.to_string()),
@@ -103,6 +109,8 @@ pub(crate) fn dead_letter(
                 babelqueue_core::envelope::now_millis(),
             )
             .map_err(|e| e.to_string()),
-        other => Err(format!("the runtime planned {other:?}, expected a dead-letter")),
+        other => Err(format!(
+            "the runtime planned {other:?}, expected a dead-letter"
+        )),
     }
 }

@@ -345,7 +345,8 @@ mod tests {
 
     #[test]
     fn one_render_per_record_kind() {
-        let body = br#"{"job":"urn:x","data":{"n":12345678901234567890},"meta":{"queue":"orders"}}"#;
+        let body =
+            br#"{"job":"urn:x","data":{"n":12345678901234567890},"meta":{"queue":"orders"}}"#;
         let envelope = Envelope::decode_lenient(body).envelope;
         let annotated = Record::Annotated {
             reason: Reason::Failed,
@@ -358,7 +359,10 @@ mod tests {
             core::str::from_utf8(&annotated).unwrap(),
             r#"{"job":"urn:x","data":{"n":12345678901234567890},"meta":{"queue":"orders"},"attempts":3,"dead_letter":{"reason":"failed","error":"boom","exception":"RuntimeError","failed_at":7,"original_queue":"orders","attempts":3,"lang":"rust"}}"#
         );
-        assert_eq!(Record::Gated.render(b"\xff raw", None, "q", 7).unwrap(), b"\xff raw");
+        assert_eq!(
+            Record::Gated.render(b"\xff raw", None, "q", 7).unwrap(),
+            b"\xff raw"
+        );
         let poison = |cause| Record::Poison {
             cause,
             attempts: 2,

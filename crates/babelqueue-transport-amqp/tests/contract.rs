@@ -50,8 +50,8 @@ async fn rabbitmq_passes_the_contract_suite() {
         let url = make_url.clone();
         async move { AmqpTransport::connect(&url).await }
     })
-        .run()
-        .await;
+    .run()
+    .await;
     println!("{report}");
     // The suite's queues (`bq-<test>-…`, unique to this run) are durable: delete them.
     delete(&url, suite_queues().difference(&before)).await;

@@ -117,7 +117,9 @@
 //! servers; [`App::consume`](babelqueue_core::App::consume) stops with it. A consumer that
 //! librdkafka gave up on (a fatal error, e.g. fenced by another member with the same
 //! `group_instance_id`) is a `Config` error, returned too. Other poll errors (a broker that is
-//! down, a rebalance) are logged and the poll is waited out: librdkafka reconnects by itself.
+//! down, a rebalance) are logged and polled past within the same `pop`: librdkafka reconnects,
+//! rejoins and fetches by itself, and a broker outage queues several of them a second ahead of
+//! the records that follow, so a worker goes on within seconds of the broker's return.
 //!
 //! # Restarts
 //!

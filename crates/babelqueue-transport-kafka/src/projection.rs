@@ -395,7 +395,8 @@ mod tests {
             br#"{"job":"urn:x","attempts":0}"#,
             vec![RecordHeader::text(HEADER_ATTEMPTS, "2")],
         ));
-        let Class::Readable { body, .. } = classify(br#"{"job":"urn:x","attempts":0}"#, &f, "orders")
+        let Class::Readable { body, .. } =
+            classify(br#"{"job":"urn:x","attempts":0}"#, &f, "orders")
         else {
             panic!("readable")
         };
@@ -405,7 +406,9 @@ mod tests {
             b"not even json",
             vec![RecordHeader::text(HEADER_SCHEMA_VERSION, " 1")],
         ));
-        assert!(matches!(classify(b"not even json", &f, "orders"), Class::Gated { ref declared } if declared == " 1"));
+        assert!(
+            matches!(classify(b"not even json", &f, "orders"), Class::Gated { ref declared } if declared == " 1")
+        );
 
         let f = facts(&record(
             b"{}",

@@ -28,6 +28,11 @@ const LOG: &str = "babelqueue::kafka::librdkafka";
 /// How long a blocking seek waits for librdkafka.
 const SEEK_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many of librdkafka's informational errors one `poll` passes over before it hands one to
+/// its caller (who waits out the poll): a bound on the work of one call, far above what a broker
+/// outage queues per second.
+const SKIP_LIMIT: usize = 1000;
+
 /// How long a refusal of the credentials counts as the current state of the connection.
 /// librdkafka reports an identical broker error at most once per 30 s (it suppresses the
 /// repeats) and retries a refused connection at least every `reconnect.backoff.max.ms`
@@ -473,6 +478,60 @@ impl RdConsumer {
         }
         Ok(list)
     }
+
+    /// The next record of `consumer`, passing over librdkafka's informational errors.
+    ///
+    /// librdkafka puts its errors on the consumer queue as events, in line with the records: a
+    /// broker that is down queues one for each failed reconnection (`_TRANSPORT`, and
+    /// `_ALL_BROKERS_DOWN` each time it re-bootstraps, up to several a second), ahead of the
+    /// rebalance and the records that come once the broker is back. None of them needs an
+    /// answer (librdkafka reconnects, rejoins and fetches by itself), so they are logged and
+    /// the queue is read on: a caller that waited out its poll for each one fell further
+    /// behind the queue with every second of an outage, and a worker stayed wedged for minutes
+    /// after the broker was back (`kafka/broker-restart` in the chaos suite). A refusal of the
+    /// credentials and an error librdkafka calls fatal are returned at once: neither heals.
+    async fn next_record(
+        &self,
+        consumer: &StreamConsumer<RdContext>,
+    ) -> Result<Record, KafkaError> {
+        let mut skipped = 0usize;
+        loop {
+            let error = match consumer.recv().await {
+                Ok(message) => {
+                    if skipped > 0 {
+                        tracing::debug!(target: "babelqueue::kafka", topics = ?self.topics, skipped,
+                            "Kafka poll passed over librdkafka's errors before this record");
+                    }
+                    return Ok(owned(&message));
+                }
+                Err(source) => self.auth.explain(KafkaError::Client {
+                    operation: "poll",
+                    source,
+                }),
+            };
+            if !recovers_by_itself(&error) || skipped >= SKIP_LIMIT {
+                return Err(error);
+            }
+            if skipped == 0 {
+                tracing::warn!(target: "babelqueue::kafka", topics = ?self.topics, error = %error,
+                    "Kafka poll reported an error; librdkafka recovers by itself, polling on");
+            } else {
+                tracing::debug!(target: "babelqueue::kafka", topics = ?self.topics, error = %error, skipped,
+                    "Kafka poll reported another error; polling on");
+            }
+            skipped += 1;
+        }
+    }
+}
+
+/// Whether librdkafka recovers from a consumer error by itself (a broker that is down, a
+/// rebalance, a fetch error): every error but a refusal of the credentials and a consumer it
+/// gave up on (a fatal error, a fenced static member), which polling again does not heal.
+fn recovers_by_itself(error: &KafkaError) -> bool {
+    !matches!(
+        error.kind(),
+        babelqueue_core::TransportErrorKind::Auth | babelqueue_core::TransportErrorKind::Config
+    )
 }
 
 fn owned(message: &BorrowedMessage<'_>) -> Record {
@@ -507,19 +566,16 @@ impl KafkaConsumer for RdConsumer {
             return Err(refused);
         }
         let received = tokio::select! {
-            received = tokio::time::timeout(timeout, consumer.recv()) => received,
+            received = tokio::time::timeout(timeout, self.next_record(&consumer)) => received,
             refused = self.auth.next_refusal(changes) => return Err(refused),
         };
         match received {
             Err(_) => Ok(None),
-            Ok(Ok(message)) => {
+            Ok(Ok(record)) => {
                 self.auth.accepted();
-                Ok(Some(owned(&message)))
+                Ok(Some(record))
             }
-            Ok(Err(source)) => Err(self.auth.explain(KafkaError::Client {
-                operation: "poll",
-                source,
-            })),
+            Ok(Err(error)) => Err(error),
         }
     }
 
@@ -682,6 +738,34 @@ mod tests {
         let consumer = client.consumer("g", &["orders".to_owned()], hook).unwrap();
         if let Err(err) = consumer.poll(Duration::from_millis(500)).await {
             assert_hidden("a poll of a refused connection", &err);
+        }
+        consumer.close().await;
+    }
+
+    /// A broker that refuses every connection: librdkafka queues an error event on the
+    /// consumer queue for each failed reconnection. A poll passes over them (they heal by
+    /// themselves) and returns nothing once its timeout passes; it used to return one of them
+    /// per call, which left a worker minutes behind its queue after a broker outage.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_poll_passes_over_the_errors_of_a_broker_that_is_down() {
+        let config = KafkaConfig::from_url(
+            "kafka://127.0.0.1:1?reconnect.backoff.ms=10&reconnect.backoff.max.ms=50",
+        )
+        .unwrap();
+        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+        let consumer = RdKafkaClient::new(config)
+            .consumer("g", &["orders".to_owned()], hook)
+            .unwrap();
+        // Failed reconnections pile up on the queue meanwhile.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for _ in 0..3 {
+            let started = Instant::now();
+            let polled = consumer.poll(Duration::from_millis(300)).await;
+            assert!(matches!(polled, Ok(None)), "{polled:?}");
+            assert!(
+                started.elapsed() >= Duration::from_millis(250),
+                "the poll waited"
+            );
         }
         consumer.close().await;
     }

@@ -672,7 +672,11 @@ async fn negative_attempts_are_settled_without_tiers() {
                 let case = format!("attempts {attempts}, header {with_header}, dlq {dead_letter}");
                 let kafka = FakeKafka::new();
                 let t = transport(&kafka, &[]);
-                let body = babelqueue_core::attempts::reconcile(&envelope(1), Some(Count::Carried(attempts))).into_owned();
+                let body = babelqueue_core::attempts::reconcile(
+                    &envelope(1),
+                    Some(Count::Carried(attempts)),
+                )
+                .into_owned();
                 assert!(
                     String::from_utf8_lossy(&body).contains(&format!("\"attempts\":{attempts}")),
                     "{case}"
@@ -718,7 +722,9 @@ async fn negative_attempts_with_tiers_run_the_handler_max_attempts_times() {
     for attempts in NEGATIVE_ATTEMPTS {
         let kafka = FakeKafka::new();
         let t = transport(&kafka, &[1000, 2000]);
-        let body = babelqueue_core::attempts::reconcile(&envelope(1), Some(Count::Carried(attempts))).into_owned();
+        let body =
+            babelqueue_core::attempts::reconcile(&envelope(1), Some(Count::Carried(attempts)))
+                .into_owned();
         kafka.append("orders", 0, record(&body, None, vec![]));
         let calls = Arc::new(AtomicUsize::new(0));
         let seen = calls.clone();

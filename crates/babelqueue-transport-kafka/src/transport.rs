@@ -343,8 +343,12 @@ impl Transport for KafkaTransport {
             }
             Err(e) => {
                 // librdkafka reports broker and subscription trouble as events on the poll and
-                // keeps retrying by itself: report it, wait out the poll, and let the loop poll
-                // again (a broker that is down does not turn into a busy loop).
+                // keeps retrying by itself; the librdkafka client already reads past those
+                // events within the poll (one a poll would leave the worker minutes behind its
+                // queue after a broker outage). An error that still comes out here (one past
+                // the client's bound on a single poll, or from another client) is reported and
+                // the poll waited out, so that an error returned at once on every poll does not
+                // turn into a busy loop.
                 tracing::warn!(target: LOG, queue, error = %e, "Kafka poll reported an error");
                 tokio::time::sleep_until(started + timeout).await;
                 Ok(None)
@@ -449,7 +453,6 @@ impl DelayedPublisher for KafkaTransport {
         Ok(self.send(record).await?)
     }
 }
-
 
 /// Retry tiers as a policy: the runtime computes the delay as for every broker (back-off,
 /// multiplier, jitter, `retry_after`, the release delay); the record parks on the tier that

@@ -433,7 +433,10 @@ mod tests {
             br#"{"job":"urn:x","attempts":0}"#,
             br#"{"job":"urn:x","attempts":1}"#
         ));
-        assert!(!laravel_counted(br#"{"job":"urn:x"}"#, br#"{"job":"urn:x"}"#));
+        assert!(!laravel_counted(
+            br#"{"job":"urn:x"}"#,
+            br#"{"job":"urn:x"}"#
+        ));
     }
 
     #[test]

@@ -566,7 +566,8 @@ async fn interop_rust_produces_python_consumes_in_both_layouts() {
                 "--timeout",
                 "1",
             ],
-        ).await;
+        )
+        .await;
         assert_eq!(lines.len(), 1, "laravel={laravel}");
         let got = &lines[0];
         assert_eq!(got["urn"], URN);
@@ -595,7 +596,8 @@ async fn interop_python_produces_rust_consumes_in_both_layouts() {
                 r#"{"order_id":7,"s":"é"}"#,
                 "2",
             ],
-        ).await;
+        )
+        .await;
         let t = transport(laravel, None).await;
         let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
         let s = seen.clone();
@@ -654,7 +656,8 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
                 "--timeout",
                 "1",
             ],
-        ).await;
+        )
+        .await;
         assert_eq!(
             lines[0]["attempts"], 1,
             "laravel={laravel}: Python sees the Rust retry"
@@ -677,7 +680,8 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
                 "--timeout",
                 "1",
             ],
-        ).await;
+        )
+        .await;
         let calls = Calls::default();
         app(&t, &q)
             .handle(URN, recording(&calls, false))
@@ -716,7 +720,8 @@ async fn interop_retries_and_dead_letters_cross_between_sdks() {
                 "--timeout",
                 "1",
             ],
-        ).await;
+        )
+        .await;
         assert_eq!(
             lines
                 .iter()

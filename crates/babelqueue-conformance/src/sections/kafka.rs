@@ -206,7 +206,10 @@ fn schema_version_gate(ctx: &Ctx<'_>, block: &Value, case: &Value) -> Result<(),
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the record was not delivered")?;
-        match (want, classify(delivery.body(), delivery.facts(), delivery.queue())) {
+        match (
+            want,
+            classify(delivery.body(), delivery.facts(), delivery.queue()),
+        ) {
             ("reject", Class::Gated { declared }) => {
                 let value = case.get("value").and_then(Value::as_str);
                 if Some(declared.as_str()) != value {

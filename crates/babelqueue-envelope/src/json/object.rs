@@ -250,7 +250,10 @@ mod tests {
         let mut out = String::new();
         o.write_into(&mut out);
         assert_eq!(out, r#"{"job":"urn:x","\ud800":3,"\udc00":2}"#);
-        assert!(!o.contains_key("\u{FFFD}"), "a lone surrogate is not U+FFFD");
+        assert!(
+            !o.contains_key("\u{FFFD}"),
+            "a lone surrogate is not U+FFFD"
+        );
     }
 
     #[test]

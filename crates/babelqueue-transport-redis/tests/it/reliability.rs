@@ -76,7 +76,11 @@ async fn a_failed_dead_letter_write_loses_nothing_and_succeeds_once_the_dlq_is_f
         let before = calls.len();
         a.consume(idle(3_000)).await.unwrap();
         assert!(calls.len() > before, "laravel={laravel}: it came back");
-        assert_eq!(census(&raw, &t, laravel, &q).await, (0, 0, 1), "laravel={laravel}");
+        assert_eq!(
+            census(&raw, &t, laravel, &q).await,
+            (0, 0, 1),
+            "laravel={laravel}"
+        );
         purge(&raw, &q).await;
     }
 }
@@ -134,7 +138,14 @@ async fn a_wrongly_typed_key_makes_every_moving_script_touch_nothing() {
     // An expired reservation with a broken ready list stays where it is.
     let _: () = raw
         .raw()
-        .zadd(t.options().reserved(&q), None, None, false, false, (1.0, "lapsed"))
+        .zadd(
+            t.options().reserved(&q),
+            None,
+            None,
+            false,
+            false,
+            (1.0, "lapsed"),
+        )
         .await
         .unwrap();
     let _: i64 = raw.raw().del(t.options().ready(&q)).await.unwrap();
@@ -213,15 +224,27 @@ async fn the_laravel_reserve_changes_only_the_attempts_token() {
             r#"{"job":"urn:x","attempt\u0073":3}"#,
             r#"{"job":"urn:x","attempt\u0073":4}"#,
         ),
-        (r#"{"job":"urn:x","attempts":-5}"#, r#"{"job":"urn:x","attempts":-4}"#),
-        (r#"{"job":"urn:x","attempts":1.5}"#, r#"{"job":"urn:x","attempts":2.5}"#),
-        (r#"{"job":"urn:x","attempts":2e0}"#, r#"{"job":"urn:x","attempts":3}"#),
+        (
+            r#"{"job":"urn:x","attempts":-5}"#,
+            r#"{"job":"urn:x","attempts":-4}"#,
+        ),
+        (
+            r#"{"job":"urn:x","attempts":1.5}"#,
+            r#"{"job":"urn:x","attempts":2.5}"#,
+        ),
+        (
+            r#"{"job":"urn:x","attempts":2e0}"#,
+            r#"{"job":"urn:x","attempts":3}"#,
+        ),
         (
             r#"{"job":"urn:x","data":[],"attempts":0,"u":"\u2028 é \\"}"#,
             r#"{"job":"urn:x","data":[],"attempts":1,"u":"\u2028 é \\"}"#,
         ),
         // Nothing to count: reserved raw, handed over as poison.
-        (r#"{"job":"urn:x","data":{}}"#, r#"{"job":"urn:x","data":{}}"#),
+        (
+            r#"{"job":"urn:x","data":{}}"#,
+            r#"{"job":"urn:x","data":{}}"#,
+        ),
     ];
     for (job, member) in cases {
         let (got_job, got_member) = reserve_member(&raw, &q, job.as_bytes()).await;
@@ -256,14 +279,8 @@ async fn a_recovered_laravel_reservation_keeps_data_byte_for_byte() {
     }
     recovered.sort_by(|a, b| a.0.cmp(&b.0));
     let mut expected = vec![
-        (
-            good.replace(r#""attempts":0"#, r#""attempts":1"#),
-            false,
-        ),
-        (
-            poison.replace(r#""attempts":0"#, r#""attempts":1"#),
-            true,
-        ),
+        (good.replace(r#""attempts":0"#, r#""attempts":1"#), false),
+        (poison.replace(r#""attempts":0"#, r#""attempts":1"#), true),
     ];
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(recovered, expected);

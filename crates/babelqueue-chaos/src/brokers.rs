@@ -1,0 +1,1136 @@
+//! The brokers of `scripts/brokers.sh`: URLs, queue administration, broker-side counts, breaking
+//! and fixing a dead-letter queue, restarts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use babelqueue::Transport;
+
+/// One row's broker (the Redis layouts are two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Broker {
+    Redis,
+    RedisLaravel,
+    Rabbitmq,
+    Sqs,
+    Kafka,
+    Artemis,
+    Pulsar,
+}
+
+impl Broker {
+    pub(crate) const ALL: [Broker; 7] = [
+        Broker::Redis,
+        Broker::RedisLaravel,
+        Broker::Rabbitmq,
+        Broker::Sqs,
+        Broker::Kafka,
+        Broker::Artemis,
+        Broker::Pulsar,
+    ];
+
+    /// The name on the command line and in the table.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Broker::Redis => "redis",
+            Broker::RedisLaravel => "redis-laravel",
+            Broker::Rabbitmq => "rabbitmq",
+            Broker::Sqs => "sqs",
+            Broker::Kafka => "kafka",
+            Broker::Artemis => "artemis",
+            Broker::Pulsar => "pulsar",
+        }
+    }
+
+    /// The `scripts/brokers.sh` service.
+    pub(crate) fn service(self) -> &'static str {
+        match self {
+            Broker::Redis | Broker::RedisLaravel => "redis",
+            other => other.name(),
+        }
+    }
+
+    pub(crate) fn parse(name: &str) -> Option<Broker> {
+        Broker::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// The dead-letter queue the runtime writes to for `queue` (default suffix).
+    pub(crate) fn dlq(self, queue: &str) -> String {
+        match self {
+            Broker::Sqs => format!("{queue}-dlq"),
+            _ => format!("{queue}.dlq"),
+        }
+    }
+
+    pub(crate) fn is_redis(self) -> bool {
+        matches!(self, Broker::Redis | Broker::RedisLaravel)
+    }
+
+    /// How long a drain keeps going after every message was handled: a reservation, receipt or
+    /// uncommitted record a killed worker held after its handler ran comes back after the
+    /// broker's redelivery delay (Redis `retry_after` 2 s, rounded up to whole seconds; SQS
+    /// visibility 2 s), and must be settled before the drain ends.
+    pub(crate) fn settle(self) -> Duration {
+        match self {
+            Broker::Redis | Broker::RedisLaravel | Broker::Sqs => Duration::from_secs(4),
+            _ => Duration::from_millis(1500),
+        }
+    }
+
+    /// How long a worker waits with nothing to do before it exits, in the DLQ and malformed
+    /// scenarios: above the broker's redelivery delay (Redis `retry_after`, SQS visibility), and
+    /// for Kafka above a group join.
+    pub(crate) fn idle(self) -> Duration {
+        match self {
+            Broker::Kafka => Duration::from_secs(12),
+            Broker::Redis | Broker::RedisLaravel | Broker::Sqs | Broker::Pulsar => {
+                Duration::from_secs(5)
+            }
+            Broker::Rabbitmq | Broker::Artemis => Duration::from_secs(4),
+        }
+    }
+}
+
+/// Where things are, and the broker environment (`scripts/brokers.sh env`).
+#[derive(Debug, Clone)]
+pub(crate) struct Env {
+    pub(crate) root: PathBuf,
+    pub(crate) cache: PathBuf,
+    /// Variables for worker children and in-process clients: `scripts/brokers.sh env`, then the
+    /// process environment on top.
+    pub(crate) vars: BTreeMap<String, String>,
+}
+
+impl Env {
+    pub(crate) fn load(root: &Path) -> Env {
+        let cache = std::env::var_os("BQ_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("..").join("cache"));
+        let cache = cache.canonicalize().unwrap_or(cache);
+        let mut vars = BTreeMap::new();
+        let script = root.join("scripts/brokers.sh");
+        if let Ok(out) = Command::new("bash")
+            .arg(&script)
+            .arg("env")
+            .current_dir(root)
+            .stderr(Stdio::null())
+            .output()
+        {
+            for (k, v) in parse_exports(&String::from_utf8_lossy(&out.stdout)) {
+                vars.insert(k, v);
+            }
+        }
+        for (k, v) in std::env::vars() {
+            if k.starts_with("BQ_") || k.starts_with("AWS_") {
+                vars.insert(k, v);
+            }
+        }
+        vars.insert("BQ_CACHE".into(), cache.display().to_string());
+        Env {
+            root: root.to_path_buf(),
+            cache,
+            vars,
+        }
+    }
+
+    pub(crate) fn var(&self, key: &str) -> Option<&str> {
+        self.vars.get(key).map(String::as_str)
+    }
+
+    fn brokers_dir(&self) -> PathBuf {
+        self.var("BQ_BROKERS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.cache.join("brokers"))
+    }
+
+    /// The broker's URL as `scripts/brokers.sh env` exports it.
+    pub(crate) fn base_url(&self, broker: Broker) -> Result<String, String> {
+        let key = match broker {
+            Broker::Redis | Broker::RedisLaravel => "BQ_REDIS_URL",
+            Broker::Rabbitmq => "BQ_AMQP_URL",
+            Broker::Sqs => "BQ_SQS_URL",
+            Broker::Kafka => "BQ_KAFKA_URL",
+            Broker::Artemis => "BQ_ARTEMIS_URL",
+            Broker::Pulsar => "BQ_PULSAR_URL",
+        };
+        self.var(key)
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{key} is not set and `scripts/brokers.sh env` did not give it"))
+    }
+
+    /// A command run from the repository root with the broker environment.
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(&self.root).envs(&self.vars);
+        cmd
+    }
+
+    /// `scripts/brokers.sh ARGS…`, bounded.
+    pub(crate) async fn brokers_sh(
+        &self,
+        args: &[&str],
+        limit: Duration,
+    ) -> Result<String, String> {
+        let mut cmd = self.command("bash");
+        cmd.arg(self.root.join("scripts/brokers.sh")).args(args);
+        // A broker starting on a loaded machine (Pulsar, a JVM) can take longer than the
+        // script's default 120 s.
+        if self.var("READY_TIMEOUT").is_none() {
+            cmd.env("READY_TIMEOUT", "300");
+        }
+        run(cmd, limit).await
+    }
+}
+
+/// `export A=1 B='x y'` lines → pairs.
+pub(crate) fn parse_exports(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("export ") else {
+            continue;
+        };
+        let mut chars = rest.chars().peekable();
+        loop {
+            while chars.peek() == Some(&' ') {
+                chars.next();
+            }
+            let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+            if key.is_empty() {
+                break;
+            }
+            let mut value = String::new();
+            match chars.peek() {
+                Some('\'') => {
+                    chars.next();
+                    value.extend(chars.by_ref().take_while(|&c| c != '\''));
+                }
+                Some('"') => {
+                    chars.next();
+                    value.extend(chars.by_ref().take_while(|&c| c != '"'));
+                }
+                _ => {
+                    while let Some(&c) = chars.peek() {
+                        if c == ' ' {
+                            break;
+                        }
+                        value.push(c);
+                        chars.next();
+                    }
+                }
+            }
+            out.push((key, value));
+        }
+    }
+    out
+}
+
+/// Runs a command to completion, killing it after `limit`; stdout on success.
+pub(crate) async fn run(mut cmd: Command, limit: Duration) -> Result<String, String> {
+    let mut shown = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        shown.push(' ');
+        shown.push_str(&arg.to_string_lossy());
+    }
+    tokio::task::spawn_blocking(move || {
+        let out_path = std::env::temp_dir().join(format!(
+            "bq-chaos-cmd-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        let out = std::fs::File::create(&out_path).map_err(|e| e.to_string())?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .map_err(|e| format!("{shown}: {e}"))?;
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&out_path);
+        match status {
+            Some(s) if s.success() => Ok(text),
+            Some(s) => Err(format!("{shown} exited with {s}: {}", text.trim())),
+            None => Err(format!(
+                "{shown} did not finish within {}s: {}",
+                limit.as_secs(),
+                text.trim()
+            )),
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Connects an in-process transport (publisher, probe, dead-letter reader).
+pub(crate) async fn connect(
+    env: &Env,
+    broker: Broker,
+    url: &str,
+) -> Result<Arc<dyn Transport>, String> {
+    if broker == Broker::Sqs {
+        use babelqueue::sqs::{AwsSqs, SqsConfig, SqsTransport};
+        let config = SqsConfig::from_url(url).map_err(|e| e.to_string())?;
+        let transport = SqsTransport::new(AwsSqs::new(sqs_client(env, &config)), config);
+        return Ok(Arc::new(transport));
+    }
+    babelqueue::connect(url).await.map_err(|e| e.to_string())
+}
+
+fn sqs_client(
+    env: &Env,
+    config: &babelqueue::sqs::SqsConfig,
+) -> babelqueue::sqs::aws_sdk_sqs::Client {
+    use babelqueue::sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+    let region = config.region.clone().unwrap_or_else(|| "us-east-1".into());
+    let mut builder = babelqueue::sqs::aws_sdk_sqs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region))
+        .credentials_provider(Credentials::new(
+            env.var("AWS_ACCESS_KEY_ID").unwrap_or("test"),
+            env.var("AWS_SECRET_ACCESS_KEY").unwrap_or("test"),
+            None,
+            None,
+            "bq-chaos",
+        ));
+    if let Some(endpoint) = &config.endpoint {
+        builder = builder.endpoint_url(endpoint);
+    }
+    babelqueue::sqs::aws_sdk_sqs::Client::from_conf(builder.build())
+}
+
+fn sqs_admin(env: &Env) -> Result<babelqueue::sqs::aws_sdk_sqs::Client, String> {
+    let url = env.base_url(Broker::Sqs)?;
+    let config = babelqueue::sqs::SqsConfig::from_url(&url).map_err(|e| e.to_string())?;
+    Ok(sqs_client(env, &config))
+}
+
+/// Creates an SQS queue (the transport only looks queues up).
+pub(crate) async fn sqs_create(env: &Env, name: &str) -> Result<(), String> {
+    sqs_admin(env)?
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "create SQS queue {name}: {}",
+                babelqueue::sqs::aws_sdk_sqs::error::DisplayErrorContext(e)
+            )
+        })
+}
+
+async fn sqs_depth(env: &Env, name: &str) -> Result<u64, String> {
+    use babelqueue::sqs::aws_sdk_sqs::types::QueueAttributeName as A;
+    let client = sqs_admin(env)?;
+    let url = client
+        .get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|e| format!("{e}"))?
+        .queue_url()
+        .unwrap_or_default()
+        .to_owned();
+    let out = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::All)
+        .send()
+        .await
+        .map_err(|e| format!("{e}"))?;
+    let attrs = out.attributes().cloned().unwrap_or_default();
+    Ok([
+        A::ApproximateNumberOfMessages,
+        A::ApproximateNumberOfMessagesNotVisible,
+        A::ApproximateNumberOfMessagesDelayed,
+    ]
+    .iter()
+    .filter_map(|k| attrs.get(k).and_then(|v| v.parse::<u64>().ok()))
+    .sum())
+}
+
+/// `host`, `port` and database of a `redis://` URL.
+fn redis_target(url: &str) -> (String, String, String) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.split('?').next().unwrap_or(rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let (hostport, db) = rest.split_once('/').unwrap_or((rest, "0"));
+    let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "6379"));
+    let db = if db.is_empty() { "0" } else { db };
+    (host.to_owned(), port.to_owned(), db.to_owned())
+}
+
+/// One `redis-cli` command against the Redis of `url`.
+pub(crate) async fn redis_cli(env: &Env, url: &str, args: &[&str]) -> Result<String, String> {
+    let (host, port, db) = redis_target(url);
+    let mut cmd = env.command("redis-cli");
+    cmd.args(["-h", &host, "-p", &port, "-n", &db]).args(args);
+    let out = run(cmd, Duration::from_secs(10)).await?;
+    let out = out.trim().to_owned();
+    if out.starts_with("ERR") || out.starts_with("WRONGTYPE") {
+        return Err(out);
+    }
+    Ok(out)
+}
+
+fn redis_keys(url: &str, queue: &str) -> Result<Vec<(String, &'static str)>, String> {
+    use babelqueue::redis::{Layout, Options};
+    let (_, options) = Options::from_url(url).map_err(|e| e.to_string())?;
+    Ok(match options.layout {
+        Layout::Reliable => vec![
+            (options.ready(queue), "LLEN"),
+            (options.processing(queue), "LLEN"),
+        ],
+        _ => vec![
+            (options.ready(queue), "LLEN"),
+            (options.reserved(queue), "ZCARD"),
+            (options.delayed(queue), "ZCARD"),
+        ],
+    })
+}
+
+/// Deletes a Redis queue's ready list (and the Laravel layout's wake-up list).
+pub(crate) async fn redis_forget(env: &Env, url: &str, queue: &str) -> Result<(), String> {
+    let (_, options) = babelqueue::redis::Options::from_url(url).map_err(|e| e.to_string())?;
+    redis_cli(
+        env,
+        url,
+        &["DEL", &options.ready(queue), &options.notify(queue)],
+    )
+    .await
+    .map(|_| ())
+}
+
+/// The Redis key of a queue's ready list.
+pub(crate) fn redis_ready_key(url: &str, queue: &str) -> Result<String, String> {
+    let (_, options) = babelqueue::redis::Options::from_url(url).map_err(|e| e.to_string())?;
+    Ok(options.ready(queue))
+}
+
+/// What the broker itself says is left in `queue` (ready + in flight + delayed): Redis key
+/// lengths, `rabbitmqctl list_queues`, SQS attributes, the Kafka group's lag, the Pulsar
+/// subscription backlog, `artemis queue stat`.
+pub(crate) async fn broker_count(
+    env: &Env,
+    broker: Broker,
+    url: &str,
+    queue: &str,
+) -> Option<Result<u64, String>> {
+    Some(match broker {
+        Broker::Redis | Broker::RedisLaravel => {
+            let keys = match redis_keys(url, queue) {
+                Ok(k) => k,
+                Err(e) => return Some(Err(e)),
+            };
+            let mut total = 0;
+            for (key, op) in keys {
+                match redis_cli(env, url, &[op, &key]).await {
+                    Ok(n) => total += n.parse::<u64>().unwrap_or(0),
+                    Err(e) => return Some(Err(format!("{op} {key}: {e}"))),
+                }
+            }
+            Ok(total)
+        }
+        Broker::Rabbitmq => rabbit_count(env, queue).await,
+        Broker::Sqs => sqs_depth(env, queue).await,
+        Broker::Kafka => {
+            let group = kafka_group(url);
+            kafka_lag(url, &group, queue).await
+        }
+        Broker::Pulsar => pulsar_backlog(env, queue).await,
+        Broker::Artemis => artemis_count(env, queue).await,
+    })
+}
+
+/// `artemis queue stat` (a JVM start: several seconds): the queue's message count.
+async fn artemis_count(env: &Env, queue: &str) -> Result<u64, String> {
+    let cli = env.brokers_dir().join("artemis/instance/bin/artemis");
+    let mut cmd = env.command(&cli.display().to_string());
+    cmd.args([
+        "queue",
+        "stat",
+        "--silent",
+        "--json",
+        "--url",
+        "tcp://127.0.0.1:61616",
+    ])
+    .args(["--user", env.var("BQ_ARTEMIS_USER").unwrap_or("bq")])
+    .args(["--password", env.var("BQ_ARTEMIS_PASSWORD").unwrap_or("bq")])
+    .args(["--field", "NAME", "--operation", "EQUALS", "--value", queue]);
+    let out = run(cmd, Duration::from_secs(60)).await?;
+    let json = out
+        .find('{')
+        .map(|at| &out[at..])
+        .ok_or_else(|| format!("artemis queue stat: no JSON in {out:?}"))?;
+    let value: serde_json::Value = serde_json::from_str(json.trim()).map_err(|e| e.to_string())?;
+    Ok(value
+        .get("data")
+        .and_then(|d| d.as_array())
+        .and_then(|rows| rows.first())
+        .and_then(|row| row.get("messageCount"))
+        .and_then(|n| n.as_str())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0))
+}
+
+async fn rabbit_count(env: &Env, queue: &str) -> Result<u64, String> {
+    let mut cmd = env.command("rabbitmqctl");
+    cmd.args(["list_queues", "-q", "name", "messages"]);
+    let out = run(cmd, Duration::from_secs(60)).await?;
+    for line in out.lines() {
+        let mut cols = line.split_whitespace();
+        if cols.next() == Some(queue) {
+            return cols
+                .next()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("rabbitmqctl: unreadable line {line:?}"));
+        }
+    }
+    Ok(0)
+}
+
+fn pulsar_admin(env: &Env) -> String {
+    let port = env.var("BQ_PULSAR_HTTP_PORT").unwrap_or("8080");
+    format!("http://127.0.0.1:{port}/admin/v2/persistent/public/default")
+}
+
+async fn curl(env: &Env, method: &str, url: &str) -> Result<String, String> {
+    let mut cmd = env.command("curl");
+    cmd.args(["-sS", "-X", method, "-w", "\n%{http_code}", url]);
+    let out = run(cmd, Duration::from_secs(30)).await?;
+    let (body, code) = out.trim_end().rsplit_once('\n').unwrap_or(("", out.trim()));
+    if code.starts_with('2') {
+        Ok(body.to_owned())
+    } else {
+        Err(format!("{method} {url}: HTTP {code} {body}"))
+    }
+}
+
+async fn pulsar_backlog(env: &Env, topic: &str) -> Result<u64, String> {
+    let body = match curl(env, "GET", &format!("{}/{topic}/stats", pulsar_admin(env))).await {
+        Ok(body) => body,
+        Err(e) if e.contains("HTTP 404") => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let stats: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+    Ok(stats
+        .get("subscriptions")
+        .and_then(|s| s.get("babelqueue"))
+        .and_then(|s| s.get("msgBacklog"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0))
+}
+
+/// The consumer group of a `kafka://` URL (`group_id`, default `babelqueue`).
+pub(crate) fn kafka_group(url: &str) -> String {
+    babelqueue::kafka::KafkaConfig::from_url(url)
+        .map(|c| c.group_id)
+        .unwrap_or_else(|_| "babelqueue".into())
+}
+
+/// Records of `topic` the group has not committed: what it would still have to consume.
+pub(crate) async fn kafka_lag(url: &str, group: &str, topic: &str) -> Result<u64, String> {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let brokers = babelqueue::kafka::KafkaConfig::from_url(url)
+        .map_err(|e| e.to_string())?
+        .brokers;
+    let (group, topic) = (group.to_owned(), topic.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let timeout = Duration::from_secs(10);
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(|e| e.to_string())?;
+        let metadata = consumer
+            .fetch_metadata(Some(&topic), timeout)
+            .map_err(|e| e.to_string())?;
+        let Some(meta) = metadata.topics().iter().find(|t| t.name() == topic) else {
+            return Ok(0);
+        };
+        if meta.error().is_some() {
+            return Ok(0);
+        }
+        let mut list = TopicPartitionList::new();
+        for p in meta.partitions() {
+            list.add_partition(&topic, p.id());
+        }
+        let committed = consumer
+            .committed_offsets(list, timeout)
+            .map_err(|e| e.to_string())?;
+        let mut lag = 0u64;
+        for element in committed.elements() {
+            let (low, high) = consumer
+                .fetch_watermarks(&topic, element.partition(), timeout)
+                .map_err(|e| e.to_string())?;
+            let from = match element.offset() {
+                Offset::Offset(o) => o,
+                _ => low,
+            };
+            lag += u64::try_from(high - from.max(low)).unwrap_or(0);
+        }
+        Ok(lag)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+fn kafka_admin(
+    url: &str,
+) -> Result<rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>, String> {
+    let brokers = babelqueue::kafka::KafkaConfig::from_url(url)
+        .map_err(|e| e.to_string())?
+        .brokers;
+    rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .map_err(|e| e.to_string())
+}
+
+/// Creates Kafka topics (one partition) up front, as the transport's documentation asks for the
+/// retry tier topics; an existing topic is fine.
+pub(crate) async fn kafka_create_topics(url: &str, topics: &[String]) -> Result<(), String> {
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::types::RDKafkaErrorCode;
+    let admin = kafka_admin(url)?;
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|t| NewTopic::new(t, 1, TopicReplication::Fixed(1)))
+        .collect();
+    let results = admin
+        .create_topics(new.iter(), &AdminOptions::new())
+        .await
+        .map_err(|e| e.to_string())?;
+    for r in results {
+        match r {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, e)) => return Err(format!("create topic {t}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// Reads every body of `queue` with a fresh consumer (popped and acknowledged), until nothing
+/// came for `idle` (counted from the start too: a Kafka group join takes a while) or `limit`.
+/// Redis queues are read in place (`Browser`: the exact stored bytes).
+pub(crate) async fn read_all(
+    env: &Env,
+    broker: Broker,
+    url: &str,
+    queue: &str,
+    idle: Duration,
+    limit: Duration,
+) -> Result<Vec<Vec<u8>>, String> {
+    let transport = connect(env, broker, url).await?;
+    if broker.is_redis() {
+        let browser = transport
+            .capabilities()
+            .browser()
+            .ok_or_else(|| "the Redis transport has no Browser".to_owned())?;
+        return browser.browse(queue, 0).await.map_err(|e| e.to_string());
+    }
+    let _ =
+        tokio::time::timeout(Duration::from_secs(30), transport.prepare_consume(queue, 1)).await;
+    let start = Instant::now();
+    let mut last = Instant::now();
+    let mut bodies = Vec::new();
+    let mut errors = 0u32;
+    let mut last_error = String::new();
+    while start.elapsed() < limit && last.elapsed() < idle {
+        match tokio::time::timeout(
+            Duration::from_secs(15),
+            transport.pop(queue, Duration::from_secs(1)),
+        )
+        .await
+        {
+            Ok(Ok(Some(delivery))) => {
+                bodies.push(delivery.body().to_vec());
+                if let Err(e) = transport.ack(&delivery).await {
+                    last_error = format!("ack: {e}");
+                    errors += 1;
+                }
+                last = Instant::now();
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => {
+                errors += 1;
+                last_error = e.to_string();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(_) => {
+                errors += 1;
+                last_error = "a pop did not return within 15 s".into();
+            }
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), transport.close()).await;
+    if bodies.is_empty() && errors > 0 {
+        return Err(format!(
+            "reading {queue}: {errors} errors, the last: {last_error}"
+        ));
+    }
+    Ok(bodies)
+}
+
+/// Makes the dead-letter write of `queue` fail; says how.
+pub(crate) async fn break_dlq(
+    env: &Env,
+    broker: Broker,
+    url: &str,
+    queue: &str,
+) -> Result<String, String> {
+    let dlq = broker.dlq(queue);
+    match broker {
+        Broker::Redis | Broker::RedisLaravel => {
+            let key = redis_ready_key(url, &dlq)?;
+            redis_cli(env, url, &["SET", &key, "notalist"]).await?;
+            Ok(format!(
+                "SET {key} notalist (a string where the DLQ list goes: WRONGTYPE)"
+            ))
+        }
+        Broker::Rabbitmq => {
+            let mut cmd = env.command("rabbitmqctl");
+            cmd.args([
+                "set_policy",
+                "--apply-to",
+                "queues",
+                "--priority",
+                "100",
+                &rabbit_policy(queue),
+                &format!("^{}$", dlq.replace('.', "\\.")),
+                "{\"max-length\":0,\"overflow\":\"reject-publish\"}",
+            ]);
+            run(cmd, Duration::from_secs(60)).await?;
+            Ok(format!(
+                "policy {}: {dlq} max-length 0, overflow reject-publish (publisher confirms are nacked)",
+                rabbit_policy(queue)
+            ))
+        }
+        Broker::Sqs => Ok(format!(
+            "{dlq} is not created (GetQueueUrl fails: NonExistentQueue)"
+        )),
+        Broker::Kafka => {
+            use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+            let admin = kafka_admin(url)?;
+            let topic =
+                NewTopic::new(&dlq, 1, TopicReplication::Fixed(1)).set("max.message.bytes", "64");
+            let results = admin
+                .create_topics([&topic], &AdminOptions::new())
+                .await
+                .map_err(|e| e.to_string())?;
+            for r in results {
+                r.map_err(|(t, e)| format!("create topic {t}: {e}"))?;
+            }
+            Ok(format!(
+                "{dlq} created with max.message.bytes=64 (MESSAGE_TOO_LARGE)"
+            ))
+        }
+        Broker::Pulsar => {
+            let base = pulsar_admin(env);
+            curl(env, "PUT", &format!("{base}/{dlq}")).await?;
+            curl(env, "POST", &format!("{base}/{dlq}/terminate")).await?;
+            Ok(format!(
+                "{dlq} created and terminated (TopicTerminated on every send)"
+            ))
+        }
+        Broker::Artemis => {
+            // An address setting through the management address: at most 1 KiB on the DLQ
+            // address, and FAIL (reject) a send once it is full. One filler message fills it;
+            // a second must then be refused, which proves the DLQ write will fail.
+            let settings = "{\"maxSizeBytes\":1024,\"pageSizeBytes\":512,\"addressFullMessagePolicy\":\"FAIL\"}";
+            artemis_manage(
+                env,
+                "addAddressSettings",
+                &serde_json::json!([dlq, settings]),
+            )
+            .await?;
+            let transport = connect(env, broker, url).await?;
+            let mut refused = None;
+            let filler = artemis_filler();
+            for _ in 0..3 {
+                if let Err(e) = transport.publish(&dlq, &filler).await {
+                    refused = Some(e.to_string());
+                    break;
+                }
+            }
+            let _ = transport.close().await;
+            match refused {
+                Some(e) => Ok(format!(
+                    "address setting on {dlq} (through the management address): max-size-bytes \
+                     1024, address-full-policy FAIL, filled by a filler message (a send is \
+                     refused: {e})"
+                )),
+                None => Err(format!(
+                    "the address setting on {dlq} did not make a send fail (the management \
+                     operation addAddressSettings had no effect)"
+                )),
+            }
+        }
+    }
+}
+
+/// Undoes [`break_dlq`].
+pub(crate) async fn fix_dlq(
+    env: &Env,
+    broker: Broker,
+    url: &str,
+    queue: &str,
+) -> Result<(), String> {
+    let dlq = broker.dlq(queue);
+    match broker {
+        Broker::Redis | Broker::RedisLaravel => {
+            let key = redis_ready_key(url, &dlq)?;
+            redis_cli(env, url, &["DEL", &key]).await.map(|_| ())
+        }
+        Broker::Rabbitmq => {
+            let mut cmd = env.command("rabbitmqctl");
+            cmd.args(["clear_policy", &rabbit_policy(queue)]);
+            run(cmd, Duration::from_secs(60)).await.map(|_| ())
+        }
+        Broker::Sqs => sqs_create(env, &dlq).await,
+        Broker::Kafka => {
+            use rdkafka::admin::{AdminOptions, AlterConfig, ResourceSpecifier};
+            let admin = kafka_admin(url)?;
+            let change = AlterConfig::new(ResourceSpecifier::Topic(&dlq))
+                .set("max.message.bytes", "1048588");
+            let results = admin
+                .alter_configs([&change], &AdminOptions::new())
+                .await
+                .map_err(|e| e.to_string())?;
+            for r in results {
+                r.map_err(|(_, e)| format!("alter {dlq}: {e}"))?;
+            }
+            Ok(())
+        }
+        Broker::Pulsar => curl(
+            env,
+            "DELETE",
+            &format!("{}/{dlq}?force=true", pulsar_admin(env)),
+        )
+        .await
+        .map(|_| ()),
+        // Not `removeAddressSettings`: Artemis then starts paging the address (its size is
+        // above the default limit it falls back to in that instant) and the paged records are
+        // not delivered to a consumer. A large limit with the same policy never pages.
+        Broker::Artemis => {
+            let settings = "{\"maxSizeBytes\":104857600,\"pageSizeBytes\":10485760,\
+                            \"addressFullMessagePolicy\":\"FAIL\"}";
+            artemis_manage(
+                env,
+                "addAddressSettings",
+                &serde_json::json!([dlq, settings]),
+            )
+            .await
+        }
+    }
+}
+
+fn rabbit_policy(queue: &str) -> String {
+    format!("bq-chaos-{queue}")
+}
+
+/// The body of the filler message that fills a broken Artemis DLQ (skipped when the DLQ is read):
+/// larger than the 1 KiB the address is allowed.
+pub(crate) fn artemis_filler() -> Vec<u8> {
+    format!("{{\"bq_chaos_filler\":\"{}\"}}", "x".repeat(2048)).into_bytes()
+}
+
+/// Invokes a broker management operation through Artemis' management address (AMQP): the
+/// operation and resource ride as application properties, the parameters as a JSON array body.
+async fn artemis_manage(
+    env: &Env,
+    operation: &str,
+    params: &serde_json::Value,
+) -> Result<(), String> {
+    let base = env.base_url(Broker::Artemis)?;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let transport = babelqueue::connect(&format!("{base}{sep}queue_capability=false"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let publisher = transport
+        .capabilities()
+        .header_publisher()
+        .ok_or_else(|| "the Artemis transport cannot publish headers".to_owned())?;
+    let mut headers = babelqueue::Headers::new();
+    headers.insert("_AMQ_ResourceName".into(), "broker".into());
+    headers.insert("_AMQ_OperationName".into(), operation.into());
+    let result = publisher
+        .publish_with_headers(
+            "activemq.management",
+            params.to_string().as_bytes(),
+            &headers,
+        )
+        .await
+        .map_err(|e| format!("management {operation}: {e}"));
+    let _ = transport.close().await;
+    // The operation runs when the broker routes the message; give it a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    result
+}
+
+/// Deletes what a row left behind where that is cheap (Redis keys, RabbitMQ queues, Artemis
+/// address settings).
+pub(crate) async fn cleanup(env: &Env, broker: Broker, queue: &str) {
+    if broker.is_redis()
+        && let Ok(base) = env.base_url(broker)
+    {
+        let url = if broker == Broker::RedisLaravel {
+            format!("{base}?laravel=1")
+        } else {
+            base
+        };
+        if let Ok((_, o)) = babelqueue::redis::Options::from_url(&url) {
+            for q in [queue.to_owned(), broker.dlq(queue)] {
+                let keys = [
+                    o.ready(&q),
+                    o.processing(&q),
+                    o.deadlines(&q),
+                    o.reserved(&q),
+                    o.delayed(&q),
+                    o.notify(&q),
+                ];
+                let mut args = vec!["DEL"];
+                args.extend(keys.iter().map(String::as_str));
+                let _ = redis_cli(env, &url, &args).await;
+            }
+        }
+    }
+    if broker == Broker::Artemis && queue.starts_with("chaos-dlq-") {
+        let _ = artemis_manage(
+            env,
+            "removeAddressSettings",
+            &serde_json::json!([broker.dlq(queue)]),
+        )
+        .await;
+    }
+    if broker == Broker::Rabbitmq {
+        for q in [queue.to_owned(), broker.dlq(queue)] {
+            let mut cmd = env.command("rabbitmqctl");
+            cmd.args(["delete_queue", &q]);
+            let _ = run(cmd, Duration::from_secs(30)).await;
+        }
+    }
+}
+
+/// The pid of a `scripts/brokers.sh` broker, for a hard kill.
+async fn broker_pid(env: &Env, broker: Broker) -> Result<u32, String> {
+    let from_file = |path: PathBuf| -> Result<u32, String> {
+        std::fs::read_to_string(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let dir = env.brokers_dir();
+    match broker {
+        Broker::Kafka => from_file(dir.join("kafka/kafka.pid")),
+        Broker::Artemis => from_file(dir.join("artemis/instance/data/artemis.pid")),
+        Broker::Pulsar => from_file(dir.join("pulsar/run/pulsar.pid")),
+        Broker::Rabbitmq => {
+            let mut cmd = env.command("rabbitmqctl");
+            cmd.args(["eval", "os:getpid()."]);
+            let out = run(cmd, Duration::from_secs(60)).await?;
+            out.trim()
+                .trim_matches('"')
+                .parse()
+                .map_err(|e| format!("rabbitmqctl eval os:getpid(): {out:?}: {e}"))
+        }
+        _ => Err(format!(
+            "{} has no scripts/brokers.sh process to kill",
+            broker.name()
+        )),
+    }
+}
+
+/// SIGKILL of `pid`, and wait until it is gone. A zombie is not gone: the thread-group leader of
+/// a JVM shows `Z` while its other threads still exit and its sockets still listen, and a
+/// readiness check would then find the dying broker "up". The brokers are daemons (their parent
+/// is init, which reaps them), so the pid disappears.
+pub(crate) async fn kill9(pid: u32) -> Result<(), String> {
+    let status = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("kill -KILL {pid} failed"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!("pid {pid} still exists 30 s after SIGKILL"))
+}
+
+/// Restarts a `scripts/brokers.sh` broker: `down` + `up`, or SIGKILL + `up`.
+pub(crate) async fn restart_service(
+    env: &Env,
+    broker: Broker,
+    hard: bool,
+) -> Result<String, String> {
+    let service = broker.service();
+    let t = Instant::now();
+    let how = if hard {
+        let pid = broker_pid(env, broker).await?;
+        kill9(pid).await?;
+        format!("SIGKILL of pid {pid}")
+    } else {
+        env.brokers_sh(&["down", service], Duration::from_secs(120))
+            .await?;
+        format!("scripts/brokers.sh down {service}")
+    };
+    let down_after = t.elapsed();
+    env.brokers_sh(&["up", service], Duration::from_secs(300))
+        .await?;
+    Ok(format!(
+        "{how} ({:.1}s), then scripts/brokers.sh up {service} ({:.1}s)",
+        down_after.as_secs_f64(),
+        (t.elapsed() - down_after).as_secs_f64()
+    ))
+}
+
+/// A Redis of our own for the restart scenario: AOF on, fsync on every write, on its own port
+/// and in its own directory under the cache (the test Redis on 6379 has no persistence).
+#[derive(Debug, Clone)]
+pub(crate) struct OwnRedis {
+    pub(crate) port: u16,
+    pub(crate) dir: PathBuf,
+}
+
+impl OwnRedis {
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub(crate) async fn start(&self, env: &Env) -> Result<(), String> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
+        let mut cmd = env.command("redis-server");
+        cmd.args(["--daemonize", "yes", "--bind", "127.0.0.1", "--port"])
+            .arg(self.port.to_string())
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--pidfile")
+            .arg(self.dir.join("redis.pid"))
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"));
+        run(cmd, Duration::from_secs(20)).await?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if redis_cli(env, &self.url(), &["PING"])
+                .await
+                .is_ok_and(|o| o == "PONG")
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(format!("redis-server on {} did not answer PING", self.port))
+    }
+
+    fn pid(&self) -> Result<u32, String> {
+        let path = self.dir.join("redis.pid");
+        std::fs::read_to_string(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Graceful (`SHUTDOWN`, which fsyncs the AOF) or hard (SIGKILL), then a start on the same
+    /// directory.
+    pub(crate) async fn restart(&self, env: &Env, hard: bool) -> Result<String, String> {
+        let t = Instant::now();
+        let pid = self.pid()?;
+        let how = if hard {
+            kill9(pid).await?;
+            format!("SIGKILL of redis-server pid {pid}")
+        } else {
+            let _ = redis_cli(env, &self.url(), &["SHUTDOWN"]).await;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            format!("SHUTDOWN of redis-server pid {pid}")
+        };
+        self.start(env).await?;
+        Ok(format!(
+            "{how}, then a start on its AOF ({:.1}s)",
+            t.elapsed().as_secs_f64()
+        ))
+    }
+
+    /// Stops it for good and removes its directory.
+    pub(crate) async fn stop(&self, env: &Env) {
+        let _ = redis_cli(env, &self.url(), &["SHUTDOWN", "NOSAVE"]).await;
+        if let Ok(pid) = self.pid() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exports_are_parsed_like_bash_reads_them() {
+        let text = "export BQ_REDIS_URL=redis://127.0.0.1:6379\n\
+                    export BQ_SQS_URL='sqs://us-east-1?endpoint=http://127.0.0.1:5000'\n\
+                    export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1\n\
+                    noise\n";
+        let vars: BTreeMap<String, String> = parse_exports(text).into_iter().collect();
+        assert_eq!(vars["BQ_REDIS_URL"], "redis://127.0.0.1:6379");
+        assert_eq!(
+            vars["BQ_SQS_URL"],
+            "sqs://us-east-1?endpoint=http://127.0.0.1:5000"
+        );
+        assert_eq!(vars["AWS_SECRET_ACCESS_KEY"], "test");
+        assert_eq!(vars["AWS_REGION"], "us-east-1");
+        assert_eq!(vars.len(), 5);
+    }
+
+    #[test]
+    fn redis_urls_name_host_port_and_database() {
+        assert_eq!(
+            redis_target("redis://127.0.0.1:6391?retry_after=2"),
+            ("127.0.0.1".into(), "6391".into(), "0".into())
+        );
+        assert_eq!(
+            redis_target("redis://u:p@h:1/3?laravel=1"),
+            ("h".into(), "1".into(), "3".into())
+        );
+    }
+}

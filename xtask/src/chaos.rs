@@ -1,0 +1,49 @@
+//! `cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]... [--jobs N]`: builds and
+//! runs `bq-chaos` (crates/babelqueue-chaos), the chaos suite on the real brokers of
+//! `scripts/brokers.sh` (they must be up: `scripts/brokers.sh up`). It prints one table row per
+//! broker and scenario, writes the table as JSON to `$BQ_CACHE/chaos/last.json`, and fails when a
+//! row lost, stranded or corrupted a message, or failed a check.
+
+use crate::{cargo, status};
+
+pub(crate) fn chaos(args: &[String]) -> Result<(), String> {
+    let mut pass = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--short" => pass.push(arg.clone()),
+            "--broker" | "--scenario" | "--jobs" | "--json" => {
+                let value = it
+                    .next()
+                    .ok_or_else(|| format!("chaos: {arg} needs a value"))?;
+                pass.push(arg.clone());
+                pass.push(value.clone());
+            }
+            other => return Err(format!("chaos: unknown argument {other:?}")),
+        }
+    }
+    status({
+        let mut cmd = cargo();
+        cmd.args([
+            "build",
+            "--quiet",
+            "--package",
+            "babelqueue-chaos",
+            "--bin",
+            "bq-chaos",
+        ]);
+        cmd
+    })?;
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--package",
+        "babelqueue-chaos",
+        "--bin",
+        "bq-chaos",
+        "--",
+    ]);
+    cmd.args(&pass);
+    status(cmd)
+}

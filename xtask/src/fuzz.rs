@@ -1,0 +1,811 @@
+//! `cargo xtask fuzz [--seconds N] [--target NAME]`: builds the cargo-fuzz targets in `fuzz/`
+//! on the stable toolchain, seeds their corpora from the conformance vectors, runs each one for a
+//! bounded time and reports, per target, the executions and whether it found a crash.
+//!
+//! * Stable toolchain: cargo-fuzz passes `-Zsanitizer=address` (and checks for a nightly
+//!   compiler) only through rustc's unstable-options gate; `RUSTC_BOOTSTRAP=1` opens that gate on
+//!   a stable compiler, so no nightly toolchain is needed. It is set for the cargo-fuzz
+//!   processes only, never for the workspace build.
+//! * Where things go: the fuzz build in `<cache>/fuzz-target`, the corpora in
+//!   `<cache>/fuzz-corpus/<target>` (kept between runs, so a cached CI directory keeps what
+//!   earlier runs learned), libFuzzer's logs in `<cache>/fuzz-logs`, where `<cache>` is the
+//!   parent of `CARGO_TARGET_DIR` when it is set, else `target/` in the repository.
+//! * A crash: libFuzzer writes the input into a scratch directory; it is copied to
+//!   `fuzz/artifacts/<target>/` (the cargo-fuzz convention, ignored by git) and printed with the
+//!   command that replays it. The command then fails.
+
+use std::collections::hash_map::DefaultHasher;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::{cargo, root, status};
+
+/// Seconds per target when `--seconds` is not given: a smoke run, as CI does.
+const DEFAULT_SECONDS: u64 = 20;
+
+/// The conformance files whose bodies seed every corpus (paths from the repository root).
+const MANIFESTS: [&str; 2] = [
+    "conformance/manifest.json",
+    "../shared/conformance/manifest.json",
+];
+const FIXTURE_DIRS: [&str; 2] = ["conformance/fixtures", "../shared/conformance/fixtures"];
+
+/// Members of the manifests that hold a message body or a stored value, as text …
+const BODY_KEYS: [&str; 5] = ["body", "raw", "member", "handler_body", "stored"];
+/// … or as base64 (bodies that are not UTF-8).
+const BASE64_BODY_KEYS: [&str; 1] = ["body_base64"];
+
+struct Options {
+    seconds: u64,
+    target: Option<String>,
+}
+
+fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        seconds: DEFAULT_SECONDS,
+        target: None,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--seconds" => {
+                let value = it.next().ok_or("fuzz: --seconds needs a number")?;
+                options.seconds =
+                    value.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
+                        format!("fuzz: --seconds {value:?} is not a positive number")
+                    })?;
+            }
+            "--target" => {
+                let value = it.next().ok_or("fuzz: --target needs a target name")?;
+                options.target = Some(value.clone());
+            }
+            other => return Err(format!("fuzz: unknown argument {other:?}")),
+        }
+    }
+    Ok(options)
+}
+
+/// Where the fuzz build, corpora and logs live (see the module docs).
+fn cache_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => {
+            // Cargo reads a relative CARGO_TARGET_DIR from the directory it was started in.
+            let dir = std::env::current_dir().unwrap_or_default().join(dir);
+            match dir.parent() {
+                Some(parent) if parent != Path::new("") => parent.to_path_buf(),
+                _ => dir,
+            }
+        }
+        None => root().join("target"),
+    }
+}
+
+/// The fuzz targets: the `[[bin]]` names of fuzz/Cargo.toml.
+fn targets() -> Result<Vec<String>, String> {
+    let manifest = root().join("fuzz/Cargo.toml");
+    let text = fs::read_to_string(&manifest)
+        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let mut names = Vec::new();
+    let mut in_bin = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = line == "[[bin]]";
+        } else if in_bin && let Some(value) = line.strip_prefix("name") {
+            let name = value.trim_start().trim_start_matches('=').trim();
+            names.push(name.trim_matches('"').to_owned());
+        }
+    }
+    if names.is_empty() {
+        return Err(format!("no [[bin]] target in {}", manifest.display()));
+    }
+    Ok(names)
+}
+
+/// Installs cargo-fuzz into the default cargo home when `cargo fuzz` is not available.
+fn ensure_cargo_fuzz() -> Result<(), String> {
+    let found = cargo()
+        .args(["fuzz", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return Ok(());
+    }
+    println!("==> cargo-fuzz is not installed: cargo install cargo-fuzz --locked");
+    let mut cmd = cargo();
+    cmd.args(["install", "cargo-fuzz", "--locked"]);
+    status(cmd)
+}
+
+/// `cargo fuzz <subcommand>` on the stable toolchain, building into `target_dir`.
+///
+/// `cargo fuzz run` rebuilds before it runs, so build and run must get the same build options
+/// (here: none besides the target directory, i.e. cargo-fuzz's defaults: optimised, debug
+/// assertions and overflow checks on, AddressSanitizer).
+fn cargo_fuzz(subcommand: &str, target_dir: &Path) -> Command {
+    let mut cmd = cargo();
+    // With the unstable-options gate open, cargo reports the sanitizer to build scripts and the
+    // `cc` crate then compiles bundled C libraries with `-fsanitize=address` as well. librdkafka's
+    // own configure script (rdkafka-sys, under the Kafka transport) links test programs against
+    // such a library without the sanitizer runtime and fails. No C code runs in the fuzz targets,
+    // so C is compiled without the sanitizer (`cc` documents `-fno-sanitize=address` in CFLAGS
+    // as the way to turn it off); the Rust code keeps it.
+    for var in ["CFLAGS", "CXXFLAGS"] {
+        let mut flags = std::env::var(var).unwrap_or_default();
+        if !flags.contains("-fno-sanitize=address") {
+            flags = format!("{flags} -fno-sanitize=address").trim().to_owned();
+        }
+        cmd.env(var, flags);
+    }
+    cmd.env("RUSTC_BOOTSTRAP", "1")
+        .arg("fuzz")
+        .arg(subcommand)
+        .arg("--target-dir")
+        .arg(target_dir);
+    cmd
+}
+
+pub(crate) fn fuzz(args: &[String]) -> Result<(), String> {
+    let options = parse_args(args)?;
+    let all = targets()?;
+    let selected: Vec<String> = match &options.target {
+        Some(name) if all.contains(name) => vec![name.clone()],
+        Some(name) => {
+            return Err(format!(
+                "fuzz: no target {name:?}; the targets are {}",
+                all.join(", ")
+            ));
+        }
+        None => all,
+    };
+    let cache = cache_dir();
+    let target_dir = cache.join("fuzz-target");
+    ensure_cargo_fuzz()?;
+
+    let started = Instant::now();
+    println!(
+        "==> building {} fuzz target(s) on the stable toolchain (RUSTC_BOOTSTRAP=1) into {}",
+        selected.len(),
+        target_dir.display()
+    );
+    let mut build = cargo_fuzz("build", &target_dir);
+    if let [only] = selected.as_slice() {
+        build.arg(only);
+    }
+    status(build).map_err(|e| format!("fuzz build failed: {e}"))?;
+    println!("    built in {:.0?}", started.elapsed());
+
+    let seeds = seed_inputs()?;
+    println!(
+        "==> {} seed inputs from the conformance vectors",
+        seeds.len()
+    );
+
+    let mut results = Vec::new();
+    for target in &selected {
+        results.push(run_target(
+            target,
+            &target_dir,
+            &cache,
+            &seeds,
+            options.seconds,
+        )?);
+    }
+
+    println!();
+    println!(
+        "{:<20} {:>12} {:>10}  result",
+        "target", "executions", "exec/s"
+    );
+    for r in &results {
+        let executions = r
+            .executions
+            .map_or_else(|| "?".to_owned(), |n| n.to_string());
+        let rate = r
+            .rate
+            .or_else(|| r.executions.map(|n| n / r.seconds.max(1)))
+            .map_or_else(|| "?".to_owned(), |n| n.to_string());
+        let verdict = if r.crashes.is_empty() && r.ok {
+            "ok".to_owned()
+        } else if r.crashes.is_empty() {
+            format!("FAILED (no artifact; see {})", r.log.display())
+        } else {
+            format!("CRASH ({} input(s) saved)", r.crashes.len())
+        };
+        println!("{:<20} {executions:>12} {rate:>10}  {verdict}", r.target);
+    }
+    println!(
+        "    fuzz step took {:.0?} in all (build included)",
+        started.elapsed()
+    );
+
+    let failed: Vec<&RunResult> = results
+        .iter()
+        .filter(|r| !r.ok || !r.crashes.is_empty())
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    for r in &failed {
+        for crash in &r.crashes {
+            println!(
+                "    replay: CFLAGS=-fno-sanitize=address CXXFLAGS=-fno-sanitize=address \
+                 RUSTC_BOOTSTRAP=1 cargo fuzz run --target-dir {} {} {}",
+                target_dir.display(),
+                r.target,
+                crash.display()
+            );
+        }
+    }
+    Err(format!(
+        "fuzzing found a problem in: {}",
+        failed
+            .iter()
+            .map(|r| r.target.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+struct RunResult {
+    target: String,
+    seconds: u64,
+    executions: Option<u64>,
+    /// libFuzzer's own average executions per second.
+    rate: Option<u64>,
+    ok: bool,
+    crashes: Vec<PathBuf>,
+    log: PathBuf,
+}
+
+fn run_target(
+    target: &str,
+    target_dir: &Path,
+    cache: &Path,
+    seeds: &[Vec<u8>],
+    seconds: u64,
+) -> Result<RunResult, String> {
+    let corpus = cache.join("fuzz-corpus").join(target);
+    let scratch = cache.join("fuzz-artifacts").join(target);
+    let logs = cache.join("fuzz-logs");
+    for dir in [&corpus, &scratch, &logs] {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    // Stale artifacts of an earlier run would be reported again.
+    clear_dir(&scratch)?;
+    for seed in seeds {
+        let path = corpus.join(format!("seed-{:016x}", digest(seed)));
+        if !path.exists() {
+            fs::write(&path, seed).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+    }
+
+    let log = logs.join(format!("{target}.log"));
+    let log_file =
+        fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let log_err = log_file
+        .try_clone()
+        .map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+    println!("==> fuzz {target} for {seconds} s (log: {})", log.display());
+    let mut cmd = cargo_fuzz("run", target_dir);
+    cmd.arg(target)
+        .arg(&corpus)
+        .arg("--")
+        .arg(format!("-max_total_time={seconds}"))
+        .arg(format!("-artifact_prefix={}/", scratch.display()))
+        .arg("-print_final_stats=1")
+        // An input that takes 10 s is a hang worth reporting, not a slow machine.
+        .arg("-timeout=10")
+        .stdout(Stdio::from(log_file))
+        .stderr(Stdio::from(log_err));
+    let ok = cmd
+        .status()
+        .map_err(|e| format!("cannot start cargo fuzz run {target}: {e}"))?
+        .success();
+    let output = fs::read_to_string(&log).unwrap_or_default();
+    let executions = executions(&output);
+    let rate = final_stat(&output, "average_exec_per_sec");
+
+    let mut crashes = Vec::new();
+    let stable = root().join("fuzz/artifacts").join(target);
+    for entry in fs::read_dir(&scratch).map_err(|e| e.to_string())?.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !["crash-", "leak-", "timeout-", "oom-", "slow-unit-"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
+            continue;
+        }
+        fs::create_dir_all(&stable)
+            .map_err(|e| format!("cannot create {}: {e}", stable.display()))?;
+        let kept = stable.join(&*name);
+        fs::copy(entry.path(), &kept)
+            .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
+        let bytes = fs::read(&kept).unwrap_or_default();
+        println!("    {target}: {name} saved as {}", kept.display());
+        println!("      input ({} bytes): {}", bytes.len(), escaped(&bytes));
+        crashes.push(kept);
+    }
+    if !ok || !crashes.is_empty() {
+        println!("    --- from {} ---", log.display());
+        for line in failure_excerpt(&output) {
+            println!("    {line}");
+        }
+    }
+    match executions {
+        Some(n) => println!("    {target}: {n} executions in {seconds} s"),
+        None => println!("    {target}: no execution count in the log"),
+    }
+    Ok(RunResult {
+        target: target.to_owned(),
+        seconds,
+        executions,
+        rate,
+        ok,
+        crashes,
+        log,
+    })
+}
+
+/// What a failed run's log says about the failure: the panic message (or the sanitizer's
+/// report) and libFuzzer's summary; the last 40 lines when there is neither (a build error).
+fn failure_excerpt(output: &str) -> Vec<&str> {
+    let lines: Vec<&str> = output.lines().collect();
+    let mut shown = Vec::new();
+    let starts = [
+        "panicked at",
+        "ERROR: AddressSanitizer",
+        "ERROR: LeakSanitizer",
+    ];
+    if let Some(i) = lines
+        .iter()
+        .position(|l| starts.iter().any(|s| l.contains(s)))
+    {
+        // The message, up to the stack trace.
+        shown.extend(
+            lines[i..]
+                .iter()
+                .take(12)
+                .take_while(|l| !l.starts_with("stack backtrace") && !l.contains("    #0 ")),
+        );
+    }
+    if let Some(i) = lines.iter().position(|l| l.starts_with("SUMMARY:")) {
+        shown.extend(lines[i..].iter().take(2));
+    }
+    if shown.is_empty() {
+        shown.extend(&lines[lines.len().saturating_sub(40)..]);
+    }
+    shown
+}
+
+fn clear_dir(dir: &Path) -> Result<(), String> {
+    for entry in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+        if entry.path().is_file() {
+            fs::remove_file(entry.path())
+                .map_err(|e| format!("cannot remove {}: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// One of the final statistics libFuzzer prints with `-print_final_stats=1`
+/// (`stat::<name>: N`).
+fn final_stat(output: &str, name: &str) -> Option<u64> {
+    let prefix = format!("stat::{name}:");
+    output
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .filter_map(|s| s.trim().parse::<u64>().ok())
+        .next_back()
+}
+
+/// libFuzzer's execution count: `stat::number_of_executed_units`, else the last `Done N runs …`
+/// or `#N …` status line (a run cut short by a crash prints no final statistics).
+fn executions(output: &str) -> Option<u64> {
+    let number = |s: &str| s.trim().parse::<u64>().ok();
+    final_stat(output, "number_of_executed_units")
+        .or_else(|| {
+            output
+                .lines()
+                .filter_map(|l| l.strip_prefix("Done ")?.split_whitespace().next())
+                .filter_map(number)
+                .next_back()
+        })
+        .or_else(|| {
+            output
+                .lines()
+                .filter_map(|l| l.strip_prefix('#')?.split_whitespace().next())
+                .filter_map(number)
+                .next_back()
+        })
+}
+
+/// A byte string as Rust would write it in a `b"…"` literal (so it can go into a test as is),
+/// shortened past 1 KiB.
+fn escaped(bytes: &[u8]) -> String {
+    let shown = &bytes[..bytes.len().min(1024)];
+    let mut out = String::from("b\"");
+    for &b in shown {
+        out.extend(std::ascii::escape_default(b).map(char::from));
+    }
+    out.push('"');
+    if shown.len() < bytes.len() {
+        out.push_str(" …");
+    }
+    out
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Every seed: the fixture files, the bodies inside the manifests, and the committed seeds in
+/// fuzz/seeds. Missing sources (the shared suite is a sibling checkout) are skipped.
+fn seed_inputs() -> Result<Vec<Vec<u8>>, String> {
+    let base = root();
+    let mut seeds: Vec<Vec<u8>> = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in FIXTURE_DIRS
+        .iter()
+        .map(|d| base.join(d))
+        .chain([base.join("fuzz/seeds")])
+    {
+        if let Ok(entries) = fs::read_dir(&dir) {
+            files.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_file()));
+        }
+    }
+    files.sort();
+    for file in files {
+        seeds.push(fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?);
+    }
+    for manifest in MANIFESTS.iter().map(|m| base.join(m)) {
+        let Ok(text) = fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let value =
+            json::parse(&text).map_err(|e| format!("{}: not JSON: {e}", manifest.display()))?;
+        collect_bodies(&value, None, &mut seeds);
+    }
+    seeds.sort();
+    seeds.dedup();
+    Ok(seeds)
+}
+
+fn collect_bodies(value: &json::Value, key: Option<&str>, out: &mut Vec<Vec<u8>>) {
+    match value {
+        json::Value::Str(bytes) if key.is_some_and(|k| BODY_KEYS.contains(&k)) => {
+            out.push(bytes.clone());
+        }
+        json::Value::Str(bytes) if key.is_some_and(|k| BASE64_BODY_KEYS.contains(&k)) => {
+            if let Some(decoded) = std::str::from_utf8(bytes).ok().and_then(base64_decode) {
+                out.push(decoded);
+            }
+        }
+        json::Value::Array(items) => {
+            for item in items {
+                collect_bodies(item, key, out);
+            }
+        }
+        json::Value::Object(members) => {
+            for (k, v) in members {
+                collect_bodies(v, Some(k), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let sextet = |c: u8| -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|b| *b != b'=').collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let mut n = 0u32;
+        for &c in chunk {
+            n = (n << 6) | sextet(c)?;
+        }
+        n <<= 6 * (4 - chunk.len());
+        let three = n.to_be_bytes();
+        out.extend_from_slice(&three[1..chunk.len()]);
+    }
+    Some(out)
+}
+
+/// Just enough JSON to read the conformance manifests without a dependency: strings are kept as
+/// bytes (a lone surrogate escape becomes its WTF-8 bytes, a seed that is not UTF-8, which is
+/// what a body holding one means on the wire).
+mod json {
+    #[derive(Debug)]
+    pub(super) enum Value {
+        Null,
+        Bool,
+        Number,
+        Str(Vec<u8>),
+        Array(Vec<Value>),
+        Object(Vec<(String, Value)>),
+    }
+
+    pub(super) fn parse(text: &str) -> Result<Value, String> {
+        let mut p = Parser {
+            b: text.as_bytes(),
+            pos: 0,
+        };
+        let value = p.value(0)?;
+        p.ws();
+        if p.pos != p.b.len() {
+            return Err(p.error("trailing data"));
+        }
+        Ok(value)
+    }
+
+    struct Parser<'a> {
+        b: &'a [u8],
+        pos: usize,
+    }
+
+    impl Parser<'_> {
+        fn error(&self, what: &str) -> String {
+            format!("{what} at byte {}", self.pos)
+        }
+
+        fn ws(&mut self) {
+            while matches!(self.b.get(self.pos), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                self.pos += 1;
+            }
+        }
+
+        fn eat(&mut self, c: u8) -> Result<(), String> {
+            self.ws();
+            if self.b.get(self.pos) == Some(&c) {
+                self.pos += 1;
+                Ok(())
+            } else {
+                Err(self.error(&format!("expected {:?}", char::from(c))))
+            }
+        }
+
+        fn value(&mut self, depth: usize) -> Result<Value, String> {
+            if depth > 200 {
+                return Err(self.error("nested too deep"));
+            }
+            self.ws();
+            match self.b.get(self.pos) {
+                Some(b'{') => {
+                    self.pos += 1;
+                    let mut members = Vec::new();
+                    self.ws();
+                    if self.b.get(self.pos) == Some(&b'}') {
+                        self.pos += 1;
+                        return Ok(Value::Object(members));
+                    }
+                    loop {
+                        self.ws();
+                        let key = String::from_utf8_lossy(&self.string()?).into_owned();
+                        self.eat(b':')?;
+                        members.push((key, self.value(depth + 1)?));
+                        self.ws();
+                        match self.b.get(self.pos) {
+                            Some(b',') => self.pos += 1,
+                            Some(b'}') => {
+                                self.pos += 1;
+                                return Ok(Value::Object(members));
+                            }
+                            _ => return Err(self.error("expected ',' or '}'")),
+                        }
+                    }
+                }
+                Some(b'[') => {
+                    self.pos += 1;
+                    let mut items = Vec::new();
+                    self.ws();
+                    if self.b.get(self.pos) == Some(&b']') {
+                        self.pos += 1;
+                        return Ok(Value::Array(items));
+                    }
+                    loop {
+                        items.push(self.value(depth + 1)?);
+                        self.ws();
+                        match self.b.get(self.pos) {
+                            Some(b',') => self.pos += 1,
+                            Some(b']') => {
+                                self.pos += 1;
+                                return Ok(Value::Array(items));
+                            }
+                            _ => return Err(self.error("expected ',' or ']'")),
+                        }
+                    }
+                }
+                Some(b'"') => Ok(Value::Str(self.string()?)),
+                Some(b't') => self.word("true", Value::Bool),
+                Some(b'f') => self.word("false", Value::Bool),
+                Some(b'n') => self.word("null", Value::Null),
+                Some(b'-' | b'0'..=b'9') => {
+                    while matches!(
+                        self.b.get(self.pos),
+                        Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                    ) {
+                        self.pos += 1;
+                    }
+                    Ok(Value::Number)
+                }
+                _ => Err(self.error("expected a value")),
+            }
+        }
+
+        fn word(&mut self, word: &str, value: Value) -> Result<Value, String> {
+            if self.b[self.pos..].starts_with(word.as_bytes()) {
+                self.pos += word.len();
+                Ok(value)
+            } else {
+                Err(self.error("expected a literal"))
+            }
+        }
+
+        fn hex4(&mut self) -> Result<u32, String> {
+            let digits = self
+                .b
+                .get(self.pos..self.pos + 4)
+                .and_then(|d| std::str::from_utf8(d).ok())
+                .and_then(|d| u32::from_str_radix(d, 16).ok())
+                .ok_or_else(|| self.error("bad \\u escape"))?;
+            self.pos += 4;
+            Ok(digits)
+        }
+
+        /// A string literal at the current `"`, as bytes.
+        fn string(&mut self) -> Result<Vec<u8>, String> {
+            if self.b.get(self.pos) != Some(&b'"') {
+                return Err(self.error("expected a string"));
+            }
+            self.pos += 1;
+            let mut out = Vec::new();
+            loop {
+                let Some(&c) = self.b.get(self.pos) else {
+                    return Err(self.error("unterminated string"));
+                };
+                self.pos += 1;
+                match c {
+                    b'"' => return Ok(out),
+                    b'\\' => {
+                        let Some(&e) = self.b.get(self.pos) else {
+                            return Err(self.error("unterminated escape"));
+                        };
+                        self.pos += 1;
+                        let simple = match e {
+                            b'"' => Some(b'"'),
+                            b'\\' => Some(b'\\'),
+                            b'/' => Some(b'/'),
+                            b'b' => Some(8),
+                            b'f' => Some(12),
+                            b'n' => Some(b'\n'),
+                            b'r' => Some(b'\r'),
+                            b't' => Some(b'\t'),
+                            b'u' => None,
+                            _ => return Err(self.error("bad escape")),
+                        };
+                        if let Some(byte) = simple {
+                            out.push(byte);
+                            continue;
+                        }
+                        let mut code = self.hex4()?;
+                        if (0xD800..0xDC00).contains(&code)
+                            && self.b.get(self.pos..self.pos + 2) == Some(b"\\u")
+                        {
+                            let save = self.pos;
+                            self.pos += 2;
+                            let low = self.hex4()?;
+                            if (0xDC00..0xE000).contains(&low) {
+                                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                            } else {
+                                self.pos = save;
+                            }
+                        }
+                        push_wtf8(code, &mut out);
+                    }
+                    _ => out.push(c),
+                }
+            }
+        }
+    }
+
+    /// UTF-8 encoding of a code point, surrogates included (WTF-8).
+    fn push_wtf8(code: u32, out: &mut Vec<u8>) {
+        // The casts keep the low bits of values already masked or shifted into byte range.
+        match code {
+            0..=0x7F => out.push(code as u8),
+            0x80..=0x7FF => out.extend([0xC0 | (code >> 6) as u8, 0x80 | (code & 0x3F) as u8]),
+            0x800..=0xFFFF => out.extend([
+                0xE0 | (code >> 12) as u8,
+                0x80 | ((code >> 6) & 0x3F) as u8,
+                0x80 | (code & 0x3F) as u8,
+            ]),
+            _ => out.extend([
+                0xF0 | (code >> 18) as u8,
+                0x80 | ((code >> 12) & 0x3F) as u8,
+                0x80 | ((code >> 6) & 0x3F) as u8,
+                0x80 | (code & 0x3F) as u8,
+            ]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_libfuzzer_counts() {
+        let log = "#1024\tpulse  cov: 10\nDone 4242 runs in 2 second(s)\n\
+                   stat::number_of_executed_units: 4243\nstat::average_exec_per_sec: 2121\n";
+        assert_eq!(executions(log), Some(4243));
+        assert_eq!(executions("Done 17 runs in 1 second(s)\n"), Some(17));
+        assert_eq!(executions("#99\tDONE   cov: 3\n"), Some(99));
+        assert_eq!(executions("nothing here"), None);
+    }
+
+    #[test]
+    fn shows_the_panic_message_and_the_summary() {
+        let log = "INFO: Seed: 1\n#2 NEW\nthread '<unnamed>' panicked at src/x.rs:1:2:\n\
+                   left != right\nstack backtrace:\n   0: frame\n\
+                   SUMMARY: libFuzzer: deadly signal\nMS: 1 ChangeBit-\n";
+        assert_eq!(
+            failure_excerpt(log),
+            [
+                "thread '<unnamed>' panicked at src/x.rs:1:2:",
+                "left != right",
+                "SUMMARY: libFuzzer: deadly signal",
+                "MS: 1 ChangeBit-",
+            ]
+        );
+        assert_eq!(
+            failure_excerpt("error: linker failed"),
+            ["error: linker failed"]
+        );
+    }
+
+    #[test]
+    fn collects_bodies_from_manifests() {
+        let text = r#"{"cases":[{"body":"{\"job\":\"urn:\\ud800x\"}"},
+            {"body_base64":"//4="},{"name":"x","expect":{"raw":"\ud800"}}]}"#;
+        let value = json::parse(text).unwrap();
+        let mut out = Vec::new();
+        collect_bodies(&value, None, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                br#"{"job":"urn:\ud800x"}"#.to_vec(),
+                vec![0xff, 0xfe],
+                vec![0xed, 0xa0, 0x80],
+            ]
+        );
+    }
+
+    #[test]
+    fn base64_round_trips_the_rfc_vectors() {
+        for (text, bytes) in [
+            ("", &b""[..]),
+            ("Zg==", b"f"),
+            ("Zm8=", b"fo"),
+            ("Zm9v", b"foo"),
+            ("Zm9vYmFy", b"foobar"),
+        ] {
+            assert_eq!(base64_decode(text).as_deref(), Some(bytes));
+        }
+    }
+}
