@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use babelqueue::Transport;
 
 /// One row's broker (the Redis layouts are two).
+mod nats;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Broker {
     Redis,
@@ -19,10 +21,11 @@ pub(crate) enum Broker {
     Kafka,
     Artemis,
     Pulsar,
+    Nats,
 }
 
 impl Broker {
-    pub(crate) const ALL: [Broker; 7] = [
+    pub(crate) const ALL: [Broker; 8] = [
         Broker::Redis,
         Broker::RedisLaravel,
         Broker::Rabbitmq,
@@ -30,6 +33,7 @@ impl Broker {
         Broker::Kafka,
         Broker::Artemis,
         Broker::Pulsar,
+        Broker::Nats,
     ];
 
     /// The name on the command line and in the table.
@@ -42,6 +46,7 @@ impl Broker {
             Broker::Kafka => "kafka",
             Broker::Artemis => "artemis",
             Broker::Pulsar => "pulsar",
+            Broker::Nats => "nats",
         }
     }
 
@@ -75,7 +80,9 @@ impl Broker {
     /// visibility 2 s), and must be settled before the drain ends.
     pub(crate) fn settle(self) -> Duration {
         match self {
-            Broker::Redis | Broker::RedisLaravel | Broker::Sqs => Duration::from_secs(4),
+            Broker::Redis | Broker::RedisLaravel | Broker::Sqs | Broker::Nats => {
+                Duration::from_secs(4)
+            }
             _ => Duration::from_millis(1500),
         }
     }
@@ -86,7 +93,7 @@ impl Broker {
     pub(crate) fn idle(self) -> Duration {
         match self {
             Broker::Kafka => Duration::from_secs(12),
-            Broker::Redis | Broker::RedisLaravel | Broker::Sqs | Broker::Pulsar => {
+            Broker::Redis | Broker::RedisLaravel | Broker::Sqs | Broker::Pulsar | Broker::Nats => {
                 Duration::from_secs(5)
             }
             Broker::Rabbitmq | Broker::Artemis => Duration::from_secs(4),
@@ -155,6 +162,7 @@ impl Env {
             Broker::Kafka => "BQ_KAFKA_URL",
             Broker::Artemis => "BQ_ARTEMIS_URL",
             Broker::Pulsar => "BQ_PULSAR_URL",
+            Broker::Nats => "BQ_NATS_URL",
         };
         self.var(key)
             .map(str::to_owned)
@@ -455,6 +463,7 @@ pub(crate) async fn broker_count(
         }
         Broker::Pulsar => pulsar_backlog(env, queue).await,
         Broker::Artemis => artemis_count(env, queue).await,
+        Broker::Nats => nats::count(url, queue).await,
     })
 }
 
@@ -752,6 +761,7 @@ pub(crate) async fn break_dlq(
                 "{dlq} created and terminated (TopicTerminated on every send)"
             ))
         }
+        Broker::Nats => nats::break_dlq(url, &dlq).await,
         Broker::Artemis => {
             // An address setting through the management address: at most 1 KiB on the DLQ
             // address, and FAIL (reject) a send once it is full. One filler message fills it;
@@ -831,6 +841,7 @@ pub(crate) async fn fix_dlq(
         // Not `removeAddressSettings`: Artemis then starts paging the address (its size is
         // above the default limit it falls back to in that instant) and the paged records are
         // not delivered to a consumer. A large limit with the same policy never pages.
+        Broker::Nats => nats::fix_dlq(url, &dlq).await,
         Broker::Artemis => {
             let settings = "{\"maxSizeBytes\":104857600,\"pageSizeBytes\":10485760,\
                             \"addressFullMessagePolicy\":\"FAIL\"}";
@@ -945,6 +956,7 @@ async fn broker_pid(env: &Env, broker: Broker) -> Result<u32, String> {
         Broker::Kafka => from_file(dir.join("kafka/kafka.pid")),
         Broker::Artemis => from_file(dir.join("artemis/instance/data/artemis.pid")),
         Broker::Pulsar => from_file(dir.join("pulsar/run/pulsar.pid")),
+        Broker::Nats => from_file(dir.join("nats/nats.pid")),
         Broker::Rabbitmq => {
             let mut cmd = env.command("rabbitmqctl");
             cmd.args(["eval", "os:getpid()."]);

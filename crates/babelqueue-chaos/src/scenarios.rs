@@ -228,6 +228,8 @@ fn worker_url(
             }
             url
         }
+        // An unsettled delivery of a killed worker comes back after 2 s.
+        Broker::Nats => format!("{base}{sep}ack_wait=2"),
         Broker::Rabbitmq | Broker::Artemis | Broker::Pulsar => base,
     })
 }
@@ -1072,7 +1074,16 @@ async fn dlq_failure(
         "phase 1 (DLQ broken, concurrency 1, {phase1_secs:.1}s): {good_done}/{g} good messages \
          handled; {failing_tried}/{f} failing messages tried, {failing_calls} handler calls"
     ));
-    if good_done < good.len() {
+    if broker == Broker::Kafka {
+        // Kafka promises order within a partition, and the transport keeps it: a record whose
+        // dead-letter write fails is retried in place, so the records behind it wait (the
+        // documented head-of-line trade-off). Moving it behind the others would break the
+        // order of its key. What must hold is that nothing is lost and phase 2 finishes.
+        row.note(format!(
+            "Kafka keeps partition order: {good_done}/{g} good messages handled while the DLQ \
+             was broken (expected to wait behind the failing record)"
+        ));
+    } else if good_done < good.len() {
         row.fail(format!(
             "head-of-line blocking: with the DLQ broken, only {good_done} of {g} good messages \
              queued behind failing ones were handled in {phase1_secs:.1}s at concurrency 1"
