@@ -398,8 +398,8 @@ pub(crate) async fn redis_cli(env: &Env, url: &str, args: &[&str]) -> Result<Str
 }
 
 fn redis_keys(url: &str, queue: &str) -> Result<Vec<(String, &'static str)>, String> {
-    use babelqueue::redis::{Layout, Options};
-    let (_, options) = Options::from_url(url).map_err(|e| e.to_string())?;
+    use babelqueue::redis::{Layout, RedisOptions};
+    let (_, options) = RedisOptions::from_url(url).map_err(|e| e.to_string())?;
     Ok(match options.layout {
         Layout::Reliable => vec![
             (options.ready(queue), "LLEN"),
@@ -415,7 +415,7 @@ fn redis_keys(url: &str, queue: &str) -> Result<Vec<(String, &'static str)>, Str
 
 /// Deletes a Redis queue's ready list (and the Laravel layout's wake-up list).
 pub(crate) async fn redis_forget(env: &Env, url: &str, queue: &str) -> Result<(), String> {
-    let (_, options) = babelqueue::redis::Options::from_url(url).map_err(|e| e.to_string())?;
+    let (_, options) = babelqueue::redis::RedisOptions::from_url(url).map_err(|e| e.to_string())?;
     redis_cli(
         env,
         url,
@@ -427,7 +427,7 @@ pub(crate) async fn redis_forget(env: &Env, url: &str, queue: &str) -> Result<()
 
 /// The Redis key of a queue's ready list.
 pub(crate) fn redis_ready_key(url: &str, queue: &str) -> Result<String, String> {
-    let (_, options) = babelqueue::redis::Options::from_url(url).map_err(|e| e.to_string())?;
+    let (_, options) = babelqueue::redis::RedisOptions::from_url(url).map_err(|e| e.to_string())?;
     Ok(options.ready(queue))
 }
 
@@ -909,7 +909,7 @@ pub(crate) async fn cleanup(env: &Env, broker: Broker, queue: &str) {
         } else {
             base
         };
-        if let Ok((_, o)) = babelqueue::redis::Options::from_url(&url) {
+        if let Ok((_, o)) = babelqueue::redis::RedisOptions::from_url(&url) {
             for q in [queue.to_owned(), broker.dlq(queue)] {
                 let keys = [
                     o.ready(&q),

@@ -144,7 +144,7 @@ fn main() {
         let redis = match tokio::time::timeout(Duration::from_secs(3), async {
             let transport = RedisTransport::connect(&redis_url()).await?;
             let raw = FredClient::connect(&redis_url()).await?;
-            Ok::<_, babelqueue_transport_redis::Error>((transport, raw))
+            Ok::<_, babelqueue_transport_redis::RedisError>((transport, raw))
         })
         .await
         {

@@ -12,7 +12,7 @@ use fred::interfaces::{ClientLike, ListInterface, SortedSetsInterface};
 use fred::types::scripts::Script;
 use fred::types::{Key, Value};
 
-use crate::error::Error;
+use crate::error::RedisError;
 use crate::scripts::LuaScript;
 
 /// A Redis reply, reduced to what the scripts return.
@@ -46,7 +46,7 @@ impl Reply {
     }
 }
 
-fn reply(value: Value) -> Result<Reply, Error> {
+fn reply(value: Value) -> Result<Reply, RedisError> {
     Ok(match value {
         Value::Null => Reply::Nil,
         Value::Boolean(false) => Reply::Nil,
@@ -58,7 +58,7 @@ fn reply(value: Value) -> Result<Reply, Error> {
         Value::Array(items) => {
             Reply::Array(items.into_iter().map(reply).collect::<Result<_, _>>()?)
         }
-        other => return Err(Error::Protocol(format!("a {:?} reply", other.kind()))),
+        other => return Err(RedisError::Protocol(format!("a {:?} reply", other.kind()))),
     })
 }
 
@@ -72,19 +72,19 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
         script: &'static LuaScript,
         keys: Vec<Vec<u8>>,
         args: Vec<Vec<u8>>,
-    ) -> Result<Reply, Error>;
+    ) -> Result<Reply, RedisError>;
     /// RPUSH one value.
-    async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), Error>;
+    async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), RedisError>;
     /// ZADD one member at an integer score.
-    async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), Error>;
+    async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), RedisError>;
     /// ZREM one member; returns how many were removed.
-    async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, Error>;
+    async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, RedisError>;
     /// LRANGE (inclusive indexes).
-    async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, Error>;
+    async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, RedisError>;
     /// BLPOP one key for up to `timeout`, discarding what it pops (a wake-up token).
-    async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), Error>;
+    async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError>;
     /// Closes the connections.
-    async fn quit(&self) -> Result<(), Error>;
+    async fn quit(&self) -> Result<(), RedisError>;
 }
 
 /// [`RedisClient`] over `fred`: one connection for commands and scripts, and a second one for
@@ -105,7 +105,7 @@ impl fmt::Debug for FredClient {
 impl FredClient {
     /// Connects to the server `url` names (`redis://…` or `rediss://…`, BabelQueue's query keys
     /// already removed). `rediss://` trusts the system's root certificates.
-    pub async fn connect(url: &str) -> Result<FredClient, Error> {
+    pub async fn connect(url: &str) -> Result<FredClient, RedisError> {
         FredClient::connect_with(url, None).await
     }
 
@@ -114,13 +114,13 @@ impl FredClient {
     pub async fn connect_with(
         url: &str,
         ca_file: Option<&std::path::Path>,
-    ) -> Result<FredClient, Error> {
+    ) -> Result<FredClient, RedisError> {
         let mut config =
             fred::types::config::Config::from_url(url).map_err(|e| at_connect(url, e))?;
         if let Some(path) = ca_file {
             config.tls = Some(tls_with_ca(path)?);
         }
-        let build = || -> Result<fred::clients::Client, Error> {
+        let build = || -> Result<fred::clients::Client, RedisError> {
             let mut builder = fred::types::Builder::from_config(config.clone());
             builder.set_policy(fred::types::config::ReconnectPolicy::new_exponential(
                 0, 50, 5_000, 2,
@@ -153,42 +153,44 @@ impl FredClient {
 
 /// An error of the client while connecting to `url`: refused credentials name the server,
 /// connection failures the (redacted) URL, and no message keeps the URL's password.
-fn at_connect(url: &str, e: fred::error::Error) -> Error {
-    match Error::from(e) {
-        Error::Auth { reason, .. } => Error::Auth {
+fn at_connect(url: &str, e: fred::error::Error) -> RedisError {
+    match RedisError::from(e) {
+        RedisError::Auth { reason, .. } => RedisError::Auth {
             endpoint: Some(redact::host(url).unwrap_or_else(|| "the server".to_owned())),
             reason: scrub(&reason, url),
         },
-        Error::Connection(text) => Error::Connection(format!(
+        RedisError::Connection(text) => RedisError::Connection(format!(
             "{} (connecting to {})",
             scrub(&text, url),
             redact(url)
         )),
-        Error::Config(text) => Error::Config(scrub(&text, url)),
-        Error::Server(text) => Error::Server(scrub(&text, url)),
-        Error::Protocol(text) => Error::Protocol(scrub(&text, url)),
+        RedisError::Config(text) => RedisError::Config(scrub(&text, url)),
+        RedisError::Server(text) => RedisError::Server(scrub(&text, url)),
+        RedisError::Protocol(text) => RedisError::Protocol(scrub(&text, url)),
         other => other,
     }
 }
 
 /// A rustls configuration (aws-lc-rs) that trusts the certificates of one PEM file.
-fn tls_with_ca(path: &std::path::Path) -> Result<fred::types::config::TlsConfig, Error> {
+fn tls_with_ca(path: &std::path::Path) -> Result<fred::types::config::TlsConfig, RedisError> {
     use fred::rustls::pki_types::CertificateDer;
     use fred::rustls::pki_types::pem::PemObject;
     let mut roots = fred::rustls::RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| Error::Config(format!("cannot read the CA file {}: {e}", path.display())))?;
+    let certs = CertificateDer::pem_file_iter(path).map_err(|e| {
+        RedisError::Config(format!("cannot read the CA file {}: {e}", path.display()))
+    })?;
     for cert in certs {
-        let cert =
-            cert.map_err(|e| Error::Config(format!("bad certificate in {}: {e}", path.display())))?;
+        let cert = cert.map_err(|e| {
+            RedisError::Config(format!("bad certificate in {}: {e}", path.display()))
+        })?;
         roots.add(cert).map_err(|e| {
-            Error::Config(format!("unusable certificate in {}: {e}", path.display()))
+            RedisError::Config(format!("unusable certificate in {}: {e}", path.display()))
         })?;
     }
     let provider = std::sync::Arc::new(fred::rustls::crypto::aws_lc_rs::default_provider());
     let config = fred::rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .map_err(|e| RedisError::Config(format!("TLS: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(fred::types::config::TlsConnector::from(config).into())
@@ -207,13 +209,13 @@ impl RedisClient for FredClient {
         script: &'static LuaScript,
         k: Vec<Vec<u8>>,
         args: Vec<Vec<u8>>,
-    ) -> Result<Reply, Error> {
+    ) -> Result<Reply, RedisError> {
         let compiled = self
             .scripts
             .iter()
             .find(|(name, _)| *name == script.name)
             .map(|(_, s)| s)
-            .ok_or_else(|| Error::Protocol(format!("unknown script {}", script.name)))?;
+            .ok_or_else(|| RedisError::Protocol(format!("unknown script {}", script.name)))?;
         let args: Vec<Value> = args
             .into_iter()
             .map(|a| Value::Bytes(Bytes::from(a)))
@@ -224,7 +226,7 @@ impl RedisClient for FredClient {
         reply(value)
     }
 
-    async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), Error> {
+    async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), RedisError> {
         let _: i64 = self
             .commands
             .rpush(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value))
@@ -232,7 +234,7 @@ impl RedisClient for FredClient {
         Ok(())
     }
 
-    async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), Error> {
+    async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), RedisError> {
         let _: Value = self
             .commands
             .zadd(
@@ -247,14 +249,14 @@ impl RedisClient for FredClient {
         Ok(())
     }
 
-    async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, Error> {
+    async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, RedisError> {
         Ok(self
             .commands
             .zrem(Bytes::copy_from_slice(key), Bytes::copy_from_slice(member))
             .await?)
     }
 
-    async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, Error> {
+    async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, RedisError> {
         let items: Vec<Bytes> = self
             .commands
             .lrange(Bytes::copy_from_slice(key), start, stop)
@@ -262,7 +264,7 @@ impl RedisClient for FredClient {
         Ok(items.into_iter().map(|b| b.to_vec()).collect())
     }
 
-    async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), Error> {
+    async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError> {
         let popped = self
             .blocking
             .blpop::<Value, _>(Bytes::copy_from_slice(key), timeout.as_secs_f64())
@@ -276,7 +278,7 @@ impl RedisClient for FredClient {
         }
     }
 
-    async fn quit(&self) -> Result<(), Error> {
+    async fn quit(&self) -> Result<(), RedisError> {
         let _ = self.blocking.quit().await;
         self.commands.quit().await?;
         Ok(())
@@ -287,7 +289,7 @@ impl RedisClient for FredClient {
 mod tests {
     use babelqueue_core::{TransportError, TransportErrorKind};
 
-    use crate::{Error, ErrorKind, RedisTransport};
+    use crate::{RedisError, RedisTransport};
 
     /// A port on 127.0.0.1 that nothing listens on.
     fn closed_port() -> u16 {
@@ -298,7 +300,7 @@ mod tests {
     }
 
     /// `Display` and `Debug` of the error and of the runtime error it becomes.
-    fn shown(error: Error) -> String {
+    fn shown(error: RedisError) -> String {
         let text = format!("{error}\n{error:?}");
         let runtime = TransportError::from(error);
         format!("{text}\n{runtime}\n{runtime:?}")
@@ -317,7 +319,7 @@ mod tests {
             "http://u:hunter2@127.0.0.1:6379",
         ] {
             let error = RedisTransport::connect(url).await.unwrap_err();
-            assert_eq!(error.kind(), ErrorKind::Config, "{url}: {error}");
+            assert_eq!(error.kind(), TransportErrorKind::Config, "{url}: {error}");
             let text = shown(error);
             assert!(
                 !text.contains("hunter2") && !text.contains("ter2"),
@@ -336,7 +338,7 @@ mod tests {
         .await
         .expect("a refused connection fails at once")
         .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Connection, "{error}");
+        assert_eq!(error.kind(), TransportErrorKind::Connection, "{error}");
         assert!(error.to_string().contains("127.0.0.1"), "{error}");
         let text = shown(error);
         assert!(!text.contains("hunter2"), "{text}");
@@ -350,7 +352,7 @@ mod tests {
             "WRONGPASS invalid username-password pair or user is disabled.",
         );
         let error = super::at_connect("redis://bq-auth:hunter2@127.0.0.1:6379/0", fred);
-        assert_eq!(error.kind(), ErrorKind::Auth);
+        assert_eq!(error.kind(), TransportErrorKind::Auth);
         assert_eq!(
             error.to_string(),
             "Redis at 127.0.0.1:6379 refused the credentials: WRONGPASS invalid username-password pair or user is disabled."

@@ -1,9 +1,12 @@
+//! [`RedisError`]: what the Redis transport can fail with, and its mapping onto the runtime's
+//! [`TransportError`].
+
 use babelqueue_core::{TransportError, TransportErrorKind};
 
 /// What the Redis transport can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum RedisError {
     /// The URL or an option is invalid.
     #[error("invalid Redis transport configuration: {0}")]
     Config(String),
@@ -30,74 +33,55 @@ pub enum Error {
     Unsupported(String),
 }
 
-/// The class of an [`Error`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// Bad URL or option.
-    Config,
-    /// Network trouble; worth retrying.
-    Connection,
-    /// The server refused the credentials.
-    Auth,
-    /// The server refused the command.
-    Server,
-    /// An unreadable reply.
-    Protocol,
-    /// Not possible in this layout.
-    Unsupported,
-}
-
-impl Error {
-    /// The class of the error.
-    pub fn kind(&self) -> ErrorKind {
+impl RedisError {
+    /// The runtime's class of the error.
+    pub fn kind(&self) -> TransportErrorKind {
         match self {
-            Error::Config(_) => ErrorKind::Config,
-            Error::Connection(_) => ErrorKind::Connection,
-            Error::Auth { .. } => ErrorKind::Auth,
-            Error::Server(_) => ErrorKind::Server,
-            Error::Protocol(_) => ErrorKind::Protocol,
-            Error::Unsupported(_) => ErrorKind::Unsupported,
+            RedisError::Config(_) => TransportErrorKind::Config,
+            RedisError::Connection(_) => TransportErrorKind::Connection,
+            RedisError::Auth { .. } => TransportErrorKind::Auth,
+            RedisError::Server(_) => TransportErrorKind::Rejected,
+            RedisError::Protocol(_) => TransportErrorKind::Other,
+            RedisError::Unsupported(_) => TransportErrorKind::Unsupported,
         }
     }
 
     /// Whether retrying later may succeed.
     pub fn is_transient(&self) -> bool {
-        self.kind() == ErrorKind::Connection
+        matches!(
+            self.kind(),
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
+        )
     }
 }
 
-impl From<fred::error::Error> for Error {
+/// The old name of [`RedisError`].
+#[deprecated(note = "renamed to RedisError")]
+pub type Error = RedisError;
+
+impl From<fred::error::Error> for RedisError {
     fn from(e: fred::error::Error) -> Self {
         use fred::error::ErrorKind as F;
         match e.kind() {
             F::IO | F::Timeout | F::Canceled | F::Backpressure | F::Tls => {
-                Error::Connection(e.to_string())
+                RedisError::Connection(e.to_string())
             }
-            F::Auth => Error::Auth {
+            F::Auth => RedisError::Auth {
                 endpoint: None,
                 reason: e.details().to_owned(),
             },
-            F::Config | F::Url => Error::Config(e.to_string()),
-            F::Parse | F::Protocol => Error::Protocol(e.to_string()),
-            _ => Error::Server(e.to_string()),
+            F::Config | F::Url => RedisError::Config(e.to_string()),
+            F::Parse | F::Protocol => RedisError::Protocol(e.to_string()),
+            _ => RedisError::Server(e.to_string()),
         }
     }
 }
 
-impl From<Error> for TransportError {
-    fn from(e: Error) -> Self {
-        let kind = match e.kind() {
-            ErrorKind::Config => TransportErrorKind::Config,
-            ErrorKind::Connection => TransportErrorKind::Connection,
-            ErrorKind::Auth => TransportErrorKind::Auth,
-            ErrorKind::Server => TransportErrorKind::Rejected,
-            ErrorKind::Protocol => TransportErrorKind::Other,
-            ErrorKind::Unsupported => TransportErrorKind::Unsupported,
-        };
-        // `Display` of a `TransportError` appends its source: the message only names the
-        // transport, so the text is not said twice.
-        TransportError::new(kind, "redis").with_source(e)
+impl From<RedisError> for TransportError {
+    fn from(e: RedisError) -> Self {
+        // The message names only the transport: `Display` of a `TransportError` appends its
+        // source, so the cause is shown once.
+        TransportError::new(e.kind(), "redis").with_source(e)
     }
 }
 
@@ -119,8 +103,8 @@ mod tests {
             "NOAUTH Authentication required.",
         ] {
             let fred = fred::error::Error::new(fred::error::ErrorKind::Auth, reply);
-            let error = Error::from(fred);
-            assert_eq!(error.kind(), ErrorKind::Auth, "{error:?}");
+            let error = RedisError::from(fred);
+            assert_eq!(error.kind(), TransportErrorKind::Auth, "{error:?}");
             assert!(!error.is_transient());
             assert_eq!(
                 error.to_string(),
@@ -132,7 +116,7 @@ mod tests {
             assert!(!mapped.is_transient());
             assert_eq!(mapped.to_string(), format!("redis: {text}"), "said once");
         }
-        let named = Error::Auth {
+        let named = RedisError::Auth {
             endpoint: Some("127.0.0.1:6379".into()),
             reason: "WRONGPASS".into(),
         };
@@ -141,10 +125,31 @@ mod tests {
             "Redis at 127.0.0.1:6379 refused the credentials: WRONGPASS"
         );
         // Other configuration errors stay configuration errors.
-        let config = Error::from(fred::error::Error::new(
+        let config = RedisError::from(fred::error::Error::new(
             fred::error::ErrorKind::Config,
             "Invalid or missing host.",
         ));
-        assert_eq!(config.kind(), ErrorKind::Config);
+        assert_eq!(config.kind(), TransportErrorKind::Config);
+    }
+
+    #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            RedisError::Config(cause.into()),
+            RedisError::Connection(cause.into()),
+            RedisError::Auth {
+                endpoint: Some("127.0.0.1:6379".into()),
+                reason: cause.into(),
+            },
+            RedisError::Server(cause.into()),
+            RedisError::Protocol(cause.into()),
+            RedisError::Unsupported(cause.into()),
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
+        }
     }
 }

@@ -62,7 +62,7 @@ use async_trait::async_trait;
 use babelqueue_core::idempotency::{Claim, IdempotencyStore, StoreError};
 
 use crate::client::{FredClient, RedisClient};
-use crate::error::Error;
+use crate::error::RedisError;
 use crate::scripts::{
     IDEMPOTENCY_CLAIM, IDEMPOTENCY_FORGET, IDEMPOTENCY_REMEMBER, IDEMPOTENCY_SEEN,
 };
@@ -104,7 +104,7 @@ fn millis(ttl: Duration) -> Vec<u8> {
     ms.to_string().into_bytes()
 }
 
-fn store_error(what: &str, e: Error) -> StoreError {
+fn store_error(what: &str, e: RedisError) -> StoreError {
     StoreError::with_source(format!("redis {what}: {e}"), e)
 }
 
@@ -127,7 +127,7 @@ impl RedisIdempotencyStore {
 
     /// Connects to the server `url` names (`redis://…`, `rediss://…`) with a connection of its
     /// own.
-    pub async fn connect(url: &str) -> Result<RedisIdempotencyStore, Error> {
+    pub async fn connect(url: &str) -> Result<RedisIdempotencyStore, RedisError> {
         Ok(RedisIdempotencyStore::new(Arc::new(
             FredClient::connect(url).await?,
         )))
@@ -253,26 +253,26 @@ mod tests {
             script: &'static LuaScript,
             keys: Vec<Vec<u8>>,
             args: Vec<Vec<u8>>,
-        ) -> Result<Reply, Error> {
+        ) -> Result<Reply, RedisError> {
             self.calls.lock().unwrap().push((script.name, keys, args));
             Ok(Reply::Int(self.answer))
         }
-        async fn rpush(&self, _: &[u8], _: &[u8]) -> Result<(), Error> {
+        async fn rpush(&self, _: &[u8], _: &[u8]) -> Result<(), RedisError> {
             unreachable!("not used by the store")
         }
-        async fn zadd(&self, _: &[u8], _: i64, _: &[u8]) -> Result<(), Error> {
+        async fn zadd(&self, _: &[u8], _: i64, _: &[u8]) -> Result<(), RedisError> {
             unreachable!("not used by the store")
         }
-        async fn zrem(&self, _: &[u8], _: &[u8]) -> Result<i64, Error> {
+        async fn zrem(&self, _: &[u8], _: &[u8]) -> Result<i64, RedisError> {
             unreachable!("not used by the store")
         }
-        async fn lrange(&self, _: &[u8], _: i64, _: i64) -> Result<Vec<Vec<u8>>, Error> {
+        async fn lrange(&self, _: &[u8], _: i64, _: i64) -> Result<Vec<Vec<u8>>, RedisError> {
             unreachable!("not used by the store")
         }
-        async fn blpop(&self, _: &[u8], _: Duration) -> Result<(), Error> {
+        async fn blpop(&self, _: &[u8], _: Duration) -> Result<(), RedisError> {
             unreachable!("not used by the store")
         }
-        async fn quit(&self) -> Result<(), Error> {
+        async fn quit(&self) -> Result<(), RedisError> {
             Ok(())
         }
     }

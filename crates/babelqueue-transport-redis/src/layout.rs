@@ -8,7 +8,7 @@ use std::time::Duration;
 use babelqueue_core::Headers;
 use babelqueue_envelope::{JsonKind, Object, RawJson};
 
-use crate::error::Error;
+use crate::error::RedisError;
 
 /// The default reservation lifetime: a delivery not settled within it is recovered.
 pub const DEFAULT_RETRY_AFTER: u64 = 90;
@@ -35,9 +35,10 @@ pub enum Layout {
     Laravel,
 }
 
-/// The transport's options (from the URL query and the builder).
+/// The transport's options (from the URL query, the builder, or set in code for
+/// [`RedisTransport::connect_with`](crate::RedisTransport::connect_with)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
+pub struct RedisOptions {
     /// The key layout.
     pub layout: Layout,
     /// The Laravel key prefix (default `queues:`).
@@ -52,9 +53,13 @@ pub struct Options {
     pub block_for: Option<Duration>,
 }
 
-impl Default for Options {
+/// The old name of [`RedisOptions`].
+#[deprecated(note = "renamed to RedisOptions")]
+pub type Options = RedisOptions;
+
+impl Default for RedisOptions {
     fn default() -> Self {
-        Options {
+        RedisOptions {
             layout: Layout::Reliable,
             prefix: DEFAULT_PREFIX.to_owned(),
             retry_after: Some(DEFAULT_RETRY_AFTER),
@@ -76,24 +81,33 @@ fn percent_decode(text: &str) -> String {
     babelqueue_core::gate::unescape(text)
 }
 
-impl Options {
+impl RedisOptions {
     /// Splits a `redis://` / `rediss://` URL into the URL for the client (without BabelQueue's
     /// query keys) and the options those keys set: `laravel` / `laravel_compat` (boolean: `1`,
     /// `true`, `yes`, `on`), `prefix`, `retry_after` (whole seconds, or `null`/`none`).
-    pub fn from_url(url: &str) -> Result<(String, Options), Error> {
+    pub fn from_url(url: &str) -> Result<(String, RedisOptions), RedisError> {
+        RedisOptions::from_url_onto(url, RedisOptions::default())
+    }
+
+    /// [`from_url`](RedisOptions::from_url) starting from `options` instead of the defaults:
+    /// the URL's keys override them.
+    pub(crate) fn from_url_onto(
+        url: &str,
+        options: RedisOptions,
+    ) -> Result<(String, RedisOptions), RedisError> {
         let (scheme, _) = url.split_once("://").ok_or_else(|| {
-            Error::Config(format!(
+            RedisError::Config(format!(
                 "{:?} is not a redis:// or rediss:// URL",
                 babelqueue_core::redact::redact(url)
             ))
         })?;
         if scheme != "redis" && scheme != "rediss" {
-            return Err(Error::Config(format!(
+            return Err(RedisError::Config(format!(
                 "scheme {:?} is not redis or rediss",
                 babelqueue_core::redact::redact(scheme)
             )));
         }
-        let mut options = Options::default();
+        let mut options = options;
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -123,15 +137,17 @@ impl Options {
     }
 
     /// Checks the options.
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), RedisError> {
         if self.migration_batch_size == 0 || self.migration_batch_size < -1 {
-            return Err(Error::Config(format!(
+            return Err(RedisError::Config(format!(
                 "migration_batch_size must be -1 (all) or at least 1, got {}",
                 self.migration_batch_size
             )));
         }
         if self.processing_suffix.is_empty() {
-            return Err(Error::Config("processing_suffix must not be empty".into()));
+            return Err(RedisError::Config(
+                "processing_suffix must not be empty".into(),
+            ));
         }
         Ok(())
     }
@@ -170,7 +186,7 @@ impl Options {
     }
 }
 
-fn parse_retry_after(value: &str) -> Result<Option<u64>, Error> {
+fn parse_retry_after(value: &str) -> Result<Option<u64>, RedisError> {
     if value.is_empty() {
         return Ok(Some(DEFAULT_RETRY_AFTER));
     }
@@ -178,7 +194,7 @@ fn parse_retry_after(value: &str) -> Result<Option<u64>, Error> {
         return Ok(None);
     }
     value.parse::<u64>().map(Some).map_err(|_| {
-        Error::Config(format!(
+        RedisError::Config(format!(
             "retry_after must be a whole number of seconds >= 0, or null; got {value:?}"
         ))
     })
@@ -327,8 +343,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn url_keys_override_the_options_they_start_from() {
+        let base = RedisOptions {
+            layout: Layout::Laravel,
+            prefix: "app:".into(),
+            block_for: Some(Duration::from_secs(2)),
+            ..RedisOptions::default()
+        };
+        let (client, o) =
+            RedisOptions::from_url_onto("redis://h:6379?prefix=other%3A", base).unwrap();
+        assert_eq!(client, "redis://h:6379");
+        assert_eq!(o.layout, Layout::Laravel);
+        assert_eq!(o.prefix, "other:");
+        assert_eq!(o.block_for, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
     fn url_options_are_read_and_stripped() {
-        let (client, o) = Options::from_url(
+        let (client, o) = RedisOptions::from_url(
             "redis://u:p@127.0.0.1:6379/2?laravel=Yes&prefix=app_queues%3A&retry_after=null&x=1",
         )
         .unwrap();
@@ -338,14 +370,14 @@ mod tests {
             (Layout::Laravel, "app_queues:", None)
         );
         let (client, o) =
-            Options::from_url("rediss://h?laravel_compat=0&prefix=&retry_after=30").unwrap();
+            RedisOptions::from_url("rediss://h?laravel_compat=0&prefix=&retry_after=30").unwrap();
         assert_eq!(client, "rediss://h");
         assert_eq!(
             (o.layout, o.prefix.as_str(), o.retry_after),
             (Layout::Reliable, "queues:", Some(30))
         );
         assert_eq!(
-            Options::from_url("redis://h?retry_after=NONE")
+            RedisOptions::from_url("redis://h?retry_after=NONE")
                 .unwrap()
                 .1
                 .retry_after,
@@ -357,12 +389,12 @@ mod tests {
             "amqp://h",
             "h:6379",
         ] {
-            assert!(Options::from_url(bad).is_err(), "{bad}");
+            assert!(RedisOptions::from_url(bad).is_err(), "{bad}");
         }
         assert!(
-            Options {
+            RedisOptions {
                 migration_batch_size: 0,
-                ..Options::default()
+                ..RedisOptions::default()
             }
             .validate()
             .is_err()
@@ -371,9 +403,9 @@ mod tests {
 
     #[test]
     fn key_names() {
-        let laravel = Options {
+        let laravel = RedisOptions {
             layout: Layout::Laravel,
-            ..Options::default()
+            ..RedisOptions::default()
         };
         assert_eq!(laravel.ready("emails.high"), "queues:emails.high");
         assert_eq!(laravel.delayed("emails.high"), "queues:emails.high:delayed");
@@ -382,7 +414,7 @@ mod tests {
             "queues:emails.high:reserved"
         );
         assert_eq!(laravel.notify("emails.high"), "queues:emails.high:notify");
-        let reliable = Options::default();
+        let reliable = RedisOptions::default();
         assert_eq!(reliable.ready("orders"), "orders");
         assert_eq!(reliable.processing("orders"), "orders:processing");
         assert_eq!(reliable.deadlines("orders"), "orders:processing:deadlines");

@@ -101,10 +101,14 @@ pub mod layout;
 pub mod scripts;
 
 pub use client::{FredClient, RedisClient, Reply};
-pub use error::{Error, ErrorKind};
+#[allow(deprecated)]
+pub use error::Error;
+pub use error::RedisError;
 pub use fred;
 pub use idempotency::RedisIdempotencyStore;
-pub use layout::{Layout, Options};
+#[allow(deprecated)]
+pub use layout::Options;
+pub use layout::{Layout, RedisOptions};
 
 /// A source of the current time, in fractional epoch seconds (pinned in tests).
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
@@ -128,7 +132,7 @@ enum Handle {
 #[derive(Clone)]
 pub struct RedisTransport {
     client: Arc<dyn RedisClient>,
-    options: Options,
+    options: RedisOptions,
     clock: Clock,
 }
 
@@ -213,8 +217,8 @@ impl RedisBuilder {
     }
 
     /// The options this builder ends up with, and the client URL.
-    pub fn options(&self) -> Result<(String, Options), Error> {
-        let (url, mut o) = Options::from_url(&self.url)?;
+    pub fn options(&self) -> Result<(String, RedisOptions), RedisError> {
+        let (url, mut o) = RedisOptions::from_url(&self.url)?;
         if let Some(layout) = self.layout {
             o.layout = layout;
         }
@@ -238,28 +242,36 @@ impl RedisBuilder {
     }
 
     /// Connects.
-    pub async fn connect(self) -> Result<RedisTransport, Error> {
-        let (mut url, options) = self.options()?;
-        let mut ca_file = self.ca_file.clone();
-        if let Some((base, query)) = url.clone().split_once('?') {
-            let mut kept = Vec::new();
-            for pair in query.split('&') {
-                match pair.split_once('=') {
-                    Some(("ca_file", path)) => {
-                        ca_file = Some(babelqueue_core::gate::unescape(path).into())
-                    }
-                    _ => kept.push(pair),
-                }
-            }
-            url = if kept.is_empty() {
-                base.to_owned()
-            } else {
-                format!("{base}?{}", kept.join("&"))
-            };
-        }
+    pub async fn connect(self) -> Result<RedisTransport, RedisError> {
+        let (url, options) = self.options()?;
+        let (url, ca_file) = take_ca_file(&url, self.ca_file.clone());
         let client = FredClient::connect_with(&url, ca_file.as_deref()).await?;
         Ok(RedisTransport::with_client(Arc::new(client), options))
     }
+}
+
+/// Takes the `ca_file` query key out of a client URL: the URL without it, and the CA file it
+/// names (else `ca_file`).
+fn take_ca_file(
+    url: &str,
+    mut ca_file: Option<std::path::PathBuf>,
+) -> (String, Option<std::path::PathBuf>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), ca_file);
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("ca_file", path)) => ca_file = Some(babelqueue_core::gate::unescape(path).into()),
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, ca_file)
 }
 
 fn bytes(s: impl Into<Vec<u8>>) -> Vec<u8> {
@@ -268,8 +280,21 @@ fn bytes(s: impl Into<Vec<u8>>) -> Vec<u8> {
 
 impl RedisTransport {
     /// Connects with the options the URL sets.
-    pub async fn connect(url: &str) -> Result<RedisTransport, Error> {
+    pub async fn connect(url: &str) -> Result<RedisTransport, RedisError> {
         RedisTransport::builder(url).connect().await
+    }
+
+    /// Connects with `options`, on top of which the URL's query keys (`laravel`, `prefix`,
+    /// `retry_after`, `ca_file`) are applied: what the URL spells out wins.
+    pub async fn connect_with(
+        url: &str,
+        options: RedisOptions,
+    ) -> Result<RedisTransport, RedisError> {
+        let (url, options) = RedisOptions::from_url_onto(url, options)?;
+        options.validate()?;
+        let (url, ca_file) = take_ca_file(&url, None);
+        let client = FredClient::connect_with(&url, ca_file.as_deref()).await?;
+        Ok(RedisTransport::with_client(Arc::new(client), options))
     }
 
     /// Starts configuring a transport for `url`.
@@ -287,7 +312,7 @@ impl RedisTransport {
     }
 
     /// A transport over any [`RedisClient`] (a recording fake, a shared connection).
-    pub fn with_client(client: Arc<dyn RedisClient>, options: Options) -> RedisTransport {
+    pub fn with_client(client: Arc<dyn RedisClient>, options: RedisOptions) -> RedisTransport {
         RedisTransport {
             client,
             options,
@@ -303,7 +328,7 @@ impl RedisTransport {
     }
 
     /// The options.
-    pub fn options(&self) -> &Options {
+    pub fn options(&self) -> &RedisOptions {
         &self.options
     }
 
@@ -322,7 +347,7 @@ impl RedisTransport {
 
     /// Laravel layout: moves due delayed messages, then (unless recovery is off) expired
     /// reservations, back to the ready list. Runs before every reserve; public for tools.
-    pub async fn migrate(&self, queue: &str) -> Result<i64, Error> {
+    pub async fn migrate(&self, queue: &str) -> Result<i64, RedisError> {
         let o = &self.options;
         let now = bytes(layout::whole_seconds(self.now()).to_string());
         let ready = o.ready(queue);
@@ -356,7 +381,7 @@ impl RedisTransport {
 
     /// Reliable layout: returns lapsed reservations to the end of the ready list. Runs before
     /// every reserve (also with recovery off: a foreign finite deadline is still swept).
-    pub async fn sweep(&self, queue: &str) -> Result<i64, Error> {
+    pub async fn sweep(&self, queue: &str) -> Result<i64, RedisError> {
         let o = &self.options;
         let now = bytes(layout::whole_seconds(self.now()).to_string());
         Ok(self
@@ -398,7 +423,7 @@ impl RedisTransport {
         }
     }
 
-    async fn reserve_reliable(&self, queue: &str) -> Result<Option<Delivery>, Error> {
+    async fn reserve_reliable(&self, queue: &str) -> Result<Option<Delivery>, RedisError> {
         let o = &self.options;
         let token = layout::new_token();
         let reply = self
@@ -421,7 +446,7 @@ impl RedisTransport {
             .map(|stored| self.reservation(queue, &token, &stored)))
     }
 
-    async fn reserve_laravel(&self, queue: &str) -> Result<Option<Delivery>, Error> {
+    async fn reserve_laravel(&self, queue: &str) -> Result<Option<Delivery>, RedisError> {
         let o = &self.options;
         let reply = self
             .client
@@ -454,9 +479,9 @@ impl RedisTransport {
         }
     }
 
-    fn handle<'a>(&self, delivery: &'a Delivery) -> Result<&'a Handle, Error> {
+    fn handle<'a>(&self, delivery: &'a Delivery) -> Result<&'a Handle, RedisError> {
         delivery.handle::<Handle>().ok_or_else(|| {
-            Error::Protocol("this delivery was not reserved by a Redis transport".into())
+            RedisError::Protocol("this delivery was not reserved by a Redis transport".into())
         })
     }
 
@@ -465,9 +490,9 @@ impl RedisTransport {
         &self,
         delivery: &Delivery,
         target: Option<(&str, &[u8])>,
-    ) -> Result<bool, Error> {
+    ) -> Result<bool, RedisError> {
         let Handle::Reliable { stored, token } = self.handle(delivery)? else {
-            return Err(Error::Protocol(
+            return Err(RedisError::Protocol(
                 "a Laravel reservation settled through the reliable layout".into(),
             ));
         };
@@ -494,10 +519,10 @@ impl RedisTransport {
         Ok(settled)
     }
 
-    fn laravel_member<'a>(&self, delivery: &'a Delivery) -> Result<&'a [u8], Error> {
+    fn laravel_member<'a>(&self, delivery: &'a Delivery) -> Result<&'a [u8], RedisError> {
         match self.handle(delivery)? {
             Handle::Laravel { member } => Ok(member),
-            Handle::Reliable { .. } => Err(Error::Protocol(
+            Handle::Reliable { .. } => Err(RedisError::Protocol(
                 "a reliable reservation settled through the Laravel layout".into(),
             )),
         }
@@ -633,7 +658,7 @@ impl DelayedPublisher for RedisTransport {
         delay: Duration,
     ) -> Result<(), TransportError> {
         if self.options.layout != Layout::Laravel {
-            return Err(Error::Unsupported(
+            return Err(RedisError::Unsupported(
                 "the reliable Redis layout has no delayed set: use the Laravel layout (?laravel=1) to publish with a delay".into(),
             )
             .into());

@@ -1,7 +1,7 @@
 //! Wrong credentials against a real redis-server (`BQ_REDIS_URL`, default
 //! `redis://127.0.0.1:6379`): the ACL user `bq-auth` (password `bq-secret`, created by
 //! `scripts/brokers.sh up redis`, and again here) with a wrong password is a clear
-//! [`ErrorKind::Auth`] error that names the server and never shows the password, and a worker
+//! [`TransportErrorKind::Auth`] error that names the server and never shows the password, and a worker
 //! that meets it stops instead of polling.
 //!
 //! With `BQ_REQUIRE_BROKERS` set, an unreachable Redis fails the tests; without it they print
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use babelqueue_core::{TransportError, TransportErrorKind};
 use babelqueue_transport_redis::fred::interfaces::ClientLike;
 use babelqueue_transport_redis::fred::types::{CustomCommand, Value};
-use babelqueue_transport_redis::{ErrorKind, FredClient, RedisTransport};
+use babelqueue_transport_redis::{FredClient, RedisTransport};
 
 fn base_url() -> String {
     std::env::var("BQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
@@ -72,7 +72,7 @@ async fn a_wrong_password_is_an_auth_error_that_names_the_server() {
             "{:?}",
             started.elapsed()
         );
-        assert_eq!(error.kind(), ErrorKind::Auth, "{url}: {error:?}");
+        assert_eq!(error.kind(), TransportErrorKind::Auth, "{url}: {error:?}");
         assert!(!error.is_transient());
         let text = format!("{error}\n{error:?}");
         assert!(

@@ -17,7 +17,7 @@ use babelqueue_transport_redis::fred::interfaces::{
 use babelqueue_transport_redis::fred::types::Value as FredValue;
 use babelqueue_transport_redis::scripts::LuaScript;
 use babelqueue_transport_redis::{
-    FredClient, Layout, Options, RedisClient, RedisTransport, Reply, layout,
+    FredClient, Layout, RedisClient, RedisOptions, RedisTransport, Reply, layout,
 };
 use serde_json::Value;
 
@@ -71,7 +71,7 @@ impl RedisClient for Recorder {
         script: &'static LuaScript,
         keys: Vec<Vec<u8>>,
         _args: Vec<Vec<u8>>,
-    ) -> Result<Reply, babelqueue_transport_redis::Error> {
+    ) -> Result<Reply, babelqueue_transport_redis::RedisError> {
         let keys = keys
             .into_iter()
             .map(|k| String::from_utf8_lossy(&k).into_owned())
@@ -85,7 +85,11 @@ impl RedisClient for Recorder {
             _ => Reply::Int(1),
         })
     }
-    async fn rpush(&self, key: &[u8], _v: &[u8]) -> Result<(), babelqueue_transport_redis::Error> {
+    async fn rpush(
+        &self,
+        key: &[u8],
+        _v: &[u8],
+    ) -> Result<(), babelqueue_transport_redis::RedisError> {
         self.0
             .lock()
             .unwrap()
@@ -97,14 +101,18 @@ impl RedisClient for Recorder {
         key: &[u8],
         _s: i64,
         _m: &[u8],
-    ) -> Result<(), babelqueue_transport_redis::Error> {
+    ) -> Result<(), babelqueue_transport_redis::RedisError> {
         self.0
             .lock()
             .unwrap()
             .push(("zadd", vec![String::from_utf8_lossy(key).into_owned()]));
         Ok(())
     }
-    async fn zrem(&self, key: &[u8], _m: &[u8]) -> Result<i64, babelqueue_transport_redis::Error> {
+    async fn zrem(
+        &self,
+        key: &[u8],
+        _m: &[u8],
+    ) -> Result<i64, babelqueue_transport_redis::RedisError> {
         self.0
             .lock()
             .unwrap()
@@ -116,17 +124,17 @@ impl RedisClient for Recorder {
         _k: &[u8],
         _a: i64,
         _b: i64,
-    ) -> Result<Vec<Vec<u8>>, babelqueue_transport_redis::Error> {
+    ) -> Result<Vec<Vec<u8>>, babelqueue_transport_redis::RedisError> {
         Ok(Vec::new())
     }
     async fn blpop(
         &self,
         _k: &[u8],
         _t: Duration,
-    ) -> Result<(), babelqueue_transport_redis::Error> {
+    ) -> Result<(), babelqueue_transport_redis::RedisError> {
         Ok(())
     }
-    async fn quit(&self) -> Result<(), babelqueue_transport_redis::Error> {
+    async fn quit(&self) -> Result<(), babelqueue_transport_redis::RedisError> {
         Ok(())
     }
 }
@@ -137,10 +145,10 @@ fn key_names(case: &Case<'_>) -> Result<(), String> {
     let prefix = str_field(c, "key_prefix")?;
     let expect = c.get("expect").ok_or("no expect")?;
     let recorder = Arc::new(Recorder::default());
-    let options = Options {
+    let options = RedisOptions {
         layout: Layout::Laravel,
         prefix: prefix.to_owned(),
-        ..Options::default()
+        ..RedisOptions::default()
     };
     let transport = RedisTransport::with_client(recorder.clone(), options);
     block_on(async {
@@ -211,7 +219,7 @@ pub(super) fn redis(ctx: &Ctx<'_>, case: &Case<'_>) -> Result<(), String> {
     block_on(async {
         let client = Arc::new(connect().await?);
         let queue = format!("bq-conf-{:016x}", fastrand::u64(..));
-        let transport = RedisTransport::with_client(client.clone(), Options::default());
+        let transport = RedisTransport::with_client(client.clone(), RedisOptions::default());
         let result = async {
             transport
                 .publish(&queue, &fixture)
@@ -722,13 +730,13 @@ fn behavioural(case: &Case<'_>) -> Result<(), String> {
     block_on(async {
         let client = Arc::new(connect().await?);
         let clock = Arc::new(AtomicU64::new(0f64.to_bits()));
-        let mut options = Options {
+        let mut options = RedisOptions {
             layout: if str_field(c, "layout")? == "zset" {
                 Layout::Laravel
             } else {
                 Layout::Reliable
             },
-            ..Options::default()
+            ..RedisOptions::default()
         };
         if let Some(retry_after) = c.get("retry_after") {
             options.retry_after = retry_after.as_u64();
