@@ -75,40 +75,20 @@ pub enum AmqpError {
     Other(String),
 }
 
-/// The broad class of an [`AmqpError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum AmqpErrorKind {
-    /// Bad configuration (URL).
-    Config,
-    /// The message cannot be sent as it is.
-    InvalidMessage,
-    /// Connection trouble; retrying later may work.
-    Connection,
-    /// The broker did not answer in time.
-    Timeout,
-    /// The broker said no.
-    Rejected,
-    /// The broker refused the credentials.
-    Auth,
-    /// Anything else.
-    Other,
-}
-
 impl AmqpError {
-    /// The class of the error.
-    pub fn kind(&self) -> AmqpErrorKind {
+    /// The runtime's class of the error.
+    pub fn kind(&self) -> TransportErrorKind {
         match self {
-            AmqpError::Url(_) | AmqpError::Tls(_) => AmqpErrorKind::Config,
-            AmqpError::PropertyTooLong { .. } => AmqpErrorKind::InvalidMessage,
-            AmqpError::Connection(_) | AmqpError::StaleDelivery => AmqpErrorKind::Connection,
-            AmqpError::Timeout(_) => AmqpErrorKind::Timeout,
+            AmqpError::Url(_) | AmqpError::Tls(_) => TransportErrorKind::Config,
+            AmqpError::PropertyTooLong { .. } => TransportErrorKind::Unsupported,
+            AmqpError::Connection(_) | AmqpError::StaleDelivery => TransportErrorKind::Connection,
+            AmqpError::Timeout(_) => TransportErrorKind::Timeout,
             AmqpError::Nacked { .. }
             | AmqpError::Unroutable { .. }
             | AmqpError::DeclareMismatch { .. }
-            | AmqpError::Refused(_) => AmqpErrorKind::Rejected,
-            AmqpError::Auth(_) => AmqpErrorKind::Auth,
-            AmqpError::Other(_) => AmqpErrorKind::Other,
+            | AmqpError::Refused(_) => TransportErrorKind::Rejected,
+            AmqpError::Auth(_) => TransportErrorKind::Auth,
+            AmqpError::Other(_) => TransportErrorKind::Other,
         }
     }
 
@@ -116,7 +96,7 @@ impl AmqpError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind(),
-            AmqpErrorKind::Connection | AmqpErrorKind::Timeout
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
         )
     }
 
@@ -152,16 +132,9 @@ impl From<lapin::Error> for AmqpError {
 
 impl From<AmqpError> for TransportError {
     fn from(e: AmqpError) -> Self {
-        let kind = match e.kind() {
-            AmqpErrorKind::Config => TransportErrorKind::Config,
-            AmqpErrorKind::InvalidMessage => TransportErrorKind::Unsupported,
-            AmqpErrorKind::Connection => TransportErrorKind::Connection,
-            AmqpErrorKind::Timeout => TransportErrorKind::Timeout,
-            AmqpErrorKind::Rejected => TransportErrorKind::Rejected,
-            AmqpErrorKind::Auth => TransportErrorKind::Auth,
-            AmqpErrorKind::Other => TransportErrorKind::Other,
-        };
-        TransportError::new(kind, "amqp").with_source(e)
+        // The message names only the transport: `Display` of a `TransportError` appends its
+        // source, so the cause is shown once.
+        TransportError::new(e.kind(), "amqp").with_source(e)
     }
 }
 
@@ -223,6 +196,29 @@ mod tests {
     }
 
     #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            AmqpError::Url(cause.into()),
+            AmqpError::Tls(cause.into()),
+            AmqpError::Connection(cause.into()),
+            AmqpError::Timeout(cause.into()),
+            AmqpError::DeclareMismatch {
+                queue: "orders".into(),
+                detail: cause.into(),
+            },
+            AmqpError::Auth(cause.into()),
+            AmqpError::Refused(cause.into()),
+            AmqpError::Other(cause.into()),
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
+        }
+    }
+
+    #[test]
     fn access_refused_is_an_auth_error() {
         use lapin::protocol::{AMQPError, AMQPErrorKind, AMQPSoftError};
         let refused = lapin::Error::from(lapin::ErrorKind::ProtocolError(AMQPError::new(
@@ -231,7 +227,7 @@ mod tests {
         )));
         let error = AmqpError::from(refused);
         assert!(matches!(error, AmqpError::Auth(_)), "{error:?}");
-        assert_eq!(error.kind(), AmqpErrorKind::Auth);
+        assert_eq!(error.kind(), TransportErrorKind::Auth);
         assert!(!error.is_transient());
         assert!(
             error.to_string().contains("refused the credentials"),
@@ -245,7 +241,10 @@ mod tests {
             AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND),
             "NOT_FOUND - no queue 'q'".into(),
         )));
-        assert_eq!(AmqpError::from(not_found).kind(), AmqpErrorKind::Rejected);
+        assert_eq!(
+            AmqpError::from(not_found).kind(),
+            TransportErrorKind::Rejected
+        );
     }
 
     /// A port on 127.0.0.1 that nothing listens on.
@@ -283,7 +282,7 @@ mod tests {
             "AMQP://guest:hunter2@127.0.0.1",
         ] {
             let error = crate::AmqpUrl::parse(url).unwrap_err();
-            assert_eq!(error.kind(), AmqpErrorKind::Config, "{url}: {error}");
+            assert_eq!(error.kind(), TransportErrorKind::Config, "{url}: {error}");
             for secret in ["hunter2", "ter2"] {
                 assert_hidden(&error, secret);
             }

@@ -1,6 +1,8 @@
-//! An in-memory [`AmqpClient`] for the supervisor's unit tests: queues, per-channel unacked
+//! An in-memory [`AmqpClient`] (behind the `fake` feature): queues, per-channel unacked
 //! deliveries that go back to their queue when the connection dies, prefetch limits, injected
-//! outages and refusals, and an ordered log of what reached the "broker".
+//! outages and refusals, and an ordered log of what reached the "broker". The supervisor's unit
+//! tests run on it; give it to [`AmqpTransport::with_client`](crate::AmqpTransport::with_client)
+//! to run the transport without RabbitMQ.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -15,39 +17,54 @@ use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming
 use crate::error::AmqpError;
 
 /// A stored message: body and header table.
-pub(crate) type Stored = (Vec<u8>, Option<FieldTable>);
+pub type Stored = (Vec<u8>, Option<FieldTable>);
 
+/// The fake broker's state, shared by every connection of one [`FakeClient`].
 #[derive(Debug, Default)]
-pub(crate) struct World {
-    pub(crate) queues: HashMap<String, VecDeque<Stored>>,
-    pub(crate) log: Vec<String>,
-    pub(crate) down: bool,
-    pub(crate) connects: u32,
-    pub(crate) declares: u32,
-    pub(crate) nack_publishes_to: HashSet<String>,
+pub struct World {
+    /// The ready messages of each queue, head first.
+    pub queues: HashMap<String, VecDeque<Stored>>,
+    /// What reached the broker, in order (`connect`, `confirmed q`, `ack q`, `requeue q` …).
+    pub log: Vec<String>,
+    /// While true, connecting fails with a connection error.
+    pub down: bool,
+    /// Connections opened so far.
+    pub connects: u32,
+    /// Queue declarations so far.
+    pub declares: u32,
+    /// A publish to one of these queues is refused with a negative confirm.
+    pub nack_publishes_to: HashSet<String>,
     /// A publish to one of these queues makes the "broker" close the connection (as RabbitMQ
     /// does with 541 INTERNAL_ERROR on a header table it cannot parse).
-    pub(crate) kill_on_publish_to: HashSet<String>,
+    pub kill_on_publish_to: HashSet<String>,
     /// This many later connection attempts never complete (a node that accepts TCP and then
     /// says nothing, as a RabbitMQ node restarting after a hard kill can).
-    pub(crate) hang_connects: u32,
+    pub hang_connects: u32,
     /// This many later acknowledgements never complete (a half-open connection).
-    pub(crate) hang_acks: u32,
-    pub(crate) prefetch_calls: Vec<u16>,
+    pub hang_acks: u32,
+    /// Every prefetch a subscription was changed to, in order.
+    pub prefetch_calls: Vec<u16>,
 }
 
+/// The in-memory client. Clones share one [`World`].
 #[derive(Debug, Clone, Default)]
-pub(crate) struct FakeClient {
-    pub(crate) world: Arc<Mutex<World>>,
+pub struct FakeClient {
+    world: Arc<Mutex<World>>,
     links: Arc<Mutex<Vec<Arc<FakeLink>>>>,
 }
 
 impl FakeClient {
-    pub(crate) fn world(&self) -> std::sync::MutexGuard<'_, World> {
+    /// The broker's state, to read or to change (injected outages and refusals).
+    ///
+    /// # Panics
+    ///
+    /// When a thread panicked while holding it.
+    pub fn world(&self) -> std::sync::MutexGuard<'_, World> {
         self.world.lock().unwrap()
     }
 
-    pub(crate) fn publish_raw(&self, queue: &str, body: &[u8]) {
+    /// Puts `body` at the end of `queue`, without headers, as another producer would.
+    pub fn publish_raw(&self, queue: &str, body: &[u8]) {
         self.world()
             .queues
             .entry(queue.to_owned())
@@ -55,7 +72,8 @@ impl FakeClient {
             .push_back((body.to_vec(), None));
     }
 
-    pub(crate) fn bodies(&self, queue: &str) -> Vec<Vec<u8>> {
+    /// The bodies ready in `queue`, head first.
+    pub fn bodies(&self, queue: &str) -> Vec<Vec<u8>> {
         self.world()
             .queues
             .get(queue)
@@ -65,7 +83,11 @@ impl FakeClient {
 
     /// Kills every open connection: their unacked deliveries go back to the head of their
     /// queues, as RabbitMQ does when a channel closes.
-    pub(crate) fn kill_connections(&self) {
+    ///
+    /// # Panics
+    ///
+    /// When a thread panicked while holding the fake's state.
+    pub fn kill_connections(&self) {
         for link in self.links.lock().unwrap().drain(..) {
             link.kill();
         }
@@ -106,7 +128,7 @@ impl AmqpClient for FakeClient {
 type Unacked = Arc<Mutex<Vec<(u64, String, Vec<u8>)>>>;
 
 #[derive(Debug)]
-pub(crate) struct FakeLink {
+struct FakeLink {
     world: Arc<Mutex<World>>,
     open: Arc<AtomicBool>,
     unacked: Unacked,

@@ -126,13 +126,16 @@
 
 mod client;
 mod error;
-#[cfg(test)]
-mod fake;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+// Public for the conformance runner and the fuzz targets, which check the wire mapping
+// directly; it is not part of the API an application should build on.
+#[doc(hidden)]
 pub mod projection;
 pub mod transport;
 mod url;
 
 pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
-pub use error::{AmqpError, AmqpErrorKind};
+pub use error::AmqpError;
 pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT};
 pub use url::AmqpUrl;

@@ -1300,7 +1300,11 @@ mod tests {
             (not_der, "#1 is not usable"),
         ] {
             let err = client().with_tls_ca_pem(pem).unwrap_err();
-            assert_eq!(err.kind(), crate::AmqpErrorKind::Config, "{err}");
+            assert_eq!(
+                err.kind(),
+                babelqueue_core::TransportErrorKind::Config,
+                "{err}"
+            );
             assert!(err.to_string().contains(says), "{pem:?}: {err}");
         }
     }

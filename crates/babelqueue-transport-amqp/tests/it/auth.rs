@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, TransportError, TransportErrorKind};
-use babelqueue_transport_amqp::{AmqpErrorKind, AmqpTransport, AmqpUrl};
+use babelqueue_transport_amqp::{AmqpTransport, AmqpUrl};
 
 use crate::common;
 
@@ -33,7 +33,7 @@ async fn a_wrong_password_is_an_auth_error() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(error.kind(), AmqpErrorKind::Auth, "{error:?}");
+    assert_eq!(error.kind(), TransportErrorKind::Auth, "{error:?}");
     assert!(!error.is_transient());
     let text = format!("{error}\n{error:?}");
     assert!(text.contains("refused the credentials"), "{text}");
