@@ -1,10 +1,10 @@
 //! The client seam: the Service Bus operations the transport needs ([`ServiceBusClient`]), the
-//! connection settings ([`ConnectionConfig`]), and [`AmqpServiceBus`], their implementation on
+//! connection settings ([`AsbOptions`]), and [`AmqpServiceBus`], their implementation on
 //! AMQP 1.0 (`fe2o3-amqp`, with CBS put-token SAS authentication from `fe2o3-amqp-cbs`).
 //!
-//! Tests and the conformance runner put a fake behind the same trait
-//! ([`FakeServiceBus`](crate::fake::FakeServiceBus)), so the real
-//! [`AsbTransport`](crate::AsbTransport) runs without a namespace.
+//! Tests and the conformance runner put a fake behind the same trait (`fake::FakeServiceBus`,
+//! with the `fake` feature), so the real [`AsbTransport`](crate::AsbTransport) runs without a
+//! namespace.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -87,9 +87,10 @@ pub trait ServiceBusClient: Send + Sync + fmt::Debug {
     }
 }
 
-/// How to reach and authenticate with a namespace.
+/// How to reach and authenticate with a namespace: from a URL ([`AsbOptions::from_url`]), a
+/// connection string ([`AsbOptions::from_connection_string`]) or set in code.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ConnectionConfig {
+pub struct AsbOptions {
     /// The namespace host (`<namespace>.servicebus.windows.net`).
     pub host: String,
     /// The port (default 5671 with TLS, 5672 for the emulator).
@@ -102,9 +103,13 @@ pub struct ConnectionConfig {
     pub key: String,
 }
 
-impl fmt::Debug for ConnectionConfig {
+/// The old name of [`AsbOptions`].
+#[deprecated(note = "renamed to AsbOptions")]
+pub type ConnectionConfig = AsbOptions;
+
+impl fmt::Debug for AsbOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConnectionConfig")
+        f.debug_struct("AsbOptions")
             .field("host", &self.host)
             .field("port", &self.port)
             .field("tls", &self.tls)
@@ -143,10 +148,10 @@ fn percent_decode(text: &str) -> String {
     babelqueue_core::gate::unescape(text)
 }
 
-impl ConnectionConfig {
+impl AsbOptions {
     /// Parses a Service Bus connection string: `Endpoint=sb://<host>/;SharedAccessKeyName=…;
     /// SharedAccessKey=…` (`UseDevelopmentEmulator=true` selects plain AMQP on 5672).
-    pub fn from_connection_string(text: &str) -> Result<ConnectionConfig, AsbError> {
+    pub fn from_connection_string(text: &str) -> Result<AsbOptions, AsbError> {
         let mut fields: HashMap<String, String> = HashMap::new();
         for (n, part) in text
             .split(';')
@@ -180,7 +185,7 @@ impl ConnectionConfig {
         let key = fields.get("sharedaccesskey").cloned().ok_or_else(|| {
             AsbError::Config("the connection string has no SharedAccessKey".into())
         })?;
-        Ok(ConnectionConfig {
+        Ok(AsbOptions {
             host,
             port: port.unwrap_or(if emulator { 5672 } else { 5671 }),
             tls: !emulator,
@@ -193,19 +198,8 @@ impl ConnectionConfig {
     /// `azureservicebus://`). A connection string (`connection_string`, else the
     /// `AZURE_SERVICEBUS_CONNECTION_STRING` environment variable) takes precedence over the
     /// URL, as in the reference SDK; without either, the URL must carry the key.
-    pub fn from_url(
-        url: &str,
-        connection_string: Option<&str>,
-    ) -> Result<ConnectionConfig, AsbError> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| AsbError::Config(format!("{:?} is not a URL", redact(url))))?;
-        if !SCHEMES.contains(&scheme) {
-            return Err(AsbError::Config(format!(
-                "{:?} is not an Azure Service Bus scheme (sb, servicebus, azureservicebus)",
-                redact(scheme)
-            )));
-        }
+    pub fn from_url(url: &str, connection_string: Option<&str>) -> Result<AsbOptions, AsbError> {
+        let rest = check_scheme(url)?;
         let authority = rest.split(['/', '?']).next().unwrap_or_default();
         let (userinfo, hostport) = match authority.rsplit_once('@') {
             Some((u, h)) => (Some(u), h),
@@ -217,7 +211,7 @@ impl ConnectionConfig {
             .or(from_env.as_deref())
             .filter(|t| !t.trim().is_empty())
         {
-            return ConnectionConfig::from_connection_string(text);
+            return AsbOptions::from_connection_string(text);
         }
         let Some((key_name, key)) = userinfo.and_then(|u| u.split_once(':')) else {
             return Err(AsbError::Config(format!(
@@ -226,7 +220,7 @@ impl ConnectionConfig {
                  Azure AD credentials are not supported"
             )));
         };
-        Ok(ConnectionConfig {
+        Ok(AsbOptions {
             host,
             port: port.unwrap_or(5671),
             tls: true,
@@ -234,6 +228,20 @@ impl ConnectionConfig {
             key: percent_decode(key),
         })
     }
+}
+
+/// What follows `<scheme>://` in a Service Bus URL, or the error for a URL that is none.
+pub(crate) fn check_scheme(url: &str) -> Result<&str, AsbError> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| AsbError::Config(format!("{:?} is not a URL", redact(url))))?;
+    if !SCHEMES.contains(&scheme) {
+        return Err(AsbError::Config(format!(
+            "{:?} is not an Azure Service Bus scheme (sb, servicebus, azureservicebus)",
+            redact(scheme)
+        )));
+    }
+    Ok(rest)
 }
 
 /// A SAS token for `resource` (`sb://<host>/<entity>`), valid until `expiry` (epoch seconds):
@@ -287,7 +295,7 @@ struct Link {
 /// tokens (renewed before they expire), one sender and one PeekLock receiver (prefetch 1)
 /// per queue, created on first use and cached.
 pub struct AmqpServiceBus {
-    config: ConnectionConfig,
+    config: AsbOptions,
     link: Mutex<Link>,
     senders: Mutex<HashMap<String, Arc<Mutex<Sender>>>>,
     receivers: Mutex<HashMap<String, Arc<Mutex<Receiver>>>>,
@@ -323,7 +331,7 @@ fn token_refused(context: &str, e: &fe2o3_amqp_management::error::Error) -> AsbE
 
 impl AmqpServiceBus {
     /// Opens the connection, the session and the CBS link.
-    pub async fn connect(config: ConnectionConfig) -> Result<AmqpServiceBus, AsbError> {
+    pub async fn connect(config: AsbOptions) -> Result<AmqpServiceBus, AsbError> {
         let scheme = if config.tls { "amqps" } else { "amqp" };
         let url = format!("{scheme}://{}:{}", config.host, config.port);
         let container = format!("babelqueue-rust-{}", std::process::id());
@@ -662,7 +670,7 @@ mod tests {
 
     #[test]
     fn connection_strings() {
-        let c = ConnectionConfig::from_connection_string(
+        let c = AsbOptions::from_connection_string(
             "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=abc=",
         )
         .unwrap();
@@ -670,29 +678,29 @@ mod tests {
         assert_eq!((c.port, c.tls), (5671, true));
         assert_eq!(c.key, "abc=");
         assert!(!format!("{c:?}").contains("abc="), "the key is redacted");
-        let c = ConnectionConfig::from_connection_string(
+        let c = AsbOptions::from_connection_string(
             "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true;",
         )
         .unwrap();
         assert_eq!((c.host.as_str(), c.port, c.tls), ("localhost", 5672, false));
-        assert!(ConnectionConfig::from_connection_string("Endpoint=sb://x/").is_err());
-        assert!(ConnectionConfig::from_connection_string("garbage").is_err());
+        assert!(AsbOptions::from_connection_string("Endpoint=sb://x/").is_err());
+        assert!(AsbOptions::from_connection_string("garbage").is_err());
     }
 
     #[test]
     fn urls() {
-        let c = ConnectionConfig::from_url("sb://name:k%2Fe%3Dy@ns.servicebus.windows.net", None)
-            .unwrap();
+        let c =
+            AsbOptions::from_url("sb://name:k%2Fe%3Dy@ns.servicebus.windows.net", None).unwrap();
         assert_eq!((c.key_name.as_str(), c.key.as_str()), ("name", "k/e=y"));
-        let c = ConnectionConfig::from_url(
+        let c = AsbOptions::from_url(
             "servicebus://ignored",
             Some("Endpoint=sb://127.0.0.1:9/;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"),
         )
         .unwrap();
         assert_eq!((c.host.as_str(), c.port), ("127.0.0.1", 9));
-        let err = ConnectionConfig::from_url("kafka://x", None).unwrap_err();
+        let err = AsbOptions::from_url("kafka://x", None).unwrap_err();
         assert!(err.to_string().contains("not an Azure Service Bus scheme"));
-        assert!(ConnectionConfig::from_url("sb://", Some("")).is_err());
+        assert!(AsbOptions::from_url("sb://", Some("")).is_err());
     }
 
     #[test]
@@ -708,7 +716,11 @@ mod tests {
         let context =
             "ns.servicebus.windows.net refused the SAS token of the key \"k\" for sb://ns/q";
         let error = token_refused(context, &status(401));
-        assert_eq!(error.kind(), crate::AsbErrorKind::Auth, "{error:?}");
+        assert_eq!(
+            error.kind(),
+            babelqueue_core::TransportErrorKind::Auth,
+            "{error:?}"
+        );
         assert!(!error.is_transient());
         let text = error.to_string();
         assert!(
@@ -720,7 +732,7 @@ mod tests {
         // Other statuses stay refusals.
         assert_eq!(
             token_refused(context, &status(404)).kind(),
-            crate::AsbErrorKind::Rejected
+            babelqueue_core::TransportErrorKind::Rejected
         );
     }
 
@@ -747,8 +759,12 @@ mod tests {
             "k:hunter2@ns.servicebus.windows.net",
             "http://k:hunter2@ns.servicebus.windows.net",
         ] {
-            let error = ConnectionConfig::from_url(url, None).unwrap_err();
-            assert_eq!(error.kind(), crate::AsbErrorKind::Config, "{url}: {error}");
+            let error = AsbOptions::from_url(url, None).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                babelqueue_core::TransportErrorKind::Config,
+                "{url}: {error}"
+            );
             let text = shown(error);
             assert!(!text.contains("hunter2"), "{url}: {text}");
         }
@@ -757,7 +773,7 @@ mod tests {
             "Endpoint=sb://h:99999/;SharedAccessKeyName=k;SharedAccessKey=hunter2",
             "SharedAccessKeyName=k;SharedAccessKey=hunter2",
         ] {
-            let error = ConnectionConfig::from_connection_string(text).unwrap_err();
+            let error = AsbOptions::from_connection_string(text).unwrap_err();
             let shown = shown(error);
             assert!(!shown.contains("hunter2"), "{text}: {shown}");
         }
@@ -770,13 +786,13 @@ mod tests {
         let string = format!(
             "Endpoint=sb://127.0.0.1:{port}/;SharedAccessKeyName=k;SharedAccessKey=hunter2;UseDevelopmentEmulator=true"
         );
-        for (url, string) in [
-            (url.as_str(), None),
-            ("sb://ignored", Some(string.as_str())),
-        ] {
-            let error = crate::AsbTransport::connect_with(url, string)
-                .await
-                .unwrap_err();
+        let from_string = AsbOptions::from_connection_string(&string).unwrap();
+        for (url, options) in [(url.as_str(), None), ("sb://ignored", Some(from_string))] {
+            let error = match options {
+                None => crate::AsbTransport::connect(url).await,
+                Some(options) => crate::AsbTransport::connect_with(url, options).await,
+            }
+            .unwrap_err();
             assert!(error.is_transient(), "{error:?}");
             assert!(error.to_string().contains("127.0.0.1"), "{error}");
             let text = shown(error);

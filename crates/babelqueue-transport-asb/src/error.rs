@@ -34,37 +34,17 @@ pub enum AsbError {
     Client(String),
 }
 
-/// The broad class of an [`AsbError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum AsbErrorKind {
-    /// Configuration.
-    Config,
-    /// Connection lost or refused. Transient.
-    Connection,
-    /// Timed out. Transient.
-    Timeout,
-    /// Refused by the namespace.
-    Rejected,
-    /// The credentials were refused.
-    Auth,
-    /// Not sendable as it is.
-    Unsupported,
-    /// Anything else.
-    Other,
-}
-
 impl AsbError {
-    /// The class of the error.
-    pub fn kind(&self) -> AsbErrorKind {
+    /// The runtime's class of the error.
+    pub fn kind(&self) -> TransportErrorKind {
         match self {
-            AsbError::Config(_) => AsbErrorKind::Config,
-            AsbError::Connection(_) => AsbErrorKind::Connection,
-            AsbError::Timeout(_) => AsbErrorKind::Timeout,
-            AsbError::Rejected(_) => AsbErrorKind::Rejected,
-            AsbError::Auth(_) => AsbErrorKind::Auth,
-            AsbError::Invalid(_) => AsbErrorKind::Unsupported,
-            AsbError::ForeignDelivery(_) | AsbError::Client(_) => AsbErrorKind::Other,
+            AsbError::Config(_) => TransportErrorKind::Config,
+            AsbError::Connection(_) => TransportErrorKind::Connection,
+            AsbError::Timeout(_) => TransportErrorKind::Timeout,
+            AsbError::Rejected(_) => TransportErrorKind::Rejected,
+            AsbError::Auth(_) => TransportErrorKind::Auth,
+            AsbError::Invalid(_) => TransportErrorKind::Unsupported,
+            AsbError::ForeignDelivery(_) | AsbError::Client(_) => TransportErrorKind::Other,
         }
     }
 
@@ -72,23 +52,16 @@ impl AsbError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind(),
-            AsbErrorKind::Connection | AsbErrorKind::Timeout
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
         )
     }
 }
 
 impl From<AsbError> for TransportError {
     fn from(e: AsbError) -> TransportError {
-        let kind = match e.kind() {
-            AsbErrorKind::Config => TransportErrorKind::Config,
-            AsbErrorKind::Connection => TransportErrorKind::Connection,
-            AsbErrorKind::Timeout => TransportErrorKind::Timeout,
-            AsbErrorKind::Rejected => TransportErrorKind::Rejected,
-            AsbErrorKind::Auth => TransportErrorKind::Auth,
-            AsbErrorKind::Unsupported => TransportErrorKind::Unsupported,
-            AsbErrorKind::Other => TransportErrorKind::Other,
-        };
-        TransportError::new(kind, e.to_string())
+        // The message names only the transport: `Display` of a `TransportError` appends its
+        // source, so the cause is shown once.
+        TransportError::new(e.kind(), "asb").with_source(e)
     }
 }
 
@@ -134,6 +107,26 @@ mod tests {
             assert_eq!(e.is_transient(), transient);
             let t: TransportError = e.into();
             assert_eq!(t.kind(), kind);
+        }
+    }
+
+    #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            AsbError::Config(cause.into()),
+            AsbError::Connection(cause.into()),
+            AsbError::Auth(cause.into()),
+            AsbError::Timeout(cause.into()),
+            AsbError::Rejected(cause.into()),
+            AsbError::Invalid(cause.into()),
+            AsbError::ForeignDelivery(cause.into()),
+            AsbError::Client(cause.into()),
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
         }
     }
 }

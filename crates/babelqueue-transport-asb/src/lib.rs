@@ -84,9 +84,9 @@
 //! # URL and credentials
 //!
 //! `sb://<namespace host>[:port]`, also `servicebus://` and `azureservicebus://`. A connection
-//! string (`Endpoint=sb://…;SharedAccessKeyName=…;SharedAccessKey=…`, given to
-//! [`AsbTransport::connect_with`], else read from `AZURE_SERVICEBUS_CONNECTION_STRING`) takes
-//! precedence over the URL; otherwise the URL carries the key
+//! string (`Endpoint=sb://…;SharedAccessKeyName=…;SharedAccessKey=…`, read into [`AsbOptions`]
+//! with [`AsbOptions::from_connection_string`] and given to [`AsbTransport::connect_with`], else
+//! read from `AZURE_SERVICEBUS_CONNECTION_STRING`) takes precedence over the URL; otherwise the URL carries the key
 //! (`sb://<key name>:<url-encoded key>@<host>`). `UseDevelopmentEmulator=true` in a connection
 //! string selects plain AMQP on port 5672 (the Service Bus emulator); everything else is
 //! `amqps` on 5671 through rustls with the aws-lc-rs provider.
@@ -96,10 +96,10 @@
 //! * **Not run against Service Bus here.** No Service Bus namespace or emulator is reachable
 //!   from the project's machines (the emulator ships only as a container image, and there is
 //!   no container engine). Every behaviour of the binding is tested through the
-//!   [`ServiceBusClient`] trait with the in-memory [`fake::FakeServiceBus`], with the real
-//!   runtime in front; the AMQP client ([`AmqpServiceBus`]) is compiled and its pure parts
-//!   (connection strings, URLs, SAS signatures) are unit-tested, but its wire exchange with a
-//!   namespace has not been exercised.
+//!   [`ServiceBusClient`] trait with the in-memory `fake::FakeServiceBus` (the `fake`
+//!   feature), with the real runtime in front; the AMQP client ([`AmqpServiceBus`]) is
+//!   compiled and its pure parts (connection strings, URLs, SAS signatures) are unit-tested,
+//!   but its wire exchange with a namespace has not been exercised.
 //! * Azure AD (`DefaultAzureCredential`) is not supported: shared access keys only.
 //! * Settling waits for a receive in progress on the same queue (one receiver per queue
 //!   behind a lock), so with `concurrency` above 1 a settle can wait up to the poll timeout.
@@ -120,13 +120,19 @@ use babelqueue_core::{
 
 pub mod client;
 mod error;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
+// Public for the conformance runner and the fuzz targets, which check the wire mapping
+// directly; it is not part of the API an application should build on.
+#[doc(hidden)]
 pub mod projection;
 
+#[allow(deprecated)]
+pub use client::ConnectionConfig;
 pub use client::{
-    AmqpServiceBus, CONNECTION_STRING_ENV, ConnectionConfig, LockToken, Received, ServiceBusClient,
+    AmqpServiceBus, AsbOptions, CONNECTION_STRING_ENV, LockToken, Received, ServiceBusClient,
 };
-pub use error::{AsbError, AsbErrorKind};
+pub use error::AsbError;
 pub use projection::{AmqpValue, Outgoing};
 
 /// The Azure Service Bus transport. Cheap to clone (the client is shared).
@@ -146,16 +152,18 @@ impl fmt::Debug for AsbTransport {
 impl AsbTransport {
     /// Connects to the namespace a `sb://` URL names (credentials: see the crate docs).
     pub async fn connect(url: &str) -> Result<AsbTransport, AsbError> {
-        AsbTransport::connect_with(url, None).await
+        let options = AsbOptions::from_url(url, None)?;
+        let client = AmqpServiceBus::connect(options).await?;
+        Ok(AsbTransport::with_client(Arc::new(client)))
     }
 
-    /// Connects with an explicit connection string, which takes precedence over the URL.
-    pub async fn connect_with(
-        url: &str,
-        connection_string: Option<&str>,
-    ) -> Result<AsbTransport, AsbError> {
-        let config = ConnectionConfig::from_url(url, connection_string)?;
-        let client = AmqpServiceBus::connect(config).await?;
+    /// Connects with explicit options, usually read from a connection string
+    /// ([`AsbOptions::from_connection_string`]). They name the namespace and carry its key, and
+    /// take precedence over the URL, as a connection string does in the reference SDK; the URL
+    /// must still be a Service Bus URL.
+    pub async fn connect_with(url: &str, options: AsbOptions) -> Result<AsbTransport, AsbError> {
+        client::check_scheme(url)?;
+        let client = AmqpServiceBus::connect(options).await?;
         Ok(AsbTransport::with_client(Arc::new(client)))
     }
 
