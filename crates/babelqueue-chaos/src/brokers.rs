@@ -548,7 +548,7 @@ async fn pulsar_backlog(env: &Env, topic: &str) -> Result<u64, String> {
 
 /// The consumer group of a `kafka://` URL (`group_id`, default `babelqueue`).
 pub(crate) fn kafka_group(url: &str) -> String {
-    babelqueue::kafka::KafkaConfig::from_url(url)
+    babelqueue::kafka::KafkaOptions::from_url(url)
         .map(|c| c.group_id)
         .unwrap_or_else(|_| "babelqueue".into())
 }
@@ -558,7 +558,7 @@ pub(crate) async fn kafka_lag(url: &str, group: &str, topic: &str) -> Result<u64
     use rdkafka::ClientConfig;
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::{Offset, TopicPartitionList};
-    let brokers = babelqueue::kafka::KafkaConfig::from_url(url)
+    let brokers = babelqueue::kafka::KafkaOptions::from_url(url)
         .map_err(|e| e.to_string())?
         .brokers;
     let (group, topic) = (group.to_owned(), topic.to_owned());
@@ -606,7 +606,7 @@ pub(crate) async fn kafka_lag(url: &str, group: &str, topic: &str) -> Result<u64
 fn kafka_admin(
     url: &str,
 ) -> Result<rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>, String> {
-    let brokers = babelqueue::kafka::KafkaConfig::from_url(url)
+    let brokers = babelqueue::kafka::KafkaOptions::from_url(url)
         .map_err(|e| e.to_string())?
         .brokers;
     rdkafka::ClientConfig::new()

@@ -163,8 +163,8 @@ type Reinjector = (
 );
 
 fn spawn_reinjector(url: &str, queue: &str, group: &str) -> Result<Reinjector, String> {
-    use babelqueue::kafka::{KafkaConfig, RdKafkaClient, RetryReinjector};
-    let config = KafkaConfig::from_url(url).map_err(|e| format!("kafka config: {e}"))?;
+    use babelqueue::kafka::{KafkaOptions, RdKafkaClient, RetryReinjector};
+    let config = KafkaOptions::from_url(url).map_err(|e| format!("kafka config: {e}"))?;
     let mut reinjector = RetryReinjector::with_client(
         &RdKafkaClient::new(config.clone()),
         &config,

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use babelqueue::kafka::{
-    DEFAULT_REINJECT_GROUP_ID, KafkaConfig, RdKafkaClient, RetryReinjector, RetryTiers,
+    DEFAULT_REINJECT_GROUP_ID, KafkaOptions, RdKafkaClient, RetryReinjector, RetryTiers,
 };
 use clap::{Args, Subcommand};
 
@@ -43,7 +43,7 @@ pub(crate) async fn run(command: KafkaCommand) -> Result<(), String> {
 }
 
 async fn reinject(args: ReinjectArgs) -> Result<(), String> {
-    let mut config = KafkaConfig::from_url(&args.url).map_err(|e| e.to_string())?;
+    let mut config = KafkaOptions::from_url(&args.url).map_err(|e| e.to_string())?;
     if let Some(tiers) = &args.tiers {
         config.retry_tiers = RetryTiers::parse(tiers).map_err(|e| e.to_string())?;
     }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use babelqueue_core::{App, Consume, Context, HandlerError};
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_kafka::projection::{self, project};
-use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport, RdKafkaClient, Record};
+use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport, RdKafkaClient, Record};
 use criterion::{Criterion, Throughput};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -40,7 +40,7 @@ fn url() -> String {
 }
 
 fn brokers() -> String {
-    KafkaConfig::from_url(&url())
+    KafkaOptions::from_url(&url())
         .expect("a valid BQ_KAFKA_URL")
         .brokers
 }
@@ -76,7 +76,7 @@ fn body(n: u64) -> Vec<u8> {
 
 /// Writes `n` envelopes with their `bq-*` headers, as a BabelQueue producer would.
 async fn fill(topic: &str, n: u64) {
-    let config = KafkaConfig::from_url(&url()).unwrap();
+    let config = KafkaOptions::from_url(&url()).unwrap();
     RdKafkaClient::new(config)
         .create_topics(&[topic], 1)
         .await
@@ -125,7 +125,7 @@ async fn rust_worker(topic: &str, n: u64, concurrency: usize) -> f64 {
     let stamps: Arc<Mutex<(Option<Instant>, Option<Instant>)>> = Arc::default();
     let count = Arc::new(AtomicU64::new(0));
     let (s, c) = (stamps.clone(), count.clone());
-    let app = App::builder(KafkaTransport::connect(&url).unwrap())
+    let app = App::builder(KafkaTransport::connect(&url).await.unwrap())
         .queue(topic)
         .max_attempts(1)
         .concurrency(concurrency)

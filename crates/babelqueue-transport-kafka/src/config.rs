@@ -182,14 +182,14 @@ impl fmt::Display for RetryTiers {
 
 /// Everything a Kafka transport needs to know.
 ///
-/// Built from a `kafka://` URL ([`KafkaConfig::from_url`]) or by hand. The BabelQueue settings
+/// Built from a `kafka://` URL ([`KafkaOptions::from_url`]) or by hand. The BabelQueue settings
 /// (group, static member id, delivery timeout, retry tiers) never reach librdkafka as they
-/// are; [`KafkaConfig::client`] holds the librdkafka options that do.
+/// are; [`KafkaOptions::client`] holds the librdkafka options that do.
 ///
 /// `Debug` masks every secret option (`sasl.password`, `ssl.key.password`, …: see
 /// [`is_secret_option`]).
 #[derive(Clone, PartialEq, Eq)]
-pub struct KafkaConfig {
+pub struct KafkaOptions {
     /// `bootstrap.servers`.
     pub brokers: String,
     /// The work-topic consumers' group.
@@ -212,7 +212,11 @@ pub struct KafkaConfig {
     pub client: BTreeMap<String, String>,
 }
 
-impl fmt::Debug for KafkaConfig {
+/// The old name of [`KafkaOptions`].
+#[deprecated(note = "renamed to KafkaOptions")]
+pub type KafkaConfig = KafkaOptions;
+
+impl fmt::Debug for KafkaOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let secrets = self.secrets();
         let client: BTreeMap<&str, String> = self
@@ -228,7 +232,7 @@ impl fmt::Debug for KafkaConfig {
                 (k.as_str(), shown)
             })
             .collect();
-        f.debug_struct("KafkaConfig")
+        f.debug_struct("KafkaOptions")
             .field("brokers", &self.brokers)
             .field("group_id", &self.group_id)
             .field("group_instance_id", &self.group_instance_id)
@@ -239,9 +243,9 @@ impl fmt::Debug for KafkaConfig {
     }
 }
 
-impl Default for KafkaConfig {
+impl Default for KafkaOptions {
     fn default() -> Self {
-        KafkaConfig {
+        KafkaOptions {
             brokers: DEFAULT_BROKERS.to_owned(),
             group_id: DEFAULT_GROUP_ID.to_owned(),
             group_instance_id: None,
@@ -336,12 +340,12 @@ pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
     babelqueue_core::redact::redact(&out)
 }
 
-impl KafkaConfig {
+impl KafkaOptions {
     /// The defaults, with these bootstrap servers.
-    pub fn new(brokers: impl Into<String>) -> KafkaConfig {
-        KafkaConfig {
+    pub fn new(brokers: impl Into<String>) -> KafkaOptions {
+        KafkaOptions {
             brokers: brokers.into(),
-            ..KafkaConfig::default()
+            ..KafkaOptions::default()
         }
     }
 
@@ -359,7 +363,7 @@ impl KafkaConfig {
     ///
     /// The bootstrap servers are everything between `kafka://` (and the `user:password@` part)
     /// and the first `/` or `?` (default `localhost:9092`). Query keys: `group_id`,
-    /// `group_instance_id` (static membership, see [`KafkaConfig::group_instance_id`]; the
+    /// `group_instance_id` (static membership, see [`KafkaOptions::group_instance_id`]; the
     /// librdkafka spelling `group.instance.id` means the same), `delivery_timeout_ms`,
     /// `retry_tiers_ms` (`default`, `none` or `5000,30000,…`); any other key is a librdkafka
     /// option passed to the client as is (`linger.ms=1`, `session.timeout.ms=6000`). Values are
@@ -371,14 +375,14 @@ impl KafkaConfig {
     /// options can be given as query keys instead. Errors never show a secret.
     ///
     /// ```
-    /// use babelqueue_transport_kafka::KafkaConfig;
+    /// use babelqueue_transport_kafka::KafkaOptions;
     ///
-    /// let config = KafkaConfig::from_url("kafka://k1:9092,k2:9092?retry_tiers_ms=default&linger.ms=1")?;
+    /// let config = KafkaOptions::from_url("kafka://k1:9092,k2:9092?retry_tiers_ms=default&linger.ms=1")?;
     /// assert_eq!(config.brokers, "k1:9092,k2:9092");
     /// assert_eq!(config.retry_tiers.as_millis(), &[5_000, 30_000, 300_000, 1_800_000]);
     /// assert_eq!(config.client["linger.ms"], "1");
     ///
-    /// let sasl = KafkaConfig::from_url("kafka://bq:p%40ss@k1:9094?security.protocol=SASL_SSL")?;
+    /// let sasl = KafkaOptions::from_url("kafka://bq:p%40ss@k1:9094?security.protocol=SASL_SSL")?;
     /// assert_eq!(sasl.brokers, "k1:9094");
     /// assert_eq!(sasl.client["sasl.username"], "bq");
     /// assert_eq!(sasl.client["sasl.password"], "p@ss");
@@ -386,7 +390,16 @@ impl KafkaConfig {
     /// assert!(!format!("{sasl:?}").contains("p@ss"));
     /// # Ok::<(), babelqueue_transport_kafka::KafkaError>(())
     /// ```
-    pub fn from_url(url: &str) -> Result<KafkaConfig, KafkaError> {
+    pub fn from_url(url: &str) -> Result<KafkaOptions, KafkaError> {
+        KafkaOptions::from_url_onto(url, KafkaOptions::default())
+    }
+
+    /// [`from_url`](KafkaOptions::from_url) starting from `options` instead of the defaults:
+    /// what the URL names (bootstrap servers, credentials, query keys) overrides them.
+    pub(crate) fn from_url_onto(
+        url: &str,
+        options: KafkaOptions,
+    ) -> Result<KafkaOptions, KafkaError> {
         let rest = match url.split_once("://") {
             Some(("kafka", rest)) => rest,
             Some((scheme, _)) => {
@@ -402,11 +415,10 @@ impl KafkaConfig {
             Some((userinfo, brokers)) => (Some(userinfo), brokers),
             None => (None, authority),
         };
-        let mut config = KafkaConfig::new(if brokers.is_empty() {
-            DEFAULT_BROKERS
-        } else {
-            brokers
-        });
+        let mut config = options;
+        if !brokers.is_empty() {
+            brokers.clone_into(&mut config.brokers);
+        }
         if let Some(userinfo) = userinfo {
             let (user, password) = match userinfo.split_once(':') {
                 Some((user, password)) => (user, Some(password)),
@@ -491,32 +503,32 @@ impl KafkaConfig {
         Ok(config)
     }
 
-    /// Sets static group membership (see [`KafkaConfig::group_instance_id`]).
+    /// Sets static group membership (see [`KafkaOptions::group_instance_id`]).
     pub fn with_group_instance_id(
         mut self,
         id: impl Into<String>,
-    ) -> Result<KafkaConfig, KafkaError> {
+    ) -> Result<KafkaOptions, KafkaError> {
         self.group_instance_id = Some(checked_instance_id(id.into())?);
         Ok(self)
     }
 
     /// Sets the retry tiers.
     #[must_use]
-    pub fn with_retry_tiers(mut self, tiers: RetryTiers) -> KafkaConfig {
+    pub fn with_retry_tiers(mut self, tiers: RetryTiers) -> KafkaOptions {
         self.retry_tiers = tiers;
         self
     }
 
     /// Sets the work-topic consumers' group.
     #[must_use]
-    pub fn with_group_id(mut self, group_id: impl Into<String>) -> KafkaConfig {
+    pub fn with_group_id(mut self, group_id: impl Into<String>) -> KafkaOptions {
         self.group_id = group_id.into();
         self
     }
 
     /// Sets the delivery timeout of confirmed writes.
     #[must_use]
-    pub fn with_delivery_timeout(mut self, timeout: Duration) -> KafkaConfig {
+    pub fn with_delivery_timeout(mut self, timeout: Duration) -> KafkaOptions {
         self.delivery_timeout = timeout;
         self
     }
@@ -527,7 +539,7 @@ impl KafkaConfig {
         mut self,
         key: impl Into<String>,
         value: impl Into<String>,
-    ) -> KafkaConfig {
+    ) -> KafkaOptions {
         self.client.insert(key.into(), value.into());
         self
     }
@@ -567,6 +579,22 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn url_parts_override_the_options_they_start_from() {
+        let base = KafkaOptions::new("base:9092")
+            .with_group_id("workers")
+            .with_client_option("linger.ms", "5");
+        let c = KafkaOptions::from_url_onto("kafka://k1:9092?linger.ms=1", base.clone()).unwrap();
+        assert_eq!(c.brokers, "k1:9092");
+        assert_eq!(c.group_id, "workers");
+        assert_eq!(c.client["linger.ms"], "1");
+        let c = KafkaOptions::from_url_onto("kafka://", base).unwrap();
+        assert_eq!(
+            c.brokers, "base:9092",
+            "a URL without servers keeps the options' ones"
+        );
+    }
+
+    #[test]
     fn a_runtime_delay_maps_onto_a_tier_and_no_delay_keeps_the_attempt_rule() {
         let tiers = RetryTiers::new([5_000, 30_000, 300_000]).unwrap();
         let at = |delay_ms: Option<u64>, attempts| {
@@ -591,20 +619,20 @@ mod tests {
 
     #[test]
     fn urls() {
-        let c = KafkaConfig::from_url("kafka://127.0.0.1:9092").unwrap();
+        let c = KafkaOptions::from_url("kafka://127.0.0.1:9092").unwrap();
         assert_eq!(c.brokers, "127.0.0.1:9092");
         assert_eq!(c.group_id, "babelqueue");
         assert!(c.retry_tiers.is_empty());
         assert!(c.client.is_empty());
         assert_eq!(
-            KafkaConfig::from_url("kafka://").unwrap().brokers,
+            KafkaOptions::from_url("kafka://").unwrap().brokers,
             "localhost:9092"
         );
         assert_eq!(
-            KafkaConfig::from_url("kafka:///x").unwrap().brokers,
+            KafkaOptions::from_url("kafka:///x").unwrap().brokers,
             "localhost:9092"
         );
-        let c = KafkaConfig::from_url(
+        let c = KafkaOptions::from_url(
             "kafka://a:1,b:2/ignored?group_id=g&retry_tiers_ms=1000,60000&delivery_timeout_ms=500&session.timeout.ms=6000&sasl.password=p%26w",
         )
         .unwrap();
@@ -624,13 +652,13 @@ mod tests {
             "kafka://x?group_id=",
             "kafka://x?=1",
         ] {
-            assert!(KafkaConfig::from_url(bad).is_err(), "{bad}");
+            assert!(KafkaOptions::from_url(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn credentials_in_the_url() {
-        let c = KafkaConfig::from_url(
+        let c = KafkaOptions::from_url(
             "kafka://bq:p%40ss%3Aw@k1:9094,k2:9094/?security.protocol=sasl_plaintext",
         )
         .unwrap();
@@ -642,7 +670,7 @@ mod tests {
         assert!(!debug.contains("p@ss"), "{debug}");
         assert!(debug.contains("\"sasl.password\": \"***\""), "{debug}");
         // an explicit mechanism is kept; the query may override the user
-        let c = KafkaConfig::from_url(
+        let c = KafkaOptions::from_url(
             "kafka://bq:pw@k1:9094?security.protocol=SASL_SSL&sasl.mechanism=SCRAM-SHA-512",
         )
         .unwrap();
@@ -653,7 +681,7 @@ mod tests {
             "kafka://bq:pw@k1:9094?security.protocol=SSL",
             "kafka://:pw@k1:9094?security.protocol=SASL_SSL",
         ] {
-            let err = KafkaConfig::from_url(bad).unwrap_err();
+            let err = KafkaOptions::from_url(bad).unwrap_err();
             assert!(!err.to_string().contains("pw"), "{err}");
         }
         assert_eq!(
@@ -684,16 +712,16 @@ mod tests {
 
     #[test]
     fn static_membership() {
-        assert_eq!(KafkaConfig::default().group_instance_id, None);
-        let c = KafkaConfig::from_url("kafka://k?group_instance_id=worker-1").unwrap();
+        assert_eq!(KafkaOptions::default().group_instance_id, None);
+        let c = KafkaOptions::from_url("kafka://k?group_instance_id=worker-1").unwrap();
         assert_eq!(c.group_instance_id.as_deref(), Some("worker-1"));
         assert!(!c.client.contains_key("group.instance.id"));
-        let c = KafkaConfig::from_url("kafka://k?group.instance.id=w.2").unwrap();
+        let c = KafkaOptions::from_url("kafka://k?group.instance.id=w.2").unwrap();
         assert_eq!(c.group_instance_id.as_deref(), Some("w.2"));
         assert!(!c.client.contains_key("group.instance.id"));
-        assert!(KafkaConfig::from_url("kafka://k?group_instance_id=a%20b").is_err());
+        assert!(KafkaOptions::from_url("kafka://k?group_instance_id=a%20b").is_err());
         assert!(
-            KafkaConfig::default()
+            KafkaOptions::default()
                 .with_group_instance_id("x/y")
                 .is_err()
         );

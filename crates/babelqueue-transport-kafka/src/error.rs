@@ -277,4 +277,35 @@ mod tests {
         assert!(error.is_transient());
         assert!(error.to_string().contains("orders.dlq"), "{error}");
     }
+
+    #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            KafkaError::Config(cause.into()),
+            KafkaError::Seek {
+                topic: "orders".into(),
+                partition: 0,
+                offset: 7,
+                reason: cause.into(),
+            },
+            KafkaError::Auth {
+                brokers: "127.0.0.1:9092".into(),
+                reason: cause.into(),
+            },
+            KafkaError::Injected {
+                kind: TransportErrorKind::Connection,
+                message: cause.into(),
+            },
+            KafkaError::Client {
+                operation: "poll",
+                source: RdError::ClientCreation(cause.into()),
+            },
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
+        }
+    }
 }

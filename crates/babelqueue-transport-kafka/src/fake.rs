@@ -11,10 +11,10 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use babelqueue_core::Transport;
-//! use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport, fake::FakeKafka};
+//! use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport, fake::FakeKafka};
 //!
 //! let kafka = FakeKafka::new();
-//! let transport = KafkaTransport::with_client(Arc::new(kafka.clone()), &KafkaConfig::default());
+//! let transport = KafkaTransport::with_client(Arc::new(kafka.clone()), &KafkaOptions::default());
 //! transport.publish("orders", br#"{"job":"urn:x","attempts":0}"#).await?;
 //! let delivery = transport.pop("orders", Duration::ZERO).await?.expect("a record");
 //! transport.ack(&delivery).await?;

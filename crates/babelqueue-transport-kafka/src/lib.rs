@@ -7,7 +7,7 @@
 //!
 //! // Retry tiers are opt-in: 5 s, 30 s, 5 min, 30 min here.
 //! let url = "kafka://127.0.0.1:9092?retry_tiers_ms=default";
-//! let app = App::builder(KafkaTransport::connect(url)?)
+//! let app = App::builder(KafkaTransport::connect(url).await?)
 //!     .queue("orders")
 //!     .max_attempts(3)
 //!     .dead_letter(true)
@@ -20,7 +20,7 @@
 //! app.publish("urn:babel:orders:created", &serde_json::json!({"order_id": 1042})).await?;
 //!
 //! // The re-injector moves parked retries back to `orders` once their tier has passed.
-//! let config = babelqueue_transport_kafka::KafkaConfig::from_url(url)?;
+//! let config = babelqueue_transport_kafka::KafkaOptions::from_url(url)?;
 //! let mut reinjector = RetryReinjector::new(&config, &["orders".to_owned()])?;
 //! tokio::spawn(async move { reinjector.run(std::future::pending()).await });
 //!
@@ -94,7 +94,7 @@
 //! # URL
 //!
 //! `kafka://[user:password@]host:9092[,host2:9092][?option=value&…]`
-//! ([`KafkaConfig::from_url`]):
+//! ([`KafkaOptions::from_url`]):
 //!
 //! | option | meaning | default |
 //! |---|---|---|
@@ -106,7 +106,7 @@
 //!
 //! `user:password@` sets `sasl.username` / `sasl.password` (and `sasl.mechanism=PLAIN` unless
 //! given); the query must then set `security.protocol` to `SASL_PLAINTEXT` or `SASL_SSL`.
-//! Secrets never reach a message: [`KafkaConfig`]'s `Debug`, the errors and librdkafka's log
+//! Secrets never reach a message: [`KafkaOptions`]'s `Debug`, the errors and librdkafka's log
 //! and error lines are masked ([`config::redact_url`], [`config::is_secret_option`]).
 //!
 //! # Errors from the broker
@@ -177,6 +177,9 @@ pub mod config;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+// Public for the conformance runner and the fuzz targets, which check the wire mapping
+// directly; it is not part of the API an application should build on.
+#[doc(hidden)]
 pub mod projection;
 mod rd;
 mod reinject;
@@ -188,9 +191,11 @@ pub use client::{
     KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, RecordHeader, RevokeHook,
     TopicPartition,
 };
+#[allow(deprecated)]
+pub use config::KafkaConfig;
 pub use config::{
     DEFAULT_BROKERS, DEFAULT_DELIVERY_TIMEOUT, DEFAULT_GROUP_ID, DEFAULT_REINJECT_GROUP_ID,
-    DEFAULT_RETRY_TIERS_MS, KafkaConfig, RetryTiers, parse_retry_topic, retry_topic,
+    DEFAULT_RETRY_TIERS_MS, KafkaOptions, RetryTiers, parse_retry_topic, retry_topic,
 };
 pub use error::KafkaError;
 pub use rd::RdKafkaClient;

@@ -20,7 +20,7 @@ use crate::client::{
     KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, RecordHeader, RevokeHook,
     TopicPartition,
 };
-use crate::config::{KafkaConfig, member_instance_id, scrub};
+use crate::config::{KafkaOptions, member_instance_id, scrub};
 use crate::error::{KafkaError, is_auth_code};
 
 const LOG: &str = "babelqueue::kafka::librdkafka";
@@ -59,7 +59,7 @@ pub(crate) struct AuthWatch {
 }
 
 impl AuthWatch {
-    fn new(config: &KafkaConfig) -> AuthWatch {
+    fn new(config: &KafkaOptions) -> AuthWatch {
         AuthWatch {
             brokers: config.brokers.clone(),
             secrets: config.secrets(),
@@ -202,7 +202,7 @@ impl ConsumerContext for RdContext {
 /// `allow.auto.create.topics=true` (each overridable through the options).
 #[derive(Clone)]
 pub struct RdKafkaClient {
-    config: KafkaConfig,
+    config: KafkaOptions,
     auth: Arc<AuthWatch>,
     producer: Arc<OnceLock<Arc<RdProducer>>>,
     producer_init: Arc<Mutex<()>>,
@@ -218,7 +218,7 @@ impl fmt::Debug for RdKafkaClient {
 
 impl RdKafkaClient {
     /// A client for `config` (nothing connects until the first use).
-    pub fn new(config: KafkaConfig) -> RdKafkaClient {
+    pub fn new(config: KafkaOptions) -> RdKafkaClient {
         RdKafkaClient {
             auth: Arc::new(AuthWatch::new(&config)),
             config,
@@ -228,7 +228,7 @@ impl RdKafkaClient {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &KafkaConfig {
+    pub fn config(&self) -> &KafkaOptions {
         &self.config
     }
 
@@ -681,7 +681,7 @@ mod tests {
             ),
             ("an unknown option", format!("no.such.option={PASSWORD}")),
         ] {
-            let config = KafkaConfig::from_url(&sasl_url(&query)).unwrap();
+            let config = KafkaOptions::from_url(&sasl_url(&query)).unwrap();
             assert!(
                 !format!("{config:?}").contains(PASSWORD),
                 "{what}: {config:?}"
@@ -702,12 +702,12 @@ mod tests {
             assert_hidden(what, &err);
         }
         // The URL itself is shown only redacted.
-        let err = KafkaConfig::from_url(&format!(
+        let err = KafkaOptions::from_url(&format!(
             "kafka://bq:{PASSWORD}@h:1?sasl.password={PASSWORD}&=x"
         ))
         .unwrap_err();
         assert_hidden("an empty option name", &err);
-        let err = KafkaConfig::from_url(&format!("kafka://bq:{PASSWORD}@h:1")).unwrap_err();
+        let err = KafkaOptions::from_url(&format!("kafka://bq:{PASSWORD}@h:1")).unwrap_err();
         assert_hidden("credentials without a SASL protocol", &err);
         assert!(!redact_url(&sasl_url(&format!("sasl.password={PASSWORD}"))).contains(PASSWORD));
     }
@@ -717,7 +717,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refused_connection_never_shows_the_password() {
         let config =
-            KafkaConfig::from_url(&sasl_url("sasl.mechanism=PLAIN&delivery_timeout_ms=1500"))
+            KafkaOptions::from_url(&sasl_url("sasl.mechanism=PLAIN&delivery_timeout_ms=1500"))
                 .unwrap();
         let client = RdKafkaClient::new(config);
         let producer = client.producer().unwrap();
@@ -748,7 +748,7 @@ mod tests {
     /// per call, which left a worker minutes behind its queue after a broker outage.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_poll_passes_over_the_errors_of_a_broker_that_is_down() {
-        let config = KafkaConfig::from_url(
+        let config = KafkaOptions::from_url(
             "kafka://127.0.0.1:1?reconnect.backoff.ms=10&reconnect.backoff.max.ms=50",
         )
         .unwrap();
@@ -774,7 +774,7 @@ mod tests {
     fn static_membership_refuses_the_consumer_protocol() {
         let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
         let client = RdKafkaClient::new(
-            KafkaConfig::from_url(
+            KafkaOptions::from_url(
                 "kafka://127.0.0.1:1?group_instance_id=w&group.protocol=consumer",
             )
             .unwrap(),
@@ -792,7 +792,7 @@ mod tests {
     /// The last line of defence: librdkafka's own text loses every secret of the config.
     #[test]
     fn librdkafka_text_is_scrubbed() {
-        let config = KafkaConfig::from_url(&sasl_url("ssl.key.password=k3y-Pa55")).unwrap();
+        let config = KafkaOptions::from_url(&sasl_url("ssl.key.password=k3y-Pa55")).unwrap();
         let watch = AuthWatch::new(&config);
         let text = format!("conf: sasl.password={PASSWORD} ssl.key.password=k3y-Pa55 user bq");
         let scrubbed = watch.scrub(&text);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::client::{KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, TopicPartition};
 use crate::config::{
-    DEFAULT_REINJECT_GROUP_ID, KafkaConfig, RetryTiers, parse_retry_topic, retry_topic,
+    DEFAULT_REINJECT_GROUP_ID, KafkaOptions, RetryTiers, parse_retry_topic, retry_topic,
 };
 use crate::error::KafkaError;
 use crate::projection::{self, HEADER_ORIGINAL_TOPIC};
@@ -45,9 +45,9 @@ fn system_clock() -> i64 {
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() -> Result<(), babelqueue_transport_kafka::KafkaError> {
-/// use babelqueue_transport_kafka::{KafkaConfig, RetryReinjector};
+/// use babelqueue_transport_kafka::{KafkaOptions, RetryReinjector};
 ///
-/// let config = KafkaConfig::from_url("kafka://127.0.0.1:9092?retry_tiers_ms=default")?;
+/// let config = KafkaOptions::from_url("kafka://127.0.0.1:9092?retry_tiers_ms=default")?;
 /// let mut reinjector = RetryReinjector::new(&config, &["orders".to_owned()])?;
 /// reinjector.run(async { tokio::signal::ctrl_c().await.ok(); }).await;
 /// # Ok(()) }
@@ -79,7 +79,7 @@ impl RetryReinjector {
     /// A re-injector on librdkafka for the work topics `work_topics`, with the tiers of
     /// `config` (the same list the workers use) in group `babelqueue-retry-reinject`.
     pub fn new(
-        config: &KafkaConfig,
+        config: &KafkaOptions,
         work_topics: &[String],
     ) -> Result<RetryReinjector, KafkaError> {
         RetryReinjector::with_client(
@@ -93,7 +93,7 @@ impl RetryReinjector {
     /// A re-injector over any [`KafkaClient`], in consumer group `group_id`.
     pub fn with_client(
         client: &dyn KafkaClient,
-        config: &KafkaConfig,
+        config: &KafkaOptions,
         work_topics: &[String],
         group_id: &str,
     ) -> Result<RetryReinjector, KafkaError> {

@@ -12,7 +12,7 @@ use babelqueue_core::{
 use babelqueue_envelope::Envelope;
 
 use crate::client::{Record, RecordHeader, TopicPartition};
-use crate::config::{KafkaConfig, RetryTiers};
+use crate::config::{KafkaOptions, RetryTiers};
 use crate::fake::FakeKafka;
 use crate::{KafkaTransport, RetryReinjector};
 
@@ -20,7 +20,7 @@ const URN: &str = "urn:babel:orders:created";
 const GROUP: &str = "babelqueue";
 
 fn transport(kafka: &FakeKafka, tiers: &[u64]) -> KafkaTransport {
-    let config = KafkaConfig::default().with_retry_tiers(RetryTiers::new(tiers.to_vec()).unwrap());
+    let config = KafkaOptions::default().with_retry_tiers(RetryTiers::new(tiers.to_vec()).unwrap());
     KafkaTransport::with_client(Arc::new(kafka.clone()), &config)
 }
 
@@ -405,7 +405,7 @@ async fn delayed_publish_picks_the_covering_tier_and_refuses_the_rest() {
 #[tokio::test]
 async fn the_reinjector_waits_for_the_tier_then_copies_byte_for_byte() {
     let kafka = FakeKafka::new();
-    let config = KafkaConfig::default().with_retry_tiers(RetryTiers::new(vec![1000]).unwrap());
+    let config = KafkaOptions::default().with_retry_tiers(RetryTiers::new(vec![1000]).unwrap());
     let now = Arc::new(AtomicI64::new(1_000_000));
     kafka.set_clock_ms(1_000_000);
     let value = envelope(9);
@@ -469,7 +469,7 @@ async fn the_reinjector_waits_for_the_tier_then_copies_byte_for_byte() {
 #[tokio::test]
 async fn a_failed_reinjection_commits_nothing_and_comes_again_in_order() {
     let kafka = FakeKafka::new();
-    let config = KafkaConfig::default().with_retry_tiers(RetryTiers::new(vec![10]).unwrap());
+    let config = KafkaOptions::default().with_retry_tiers(RetryTiers::new(vec![10]).unwrap());
     for n in 0..2 {
         kafka.append(
             "orders.retry.1",
@@ -740,7 +740,7 @@ async fn negative_attempts_with_tiers_run_the_handler_max_attempts_times() {
         let now = Arc::new(AtomicI64::new(1_000_000));
         let clock = now.clone();
         let config =
-            KafkaConfig::default().with_retry_tiers(RetryTiers::new(vec![1000, 2000]).unwrap());
+            KafkaOptions::default().with_retry_tiers(RetryTiers::new(vec![1000, 2000]).unwrap());
         let mut reinjector = RetryReinjector::with_client(
             &kafka,
             &config,

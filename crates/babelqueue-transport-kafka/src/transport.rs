@@ -16,7 +16,7 @@ use crate::book::Book;
 use crate::client::{
     KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, RecordHeader, TopicPartition,
 };
-use crate::config::{KafkaConfig, RetryTiers, retry_topic};
+use crate::config::{KafkaOptions, RetryTiers, retry_topic};
 use crate::error::KafkaError;
 use crate::projection::{self, HEADER_ATTEMPTS, HEADER_DELAY, HEADER_ORIGINAL_TOPIC};
 use crate::rd::RdKafkaClient;
@@ -109,21 +109,33 @@ impl fmt::Debug for KafkaTransport {
 }
 
 impl KafkaTransport {
-    /// A transport for a `kafka://` URL (see [`KafkaConfig::from_url`]). Nothing connects
-    /// until the first publish or pop.
-    pub fn connect(url: &str) -> Result<KafkaTransport, KafkaError> {
-        Ok(KafkaTransport::new(KafkaConfig::from_url(url)?))
+    /// A transport for a `kafka://` URL (see [`KafkaOptions::from_url`]). Nothing connects
+    /// until the first publish or pop: librdkafka connects in the background, so this only
+    /// reads the URL (it is `async` like every transport's `connect`).
+    pub async fn connect(url: &str) -> Result<KafkaTransport, KafkaError> {
+        Ok(KafkaTransport::new(KafkaOptions::from_url(url)?))
+    }
+
+    /// [`connect`](KafkaTransport::connect) starting from `options`: what the URL names
+    /// (bootstrap servers, credentials, query keys) overrides them.
+    pub async fn connect_with(
+        url: &str,
+        options: KafkaOptions,
+    ) -> Result<KafkaTransport, KafkaError> {
+        Ok(KafkaTransport::new(KafkaOptions::from_url_onto(
+            url, options,
+        )?))
     }
 
     /// A transport on librdkafka for `config`.
-    pub fn new(config: KafkaConfig) -> KafkaTransport {
+    pub fn new(config: KafkaOptions) -> KafkaTransport {
         let client = Arc::new(RdKafkaClient::new(config));
         KafkaTransport::with_client(client.clone(), client.config())
     }
 
     /// A transport over any [`KafkaClient`] (the `fake` one in tests); the client options of
     /// `config` are the client's business, the rest is the transport's.
-    pub fn with_client(client: Arc<dyn KafkaClient>, config: &KafkaConfig) -> KafkaTransport {
+    pub fn with_client(client: Arc<dyn KafkaClient>, config: &KafkaOptions) -> KafkaTransport {
         KafkaTransport {
             inner: Arc::new(Inner {
                 client,

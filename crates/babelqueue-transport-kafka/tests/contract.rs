@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use babelqueue_testkit::{Features, Suite, broker_or_skip, unique_queue};
-use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport, RdKafkaClient};
+use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport, RdKafkaClient};
 use reinjecting::{Cluster, Reinjecting};
 
 /// The retry tiers of this run: the suite's probe delay (1 s) and its default back-off-less
@@ -49,7 +49,7 @@ fn url(group: &str) -> String {
 }
 
 /// The bootstrap servers answer a TCP connection.
-async fn reachable(config: KafkaConfig) -> Result<KafkaConfig, String> {
+async fn reachable(config: KafkaOptions) -> Result<KafkaOptions, String> {
     for server in config.brokers.split(',') {
         if tokio::net::TcpStream::connect(server.trim()).await.is_ok() {
             return Ok(config);
@@ -65,7 +65,7 @@ async fn reachable(config: KafkaConfig) -> Result<KafkaConfig, String> {
 async fn contract() {
     let group = unique_queue("contract");
     let url = url(&group);
-    let config = KafkaConfig::from_url(&url).expect("a valid BQ_KAFKA_URL");
+    let config = KafkaOptions::from_url(&url).expect("a valid BQ_KAFKA_URL");
     let Some(config) = broker_or_skip("Kafka (BQ_KAFKA_URL)", reachable(config)).await else {
         return;
     };
@@ -90,7 +90,11 @@ async fn contract() {
     };
     let report = Suite::new(features, move || {
         let (url, cluster) = (url.clone(), cluster.clone());
-        async move { KafkaTransport::connect(&url).map(|t| Reinjecting::new(t, cluster)) }
+        async move {
+            KafkaTransport::connect(&url)
+                .await
+                .map(|t| Reinjecting::new(t, cluster))
+        }
     })
     .run()
     .await;

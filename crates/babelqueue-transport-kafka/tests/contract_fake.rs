@@ -15,14 +15,14 @@ use std::time::Duration;
 
 use babelqueue_testkit::{Features, Suite};
 use babelqueue_transport_kafka::fake::FakeKafka;
-use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport};
+use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport};
 use reinjecting::{Cluster, Reinjecting};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contract_on_the_fake() {
     let kafka = FakeKafka::new();
     let config =
-        KafkaConfig::from_url("kafka://fake:9092?group_id=contract&retry_tiers_ms=1000,5000")
+        KafkaOptions::from_url("kafka://fake:9092?group_id=contract&retry_tiers_ms=1000,5000")
             .expect("a valid URL");
     // The fake hands a new consumer its group's committed position at once: an unsettled
     // record of a dropped transport comes back on the next consumer's first poll.

@@ -262,6 +262,7 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
         #[cfg(feature = "kafka")]
         "kafka" => Ok(Arc::new(
             babelqueue_transport_kafka::KafkaTransport::connect(url)
+                .await
                 .map_err(|e| connect_error(url, e))?,
         )),
         #[cfg(feature = "artemis")]

@@ -12,7 +12,7 @@ use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Outcome, Tr
 use babelqueue_envelope::Verdict;
 use babelqueue_transport_kafka::fake::FakeKafka;
 use babelqueue_transport_kafka::{
-    DEFAULT_RETRY_TIERS_MS, KafkaConfig, KafkaTransport, Record, RecordHeader, RetryTiers,
+    DEFAULT_RETRY_TIERS_MS, KafkaOptions, KafkaTransport, Record, RecordHeader, RetryTiers,
     TopicPartition, retry_topic,
 };
 use serde_json::Value;
@@ -25,7 +25,7 @@ const GROUP: &str = "babelqueue";
 
 fn transport(kafka: &FakeKafka, tiers: &[u64]) -> Result<KafkaTransport, String> {
     let tiers = RetryTiers::new(tiers.to_vec()).map_err(|e| e.to_string())?;
-    let config = KafkaConfig::default().with_retry_tiers(tiers);
+    let config = KafkaOptions::default().with_retry_tiers(tiers);
     Ok(KafkaTransport::with_client(
         Arc::new(kafka.clone()),
         &config,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport, TransportErrorKind};
 use babelqueue_envelope::Envelope;
-use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport};
+use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport};
 use serde_json::json;
 
 use crate::common::{broker, cli, create_topics, sasl_broker, sasl_url, unique};
@@ -22,7 +22,7 @@ const WRONG: &str = "wr0ng-Pa55-zq";
 /// [`sasl_url`] with the password replaced by `password`.
 fn with_password(password: &str) -> String {
     let url = sasl_url();
-    let config = KafkaConfig::from_url(&url).expect("a valid BQ_KAFKA_SASL_URL");
+    let config = KafkaOptions::from_url(&url).expect("a valid BQ_KAFKA_SASL_URL");
     let right = &config.client["sasl.password"];
     assert!(
         url.contains(&format!(":{right}@")),
@@ -66,7 +66,9 @@ async fn sasl_right_password_publishes_and_consumes() {
     };
     let (topic, group) = (unique("sasl-ok"), unique("group"));
     create_topics(&plain, &[&topic], 1).await;
-    let t = KafkaTransport::connect(&group_url(&sasl_url(), &group)).unwrap();
+    let t = KafkaTransport::connect(&group_url(&sasl_url(), &group))
+        .await
+        .unwrap();
     let published = body(&topic);
     tokio::time::timeout(Duration::from_secs(30), t.publish(&topic, &published))
         .await
@@ -115,7 +117,9 @@ async fn sasl_wrong_password_is_an_auth_error_within_seconds() {
     let url = with_password(WRONG);
 
     // publish
-    let t = KafkaTransport::connect(&group_url(&url, &unique("group"))).unwrap();
+    let t = KafkaTransport::connect(&group_url(&url, &unique("group")))
+        .await
+        .unwrap();
     assert!(!format!("{t:?}").contains(WRONG), "{t:?}");
     let started = Instant::now();
     let err = tokio::time::timeout(AUTH_BOUND, t.publish(&topic, &body(&topic)))
@@ -128,7 +132,9 @@ async fn sasl_wrong_password_is_an_auth_error_within_seconds() {
     assert_refusal("publish", &err.to_string(), &format!("{err:?}"));
 
     // consume, on a transport of its own (its consumer meets the refusal itself)
-    let t = KafkaTransport::connect(&group_url(&url, &unique("group"))).unwrap();
+    let t = KafkaTransport::connect(&group_url(&url, &unique("group")))
+        .await
+        .unwrap();
     let app = App::builder(t)
         .queue(topic.clone())
         .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })

@@ -156,7 +156,7 @@ fn body(n: i64, topic: &str) -> Vec<u8> {
 }
 
 async fn publish(topic: &str, numbers: std::ops::Range<i64>) {
-    let t = KafkaTransport::connect(&url()).unwrap();
+    let t = KafkaTransport::connect(&url()).await.unwrap();
     for n in numbers {
         t.publish(topic, &body(n, topic)).await.unwrap();
     }
@@ -190,7 +190,7 @@ async fn a_worker_goes_on_by_itself_after_the_broker_is_killed_and_restarted() {
     );
     let seen: Arc<Mutex<HashSet<i64>>> = Arc::default();
     let calls = seen.clone();
-    let app = App::builder(KafkaTransport::connect(&worker_url).unwrap())
+    let app = App::builder(KafkaTransport::connect(&worker_url).await.unwrap())
         .queue(topic.clone())
         .concurrency(8)
         .max_attempts(1)

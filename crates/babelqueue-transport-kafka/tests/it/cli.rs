@@ -120,7 +120,9 @@ async fn cli_reinject_moves_a_parked_record_back() {
     let tier = format!("{topic}.retry.1");
     create_topics(&config, &[&topic, &tier], 1).await;
     let sep = if url().contains('?') { '&' } else { '?' };
-    let transport = KafkaTransport::connect(&format!("{}{sep}retry_tiers_ms=1000", url())).unwrap();
+    let transport = KafkaTransport::connect(&format!("{}{sep}retry_tiers_ms=1000", url()))
+        .await
+        .unwrap();
     let app = App::builder(transport.clone())
         .queue(topic.clone())
         .build()

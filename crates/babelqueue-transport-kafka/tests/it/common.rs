@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use babelqueue_transport_kafka::{KafkaConfig, RdKafkaClient, Record, RecordHeader};
+use babelqueue_transport_kafka::{KafkaOptions, RdKafkaClient, Record, RecordHeader};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::message::{Header, Headers, OwnedHeaders};
@@ -31,25 +31,25 @@ pub fn sasl_url() -> String {
 
 /// `Some(config)` of [`sasl_url`] when its listener answers; a skip or a failure as in
 /// [`broker`] otherwise.
-pub fn sasl_broker() -> Option<KafkaConfig> {
-    let config = KafkaConfig::from_url(&sasl_url()).expect("a valid BQ_KAFKA_SASL_URL");
+pub fn sasl_broker() -> Option<KafkaOptions> {
+    let config = KafkaOptions::from_url(&sasl_url()).expect("a valid BQ_KAFKA_SASL_URL");
     reachable(config)
 }
 
 /// `host:port[,…]` of [`url`].
 pub fn brokers() -> String {
-    KafkaConfig::from_url(&url())
+    KafkaOptions::from_url(&url())
         .expect("a valid BQ_KAFKA_URL")
         .brokers
 }
 
 /// `Some(config)` when the broker answers; otherwise a loud skip, or a failure when
 /// `BQ_REQUIRE_BROKERS` is set.
-pub fn broker() -> Option<KafkaConfig> {
-    reachable(KafkaConfig::from_url(&url()).expect("a valid BQ_KAFKA_URL"))
+pub fn broker() -> Option<KafkaOptions> {
+    reachable(KafkaOptions::from_url(&url()).expect("a valid BQ_KAFKA_URL"))
 }
 
-fn reachable(config: KafkaConfig) -> Option<KafkaConfig> {
+fn reachable(config: KafkaOptions) -> Option<KafkaOptions> {
     let reachable = config.brokers.split(',').any(|b| {
         b.to_socket_addrs()
             .ok()
@@ -88,7 +88,7 @@ pub fn unique(prefix: &str) -> String {
 }
 
 /// Creates the topics (one partition each unless said otherwise).
-pub async fn create_topics(config: &KafkaConfig, topics: &[&str], partitions: i32) {
+pub async fn create_topics(config: &KafkaOptions, topics: &[&str], partitions: i32) {
     RdKafkaClient::new(config.clone())
         .create_topics(topics, partitions)
         .await

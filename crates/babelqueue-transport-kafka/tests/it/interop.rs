@@ -8,7 +8,7 @@ use std::time::Duration;
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_kafka::projection::project;
-use babelqueue_transport_kafka::{KafkaConfig, RdKafkaClient, RetryReinjector, RetryTiers};
+use babelqueue_transport_kafka::{KafkaOptions, RdKafkaClient, RetryReinjector, RetryTiers};
 use serde_json::{Value, json};
 
 use crate::common::{
@@ -24,27 +24,30 @@ type Seen = Arc<Mutex<Vec<(i64, String, Value, Value)>>>;
 fn recording_app(topic: &str, group: &str, extra: &str, seen: &Seen, fail_first: bool) -> App {
     let seen = seen.clone();
     let url = worker_url(&format!("&group_id={group}{extra}"));
-    App::builder(babelqueue_transport_kafka::KafkaTransport::connect(&url).unwrap())
-        .queue(topic)
-        .max_attempts(3)
-        .handle(URN, move |ctx: Context| {
-            let attempts = ctx.attempts();
-            seen.lock().unwrap().push((
-                attempts,
-                ctx.message_id().unwrap_or_default().into_owned(),
-                ctx.data_as().unwrap_or(Value::Null),
-                serde_json::from_str(ctx.meta().to_raw().as_str()).unwrap_or(Value::Null),
-            ));
-            async move {
-                if fail_first && attempts == 0 {
-                    Err(HandlerError::new("the first delivery fails"))
-                } else {
-                    Ok::<(), HandlerError>(())
-                }
+    // `connect` is async; this helper is not, and `new` does the same from parsed options.
+    App::builder(babelqueue_transport_kafka::KafkaTransport::new(
+        KafkaOptions::from_url(&url).unwrap(),
+    ))
+    .queue(topic)
+    .max_attempts(3)
+    .handle(URN, move |ctx: Context| {
+        let attempts = ctx.attempts();
+        seen.lock().unwrap().push((
+            attempts,
+            ctx.message_id().unwrap_or_default().into_owned(),
+            ctx.data_as().unwrap_or(Value::Null),
+            serde_json::from_str(ctx.meta().to_raw().as_str()).unwrap_or(Value::Null),
+        ));
+        async move {
+            if fail_first && attempts == 0 {
+                Err(HandlerError::new("the first delivery fails"))
+            } else {
+                Ok::<(), HandlerError>(())
             }
-        })
-        .build()
-        .unwrap()
+        }
+    })
+    .build()
+    .unwrap()
 }
 
 async fn consume_until(app: &App, mut done: impl FnMut() -> bool) -> bool {
@@ -105,8 +108,9 @@ async fn rust_publishes_python_consumes() {
     let Some(config) = broker() else { return };
     let (topic, group) = (unique("rs2py"), unique("group"));
     create_topics(&config, &[&topic], 1).await;
-    let transport =
-        babelqueue_transport_kafka::KafkaTransport::connect(&crate::common::url()).unwrap();
+    let transport = babelqueue_transport_kafka::KafkaTransport::connect(&crate::common::url())
+        .await
+        .unwrap();
     let mut bodies = Vec::new();
     for n in 0..3 {
         let envelope = Envelope::builder(URN)
@@ -152,7 +156,7 @@ async fn python_retry_tier_rust_reinjector() {
         Some(topic.as_str())
     );
 
-    let tiers = KafkaConfig::from_url(&crate::common::url())
+    let tiers = KafkaOptions::from_url(&crate::common::url())
         .unwrap()
         .with_retry_tiers(RetryTiers::new(vec![1000]).unwrap());
     let mut reinjector = RetryReinjector::with_client(
@@ -264,12 +268,16 @@ async fn poison_dead_letter_records_agree_with_python() {
     }
     let count = bodies.len().to_string();
     let url = worker_url(&format!("&group_id={}", unique("group")));
-    let app = App::builder(babelqueue_transport_kafka::KafkaTransport::connect(&url).unwrap())
-        .queue(rust_topic.clone())
-        .dead_letter(true)
-        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
-        .build()
-        .unwrap();
+    let app = App::builder(
+        babelqueue_transport_kafka::KafkaTransport::connect(&url)
+            .await
+            .unwrap(),
+    )
+    .queue(rust_topic.clone())
+    .dead_letter(true)
+    .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+    .build()
+    .unwrap();
     tokio::time::timeout(
         WAIT,
         app.consume(

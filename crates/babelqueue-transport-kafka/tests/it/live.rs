@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use babelqueue_core::{App, Consume, Context, HandlerError, Headers, Transport};
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_kafka::projection::project;
-use babelqueue_transport_kafka::{KafkaConfig, KafkaTransport, RetryReinjector, RetryTiers};
+use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport, RetryReinjector, RetryTiers};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -44,7 +44,11 @@ fn record_call(calls: &Calls, ctx: &Context) -> Call {
 }
 
 fn transport(group: &str, extra: &str) -> KafkaTransport {
-    KafkaTransport::connect(&worker_url(&format!("&group_id={group}{extra}"))).expect("a transport")
+    // `connect` is async; this helper is not, and `new` does the same from parsed options.
+    KafkaTransport::new(
+        KafkaOptions::from_url(&worker_url(&format!("&group_id={group}{extra}")))
+            .expect("a transport"),
+    )
 }
 
 fn body(n: i64, topic: &str) -> Vec<u8> {
@@ -204,7 +208,7 @@ async fn retry_through_a_tier_and_the_reinjector() {
         .await
         .unwrap();
 
-    let tiers = KafkaConfig::from_url(&crate::common::url())
+    let tiers = KafkaOptions::from_url(&crate::common::url())
         .unwrap()
         .with_retry_tiers(RetryTiers::new(vec![1000]).unwrap());
     let client = babelqueue_transport_kafka::RdKafkaClient::new(tiers.clone());
@@ -684,7 +688,9 @@ async fn redrive_keeps_keys_and_restores_poison_unchanged() {
 /// passes, and a pop waits out its timeout and returns nothing (no busy loop, no panic).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_broker_gives_transient_errors_and_empty_polls() {
-    let t = KafkaTransport::connect("kafka://127.0.0.1:1?delivery_timeout_ms=1500").unwrap();
+    let t = KafkaTransport::connect("kafka://127.0.0.1:1?delivery_timeout_ms=1500")
+        .await
+        .unwrap();
     let started = Instant::now();
     let err = t.publish("orders", &body(1, "orders")).await.unwrap_err();
     assert!(err.is_transient(), "{err} ({:?})", err.kind());

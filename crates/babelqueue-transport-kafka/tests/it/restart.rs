@@ -37,7 +37,7 @@ async fn restart_child_worker() {
         return;
     };
     let (topic, url) = spec.split_once(' ').expect("`topic url`");
-    let app = App::builder(KafkaTransport::connect(url).expect("a transport"))
+    let app = App::builder(KafkaTransport::connect(url).await.expect("a transport"))
         .queue(topic)
         .handle(URN, |ctx: Context| async move {
             use std::io::Write as _;
@@ -106,7 +106,7 @@ fn summary(times: &[Duration]) -> String {
 }
 
 async fn publish_waiting(topic: &str, count: usize) {
-    let t = KafkaTransport::connect(&url()).unwrap();
+    let t = KafkaTransport::connect(&url()).await.unwrap();
     for n in 0..count {
         let body = Envelope::builder(URN)
             .queue(topic)
@@ -155,7 +155,7 @@ async fn graceful_loop(name: &str, extra: &str, rounds: usize) -> Vec<Duration> 
     let url = setting_url(&group, extra);
     let mut times = Vec::new();
     for _ in 0..=rounds {
-        let t = KafkaTransport::connect(&url).unwrap();
+        let t = KafkaTransport::connect(&url).await.unwrap();
         let started = Instant::now();
         let delivery = loop {
             if let Some(d) = t.pop(&topic, Duration::from_millis(100)).await.unwrap() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::{Capabilities, Delivery, Transport, TransportError};
 use babelqueue_transport_kafka::{
-    KafkaClient, KafkaConfig, KafkaTransport, RdKafkaClient, RetryReinjector, retry_topic,
+    KafkaClient, KafkaOptions, KafkaTransport, RdKafkaClient, RetryReinjector, retry_topic,
 };
 use tokio::sync::oneshot;
 
@@ -29,7 +29,7 @@ pub(crate) struct Cluster {
     /// The client the re-injectors' consumers and producers come from.
     pub(crate) client: Arc<dyn KafkaClient>,
     /// The workers' configuration: its retry tiers are the ones re-injected.
-    pub(crate) config: KafkaConfig,
+    pub(crate) config: KafkaOptions,
     /// On a real broker, the client that creates the tier topics up front (the crate's docs
     /// ask for that); `None` for the in-memory fake, which creates topics on first use.
     pub(crate) admin: Option<RdKafkaClient>,
