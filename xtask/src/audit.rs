@@ -7,27 +7,11 @@
 //!   cannot be fetched (no network, GitHub unreachable) the command says loudly that advisories
 //!   were NOT checked and why, and does not fail for that reason alone.
 //!
-//! cargo-deny is installed into the default cargo home when it is missing.
+//! cargo-deny is installed into `<cache>/tools` when it is missing ([`tools`](crate::tools)).
 
 use std::process::{Command, Stdio};
 
-use crate::{cargo, status};
-
-fn ensure_cargo_deny() -> Result<(), String> {
-    let found = cargo()
-        .args(["deny", "--version"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Ok(());
-    }
-    println!("==> cargo-deny is not installed: cargo install cargo-deny --locked");
-    let mut cmd = cargo();
-    cmd.args(["install", "cargo-deny", "--locked"]);
-    status(cmd)
-}
+use crate::{cargo, status, tools};
 
 fn deny() -> Command {
     let mut cmd = cargo();
@@ -39,7 +23,7 @@ pub(crate) fn audit(args: &[String]) -> Result<(), String> {
     if let Some(other) = args.first() {
         return Err(format!("audit: unknown argument {other:?}"));
     }
-    ensure_cargo_deny()?;
+    tools::ensure(&tools::CARGO_DENY)?;
 
     println!("==> cargo deny check licenses bans sources");
     let mut cmd = deny();

@@ -4,12 +4,13 @@
 //! cargo xtask conformance [--manifest PATH] [--results PATH] [--verbose]
 //! cargo xtask conformance --all        # the project's vectors, then ../shared/conformance
 //! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
-//! cargo xtask fuzz [--seconds N] [--target NAME]  # cargo-fuzz targets on stable
+//! cargo xtask fuzz [--seconds N]       # the four core cargo-fuzz targets, on stable
+//! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
 //! cargo xtask tidy                     # repository invariants
 //! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
 //! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,
-//!                                      # fuzz (20 s per target), audit
+//!                                      # chaos --short, fuzz (20 s per target), audit
 //! ```
 //!
 //! Only the standard library is used here; the conformance runner is the
@@ -23,6 +24,7 @@ use std::process::{Command, ExitCode};
 mod audit;
 mod chaos;
 mod fuzz;
+mod tools;
 
 /// The workspace root. `cargo run` (the `cargo xtask` alias) sets `CARGO_MANIFEST_DIR` when it
 /// starts the binary; that runtime value wins over the compile-time one, because cargo reuses a
@@ -40,6 +42,12 @@ fn root() -> PathBuf {
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(root());
+    // The subcommands installed by `tools::ensure` come first.
+    let mut path = vec![tools::bin_dir()];
+    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    if let Ok(joined) = std::env::join_paths(path) {
+        cmd.env("PATH", joined);
+    }
     cmd
 }
 
@@ -203,7 +211,9 @@ fn ci() -> Result<(), String> {
     let result = conformance(&["--all".to_string()]);
     disk_report();
     result?;
-    println!("==> fuzz (every target, 20 s each)");
+    println!("==> chaos --short (every broker: worker SIGKILLs, broker restarts, a broken DLQ, malformed bodies)");
+    chaos::chaos(&["--short".to_string()])?;
+    println!("==> fuzz (the four core targets, 20 s each)");
     fuzz::fuzz(&["--seconds".to_string(), "20".to_string()])?;
     println!("==> audit (cargo deny)");
     audit::audit(&[])
@@ -296,7 +306,7 @@ fn main() -> ExitCode {
                 "  conformance [--manifest PATH] [--results PATH] [--official] [--all] [--verbose]"
             );
             eprintln!("  bench [--quick]");
-            eprintln!("  fuzz [--seconds N] [--target NAME]");
+            eprintln!("  fuzz [--seconds N] [--all | --target NAME]");
             eprintln!("  audit");
             eprintln!("  tidy");
             eprintln!(
