@@ -309,4 +309,22 @@ mod tests {
         assert!(e.is_transient());
         assert!(!format!("{e} {e:?}").contains("hunter2"));
     }
+
+    #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            NatsError::Config(cause.into()),
+            NatsError::Connection(cause.into()),
+            NatsError::Timeout(cause.into()),
+            NatsError::Rejected(cause.into()),
+            NatsError::Unsupported(cause.into()),
+            NatsError::Other(cause.into()),
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
+        }
+    }
 }

@@ -29,7 +29,7 @@
 //! | BabelQueue | JetStream |
 //! |---|---|
 //! | a queue `q` | a stream `<stream_prefix><token(q)>` (work-queue retention: a message is removed when acknowledged) holding the one subject `<subject_prefix>.<token(q)>`; created on first use |
-//! | the queue name in a stream name or subject | [`projection::token`]: ASCII letters, digits and `-` as they are, `_` as `__`, any other byte as `_XX` (`orders.dlq` → `orders_2Edlq`), so every queue name is valid and names one stream |
+//! | the queue name in a stream name or subject | `projection::token`: ASCII letters, digits and `-` as they are, `_` as `__`, any other byte as `_XX` (`orders.dlq` → `orders_2Edlq`), so every queue name is valid and names one stream |
 //! | `publish` | a JetStream publish, body byte for byte, waiting for the stream's acknowledgement |
 //! | publish with headers ([`HeaderPublisher`](babelqueue_core::HeaderPublisher)) | the same with NATS headers |
 //! | `pop` | one pull request for one message on the stream's durable pull consumer (`consumer=`, explicit acks, `AckWait` = `ack_wait`, no `MaxDeliver`) |
@@ -53,6 +53,9 @@
 //! a configuration error.
 
 pub mod error;
+// Public for tests and tools that check the wire mapping directly; it is not part of the API
+// an application should build on (the options it holds are re-exported below).
+#[doc(hidden)]
 pub mod projection;
 mod transport;
 

@@ -126,6 +126,12 @@ impl NatsOptions {
     /// option, a repeated one or a value out of range is a [`NatsError::Config`]; no error
     /// shows a password or a token.
     pub fn from_url(url: &str) -> Result<NatsOptions, NatsError> {
+        NatsOptions::from_url_onto(url, NatsOptions::default())
+    }
+
+    /// [`from_url`](NatsOptions::from_url) starting from `options` instead of the defaults:
+    /// the URL's server, its credentials (when it has any) and its query options override them.
+    pub(crate) fn from_url_onto(url: &str, options: NatsOptions) -> Result<NatsOptions, NatsError> {
         let shown = redact::redact(url);
         let parsed = url::Url::parse(url).map_err(|e| {
             NatsError::Config(format!("{shown:?} is not a valid nats:// URL ({e})"))
@@ -145,12 +151,13 @@ impl NatsOptions {
         }
         let port = parsed.port().unwrap_or(DEFAULT_PORT);
         let decode = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
-        let mut options = NatsOptions {
-            server: format!("nats://{host}:{port}"),
-            user: Some(decode(parsed.username())).filter(|u| !u.is_empty()),
-            password: parsed.password().map(decode),
-            ..NatsOptions::default()
-        };
+        let mut options = options;
+        options.server = format!("nats://{host}:{port}");
+        // Credentials in the URL replace the options' as a pair; a URL without any keeps them.
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            options.user = Some(decode(parsed.username())).filter(|u| !u.is_empty());
+            options.password = parsed.password().map(decode);
+        }
         let mut seen = Vec::new();
         for (key, value) in parsed.query_pairs() {
             if seen.contains(&key) {
@@ -511,6 +518,29 @@ mod tests {
 
         let o = NatsOptions::from_url("nats://h:1?token=t0k&tls=yes").unwrap();
         assert_eq!((o.token.as_deref(), o.tls), (Some("t0k"), true));
+    }
+
+    #[test]
+    fn the_url_overrides_the_options_it_starts_from() {
+        let base = NatsOptions {
+            user: Some("app".into()),
+            password: Some("secret".into()),
+            consumer: "workers".into(),
+            replicas: 3,
+            ..NatsOptions::default()
+        };
+        let o = NatsOptions::from_url_onto("nats://h:4223?replicas=2", base.clone()).unwrap();
+        assert_eq!(o.server, "nats://h:4223");
+        assert_eq!(
+            (o.user.as_deref(), o.password.as_deref()),
+            (Some("app"), Some("secret"))
+        );
+        assert_eq!((o.consumer.as_str(), o.replicas), ("workers", 2));
+        let o = NatsOptions::from_url_onto("nats://other@h", base).unwrap();
+        assert_eq!(
+            (o.user.as_deref(), o.password.as_deref()),
+            (Some("other"), None)
+        );
     }
 
     #[test]

@@ -81,7 +81,13 @@ impl NatsTransport {
         NatsTransport::with_options(NatsOptions::from_url(url)?).await
     }
 
-    /// Connects with `options`.
+    /// [`connect`](NatsTransport::connect) starting from `options`: the URL's server, its
+    /// credentials (when it has any) and its query options override them.
+    pub async fn connect_with(url: &str, options: NatsOptions) -> Result<NatsTransport, NatsError> {
+        NatsTransport::with_options(NatsOptions::from_url_onto(url, options)?).await
+    }
+
+    /// Connects with `options` as they are (the server they name).
     pub async fn with_options(options: NatsOptions) -> Result<NatsTransport, NatsError> {
         let mut connect = async_nats::ConnectOptions::new()
             .name("babelqueue")
