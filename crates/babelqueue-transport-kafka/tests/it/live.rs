@@ -708,3 +708,118 @@ async fn an_unreachable_broker_gives_transient_errors_and_empty_polls() {
         );
     }
 }
+
+/// The runtime's retry delay on Kafka: the first handler call fails as `fail` says, and the time
+/// from that call to the second one, through the retry tiers `1000,2000,3000,10000` and the
+/// re-injector. The delay the runtime computes picks the smallest tier at least that long
+/// (`RetryTiers::for_redelivery`), and the re-injector holds the record for that tier's delay
+/// (the reference's due time, bindings-spec 7.5): with a tier equal to the delay, the retry
+/// waits exactly the delay. `tier` is the 1-based tier the record must be parked on.
+async fn retried_after(
+    label: &str,
+    tier: usize,
+    configure: impl FnOnce(babelqueue_core::AppBuilder) -> babelqueue_core::AppBuilder,
+    fail: fn() -> HandlerError,
+) -> Duration {
+    let config = broker().expect("the broker was checked");
+    let (topic, group, reinject_group) = (unique(label), unique("group"), unique("reinject"));
+    let tiers_ms = [1000, 2000, 3000, 10_000];
+    let tier_topics: Vec<String> = (1..=tiers_ms.len())
+        .map(|n| format!("{topic}.retry.{n}"))
+        .collect();
+    let mut topics: Vec<&str> = vec![&topic];
+    topics.extend(tier_topics.iter().map(String::as_str));
+    create_topics(&config, &topics, 1).await;
+
+    let calls: Calls = Arc::default();
+    let seen = calls.clone();
+    let t = transport(&group, "&retry_tiers_ms=1000,2000,3000,10000");
+    let app = configure(App::builder(t.clone()))
+        .queue(topic.clone())
+        .max_attempts(2)
+        .handle(URN, move |ctx: Context| {
+            let call = record_call(&seen, &ctx);
+            async move {
+                if call.attempts == 0 {
+                    Err(fail())
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .build()
+        .unwrap();
+    app.publish(URN, &json!({"n": 1})).await.unwrap();
+
+    let options = KafkaOptions::from_url(&crate::common::url())
+        .unwrap()
+        .with_retry_tiers(RetryTiers::new(tiers_ms.to_vec()).unwrap());
+    let client = babelqueue_transport_kafka::RdKafkaClient::new(options.clone());
+    let mut reinjector = RetryReinjector::with_client(
+        &client,
+        &options,
+        std::slice::from_ref(&topic),
+        &reinject_group,
+    )
+    .unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let reinjecting = tokio::spawn(async move {
+        reinjector.run(async { stop_rx.await.unwrap_or(()) }).await;
+    });
+    let done = consume_until(&app, || calls.lock().unwrap().len() >= 2).await;
+    stop_tx.send(()).ok();
+    reinjecting.await.unwrap();
+    assert!(done, "calls: {:?}", calls.lock().unwrap());
+
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.iter().map(|c| c.attempts).collect::<Vec<_>>(),
+        vec![0, 1],
+        "{calls:?}"
+    );
+    let parked = assert_exactly(&tier_topics[tier - 1], 1, Duration::from_secs(3)).await;
+    assert_eq!(header(&parked[0], "bq-attempts"), Some("1"));
+    calls[1].at - calls[0].at
+}
+
+/// `retry_backoff(2 s)` on Kafka: the retry is handled 2 s after the failure (issue 14: the
+/// runtime computes the delay for every broker; Kafka maps it onto a tier).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_backoff_is_waited_through_the_tiers() {
+    if broker().is_none() {
+        return;
+    }
+    let waited = retried_after(
+        "backoff",
+        2,
+        |b| b.retry_backoff(Duration::from_secs(2)),
+        || HandlerError::new("fails once"),
+    )
+    .await;
+    println!("retry_backoff(2 s): the retry came {waited:?} after the failure");
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_millis(3500),
+        "retry_backoff(2 s) waited {waited:?}"
+    );
+}
+
+/// `HandlerError::retry_after(3 s)` on Kafka: the retry is handled 3 s after the failure, not
+/// after the back-off (none here) or the attempt-to-tier rule (tier 1, 1 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handlers_retry_after_is_waited_through_the_tiers() {
+    if broker().is_none() {
+        return;
+    }
+    let waited = retried_after(
+        "retryafter",
+        3,
+        |b| b,
+        || HandlerError::retry_after("not yet", Duration::from_secs(3)),
+    )
+    .await;
+    println!("retry_after(3 s): the retry came {waited:?} after the failure");
+    assert!(
+        waited >= Duration::from_millis(2900) && waited < Duration::from_millis(4500),
+        "retry_after(3 s) waited {waited:?}"
+    );
+}
