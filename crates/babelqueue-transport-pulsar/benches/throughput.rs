@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
 use babelqueue_transport_pulsar::fake::FakePulsar;
-use babelqueue_transport_pulsar::{ClientOptions, NativeClient, PulsarClient, PulsarTransport};
+use babelqueue_transport_pulsar::{NativeClient, PulsarClient, PulsarOptions, PulsarTransport};
 use criterion::{Criterion, Throughput};
 
 const URN: &str = "urn:babel:orders:created";
@@ -106,9 +106,9 @@ fn python_seconds(python: &PathBuf, mode: &str, url: &str, queue: &str, n: u64) 
 
 fn live(runtime: &tokio::runtime::Runtime) {
     let url = std::env::var("BQ_PULSAR_URL").unwrap_or_else(|_| "pulsar://127.0.0.1:6650".into());
-    let options = ClientOptions {
+    let options = PulsarOptions {
         connect_timeout: Duration::from_secs(3),
-        ..ClientOptions::default()
+        ..PulsarOptions::default()
     };
     let client = match runtime.block_on(NativeClient::connect(&url, options)) {
         Ok(client) => Arc::new(client),

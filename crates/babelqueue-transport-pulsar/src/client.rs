@@ -89,9 +89,11 @@ pub trait PulsarClient: Send + Sync + fmt::Debug {
     }
 }
 
-/// Settings of a [`NativeClient`].
+/// The options of a Pulsar transport (and of its [`NativeClient`]), for
+/// [`PulsarTransport::connect_with`](crate::PulsarTransport::connect_with) or the
+/// [`Builder`](crate::Builder).
 #[derive(Debug, Clone)]
-pub struct ClientOptions {
+pub struct PulsarOptions {
     /// The subscription name (default `babelqueue`).
     pub subscription: String,
     /// Where a subscription that does not exist yet starts (default: the earliest retained
@@ -106,9 +108,13 @@ pub struct ClientOptions {
     pub tls_trust_certs_file: Option<std::path::PathBuf>,
 }
 
-impl Default for ClientOptions {
+/// The old name of [`PulsarOptions`].
+#[deprecated(note = "renamed to PulsarOptions")]
+pub type ClientOptions = PulsarOptions;
+
+impl Default for PulsarOptions {
     fn default() -> Self {
-        ClientOptions {
+        PulsarOptions {
             subscription: "babelqueue".to_owned(),
             initial_position_earliest: true,
             connect_timeout: Duration::from_secs(5),
@@ -121,7 +127,7 @@ impl Default for ClientOptions {
 }
 
 /// The environment variable naming a PEM file of extra CA certificates to trust for
-/// `pulsar+ssl://` ([`ClientOptions::tls_trust_certs_file`]'s default), so `connect(url)` and
+/// `pulsar+ssl://` ([`PulsarOptions::tls_trust_certs_file`]'s default), so `connect(url)` and
 /// the CLI can reach a broker with a privately signed certificate.
 pub const TLS_TRUST_CERTS_ENV: &str = "BQ_PULSAR_TLS_TRUST_CERTS";
 
@@ -129,7 +135,7 @@ pub const TLS_TRUST_CERTS_ENV: &str = "BQ_PULSAR_TLS_TRUST_CERTS";
 /// per topic (owned by a task, so acks never wait for a receive in progress).
 pub struct NativeClient {
     pulsar: Pulsar<TokioExecutor>,
-    options: ClientOptions,
+    options: PulsarOptions,
     producers: Mutex<HashMap<String, Arc<Mutex<Producer<TokioExecutor>>>>>,
     consumers: Mutex<HashMap<String, mpsc::Sender<Command>>>,
 }
@@ -144,7 +150,7 @@ impl fmt::Debug for NativeClient {
 
 impl NativeClient {
     /// Connects to `url` (`pulsar://host:6650` or `pulsar+ssl://host:6651`).
-    pub async fn connect(url: &str, options: ClientOptions) -> Result<NativeClient, PulsarError> {
+    pub async fn connect(url: &str, options: PulsarOptions) -> Result<NativeClient, PulsarError> {
         let retry = ConnectionRetryOptions {
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),

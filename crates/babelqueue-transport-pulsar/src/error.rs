@@ -31,34 +31,16 @@ pub enum PulsarError {
     Client(String),
 }
 
-/// The broad class of a [`PulsarError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum PulsarErrorKind {
-    /// Configuration.
-    Config,
-    /// Connection lost or refused. Transient.
-    Connection,
-    /// Timed out. Transient.
-    Timeout,
-    /// Refused by the broker.
-    Rejected,
-    /// The credentials were refused.
-    Auth,
-    /// Anything else.
-    Other,
-}
-
 impl PulsarError {
-    /// The class of the error.
-    pub fn kind(&self) -> PulsarErrorKind {
+    /// The runtime's class of the error.
+    pub fn kind(&self) -> TransportErrorKind {
         match self {
-            PulsarError::Config(_) => PulsarErrorKind::Config,
-            PulsarError::Connection(_) => PulsarErrorKind::Connection,
-            PulsarError::Timeout(_) => PulsarErrorKind::Timeout,
-            PulsarError::Rejected(_) => PulsarErrorKind::Rejected,
-            PulsarError::Auth(_) => PulsarErrorKind::Auth,
-            PulsarError::ForeignDelivery(_) | PulsarError::Client(_) => PulsarErrorKind::Other,
+            PulsarError::Config(_) => TransportErrorKind::Config,
+            PulsarError::Connection(_) => TransportErrorKind::Connection,
+            PulsarError::Timeout(_) => TransportErrorKind::Timeout,
+            PulsarError::Rejected(_) => TransportErrorKind::Rejected,
+            PulsarError::Auth(_) => TransportErrorKind::Auth,
+            PulsarError::ForeignDelivery(_) | PulsarError::Client(_) => TransportErrorKind::Other,
         }
     }
 
@@ -81,7 +63,7 @@ impl PulsarError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind(),
-            PulsarErrorKind::Connection | PulsarErrorKind::Timeout
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
         )
     }
 
@@ -127,15 +109,9 @@ impl PulsarError {
 
 impl From<PulsarError> for TransportError {
     fn from(e: PulsarError) -> TransportError {
-        let kind = match e.kind() {
-            PulsarErrorKind::Config => TransportErrorKind::Config,
-            PulsarErrorKind::Connection => TransportErrorKind::Connection,
-            PulsarErrorKind::Timeout => TransportErrorKind::Timeout,
-            PulsarErrorKind::Rejected => TransportErrorKind::Rejected,
-            PulsarErrorKind::Auth => TransportErrorKind::Auth,
-            PulsarErrorKind::Other => TransportErrorKind::Other,
-        };
-        TransportError::new(kind, e.to_string())
+        // The message names only the transport: `Display` of a `TransportError` appends its
+        // source, so the cause is shown once.
+        TransportError::new(e.kind(), "pulsar").with_source(e)
     }
 }
 
@@ -158,6 +134,25 @@ mod tests {
     }
 
     #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            PulsarError::Config(cause.into()),
+            PulsarError::Connection(cause.into()),
+            PulsarError::Timeout(cause.into()),
+            PulsarError::Auth(cause.into()),
+            PulsarError::Rejected(cause.into()),
+            PulsarError::ForeignDelivery(cause.into()),
+            PulsarError::Client(cause.into()),
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
+        }
+    }
+
+    #[test]
     fn refused_credentials_are_auth_errors() {
         use pulsar::error::{AuthenticationError, ConnectionError};
         use pulsar::proto::ServerError;
@@ -173,7 +168,7 @@ mod tests {
             pulsar::Error::Authentication(AuthenticationError::Custom("no".into())),
         ] {
             let error = PulsarError::from_client(context, &e);
-            assert_eq!(error.kind(), PulsarErrorKind::Auth, "{error:?}");
+            assert_eq!(error.kind(), TransportErrorKind::Auth, "{error:?}");
             assert!(!error.is_transient());
             let text = error.to_string();
             assert!(
@@ -191,7 +186,7 @@ mod tests {
         ));
         assert_eq!(
             PulsarError::from_client(context, &denied).kind(),
-            PulsarErrorKind::Rejected
+            TransportErrorKind::Rejected
         );
     }
 
@@ -219,7 +214,7 @@ mod tests {
             "http://bq:hunter2@127.0.0.1:6650",
         ] {
             let error = crate::PulsarTransport::builder(url).unwrap_err();
-            assert_eq!(error.kind(), PulsarErrorKind::Config, "{url}: {error}");
+            assert_eq!(error.kind(), TransportErrorKind::Config, "{url}: {error}");
             let text = shown(error);
             assert!(!text.contains("hunter2"), "{url}: {text}");
         }

@@ -71,7 +71,8 @@
 //!
 //! `pulsar://host:6650` or `pulsar+ssl://host:6651` (TLS through rustls with the aws-lc-rs
 //! provider and the webpki roots), passed to the client as it is; there are no query
-//! parameters. [`PulsarTransport::builder`] sets the rest: `topic_prefix` (default empty, e.g.
+//! parameters. [`PulsarOptions`] (given to [`PulsarTransport::connect_with`]) and
+//! [`PulsarTransport::builder`] set the rest: `topic_prefix` (default empty, e.g.
 //! `persistent://public/default/`), the subscription name, the connect timeout, and extra CA
 //! certificates to trust for a privately signed broker certificate (default: the PEM file the
 //! `BQ_PULSAR_TLS_TRUST_CERTS` environment variable names, so `connect(url)` and the CLI can
@@ -92,7 +93,7 @@
 //!   tested with counts above 0.
 //! * A new `babelqueue` subscription starts at the earliest retained message (the Pulsar
 //!   client default is the latest), so messages published before the first consumer
-//!   subscribed are not skipped. [`ClientOptions::initial_position_earliest`] turns it off.
+//!   subscribed are not skipped. [`PulsarOptions::initial_position_earliest`] turns it off.
 //! * A body whose `attempts` is not an integer is published without `bq-attempts` (the
 //!   reference raises and the re-publish fails).
 //! * The crate's own dead-letter policy is never enabled: it would move messages to a topic
@@ -101,8 +102,8 @@
 //! # Testing
 //!
 //! [`PulsarTransport::with_client`] takes any [`PulsarClient`], so the transport, with the real
-//! runtime in front, runs against an in-memory fake (the unit tests and the conformance
-//! runner). `tests/it.rs` runs against a real Pulsar standalone broker
+//! runtime in front, runs against an in-memory fake (`fake::FakePulsar`, with the `fake`
+//! feature: the unit tests and the conformance runner). `tests/it.rs` runs against a real Pulsar standalone broker
 //! (`scripts/brokers.sh up pulsar`; URL in `BQ_PULSAR_URL`).
 
 use std::fmt;
@@ -117,13 +118,19 @@ use babelqueue_core::{
 
 pub mod client;
 mod error;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
+// Public for the conformance runner and the fuzz targets, which check the wire mapping
+// directly; it is not part of the API an application should build on.
+#[doc(hidden)]
 pub mod projection;
 
+#[allow(deprecated)]
+pub use client::ClientOptions;
 pub use client::{
-    ClientOptions, MessageRef, NativeClient, PulsarClient, Received, TLS_TRUST_CERTS_ENV,
+    MessageRef, NativeClient, PulsarClient, PulsarOptions, Received, TLS_TRUST_CERTS_ENV,
 };
-pub use error::{PulsarError, PulsarErrorKind};
+pub use error::PulsarError;
 pub use projection::Properties;
 
 /// What the transport keeps with each delivery: the message handle for ack and nack.
@@ -154,7 +161,7 @@ impl fmt::Debug for PulsarTransport {
 pub struct Builder {
     url: String,
     topic_prefix: String,
-    options: ClientOptions,
+    options: PulsarOptions,
 }
 
 impl fmt::Debug for Builder {
@@ -172,6 +179,12 @@ impl Builder {
     /// `persistent://public/default/`).
     pub fn topic_prefix(mut self, prefix: impl Into<String>) -> Builder {
         self.topic_prefix = prefix.into();
+        self
+    }
+
+    /// Replaces every client option at once (the topic prefix is kept).
+    pub fn options(mut self, options: PulsarOptions) -> Builder {
+        self.options = options;
         self
     }
 
@@ -235,6 +248,19 @@ impl PulsarTransport {
         PulsarTransport::builder(url)?.connect().await
     }
 
+    /// Connects to `url` with `options` (a Pulsar URL carries no options of its own). The
+    /// topic prefix is set on the transport ([`with_topic_prefix`](Self::with_topic_prefix))
+    /// or with the [`Builder`].
+    pub async fn connect_with(
+        url: &str,
+        options: PulsarOptions,
+    ) -> Result<PulsarTransport, PulsarError> {
+        PulsarTransport::builder(url)?
+            .options(options)
+            .connect()
+            .await
+    }
+
     /// Starts building a transport for `url` (checked here, connected by
     /// [`Builder::connect`]).
     pub fn builder(url: &str) -> Result<Builder, PulsarError> {
@@ -242,7 +268,7 @@ impl PulsarTransport {
         Ok(Builder {
             url: url.to_owned(),
             topic_prefix: String::new(),
-            options: ClientOptions::default(),
+            options: PulsarOptions::default(),
         })
     }
 

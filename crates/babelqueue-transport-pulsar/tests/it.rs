@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{App, Consume, Context, Count, HandlerError, Transport};
 use babelqueue_transport_pulsar::{
-    ClientOptions, NativeClient, Properties, PulsarClient, PulsarTransport, projection,
+    NativeClient, Properties, PulsarClient, PulsarOptions, PulsarTransport, projection,
 };
 use serde_json::Value;
 
@@ -32,10 +32,10 @@ fn required() -> bool {
 /// A client on its own subscription, for inspecting topics; `None` (after a loud SKIPPED line)
 /// when the broker is unreachable and not required.
 async fn inspector() -> Option<NativeClient> {
-    let options = ClientOptions {
+    let options = PulsarOptions {
         subscription: "it-inspect".to_owned(),
         connect_timeout: Duration::from_secs(3),
-        ..ClientOptions::default()
+        ..PulsarOptions::default()
     };
     match NativeClient::connect(&url(), options).await {
         Ok(client) => Some(client),
@@ -696,10 +696,10 @@ async fn pulsar_ssl_urls_round_trip_over_tls() {
     assert_eq!(summary.processed, 1);
 
     // without the private CA the broker's certificate is refused: TLS really is in use
-    let options = ClientOptions {
+    let options = PulsarOptions {
         tls_trust_certs_file: None,
         connect_timeout: Duration::from_secs(3),
-        ..ClientOptions::default()
+        ..PulsarOptions::default()
     };
     let refused = NativeClient::connect(&ssl_url, options).await;
     assert!(
@@ -715,10 +715,7 @@ async fn pulsar_ssl_urls_round_trip_over_tls() {
         .connect()
         .await
         .unwrap_err();
-    assert_eq!(
-        missing.kind(),
-        babelqueue_transport_pulsar::PulsarErrorKind::Config
-    );
+    assert_eq!(missing.kind(), babelqueue_core::TransportErrorKind::Config);
     assert!(PathBuf::from(ca).exists());
 }
 
