@@ -291,8 +291,8 @@ pub(crate) async fn connect(
     url: &str,
 ) -> Result<Arc<dyn Transport>, String> {
     if broker == Broker::Sqs {
-        use babelqueue::sqs::{AwsSqs, SqsConfig, SqsTransport};
-        let config = SqsConfig::from_url(url).map_err(|e| e.to_string())?;
+        use babelqueue::sqs::{AwsSqs, SqsOptions, SqsTransport};
+        let config = SqsOptions::from_url(url).map_err(|e| e.to_string())?;
         let transport = SqsTransport::new(AwsSqs::new(sqs_client(env, &config)), config);
         return Ok(Arc::new(transport));
     }
@@ -301,7 +301,7 @@ pub(crate) async fn connect(
 
 fn sqs_client(
     env: &Env,
-    config: &babelqueue::sqs::SqsConfig,
+    config: &babelqueue::sqs::SqsOptions,
 ) -> babelqueue::sqs::aws_sdk_sqs::Client {
     use babelqueue::sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
     let region = config.region.clone().unwrap_or_else(|| "us-east-1".into());
@@ -323,7 +323,7 @@ fn sqs_client(
 
 fn sqs_admin(env: &Env) -> Result<babelqueue::sqs::aws_sdk_sqs::Client, String> {
     let url = env.base_url(Broker::Sqs)?;
-    let config = babelqueue::sqs::SqsConfig::from_url(&url).map_err(|e| e.to_string())?;
+    let config = babelqueue::sqs::SqsOptions::from_url(&url).map_err(|e| e.to_string())?;
     Ok(sqs_client(env, &config))
 }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
 use babelqueue_transport_sqs::aws_sdk_sqs;
-use babelqueue_transport_sqs::{AwsSqs, SqsConfig, SqsTransport};
+use babelqueue_transport_sqs::{AwsSqs, SqsOptions, SqsTransport};
 use criterion::{Criterion, Throughput};
 
 const URN: &str = "urn:babel:orders:created";
@@ -56,7 +56,7 @@ impl Bench {
     fn from_env() -> Option<Bench> {
         let url = std::env::var("BQ_SQS_URL")
             .unwrap_or_else(|_| "sqs://us-east-1?endpoint=http://127.0.0.1:5000".to_owned());
-        let config = SqsConfig::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
+        let config = SqsOptions::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
         let endpoint = config
             .endpoint
             .clone()
@@ -90,7 +90,7 @@ impl Bench {
     }
 
     fn transport(&self, max_messages: usize) -> SqsTransport {
-        let config = SqsConfig::from_url(&self.url)
+        let config = SqsOptions::from_url(&self.url)
             .expect("a valid URL")
             .max_messages(max_messages);
         SqsTransport::new(AwsSqs::new(sdk(&self.region, &self.endpoint)), config)
@@ -192,7 +192,7 @@ async fn rust_consume(bench: &Bench, n: u64, concurrency: usize) -> Duration {
 /// Times a worker consuming `n` messages from the in-process `FakeSqs`.
 async fn fake_consume(n: u64) -> Duration {
     let fake = babelqueue_transport_sqs::fake::FakeSqs::new();
-    let transport = SqsTransport::new(fake, SqsConfig::default());
+    let transport = SqsTransport::new(fake, SqsOptions::default());
     let body = envelope_body();
     for _ in 0..n {
         transport.publish("bench", body.as_bytes()).await.unwrap();

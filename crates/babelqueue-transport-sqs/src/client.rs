@@ -2,7 +2,8 @@
 //! implementation on `aws-sdk-sqs`.
 //!
 //! The transport only ever talks to SQS through this trait, so tests and the conformance runner
-//! drive the real [`SqsTransport`](crate::SqsTransport) against [`FakeSqs`](crate::fake::FakeSqs).
+//! drive the real [`SqsTransport`](crate::SqsTransport) against `fake::FakeSqs` (the `fake`
+//! feature).
 
 use std::fmt;
 
@@ -57,7 +58,7 @@ pub struct ReceivedMessage {
 }
 
 /// The SQS calls the transport makes. Implemented by [`AwsSqs`] on `aws-sdk-sqs`, and by
-/// [`FakeSqs`](crate::fake::FakeSqs) for broker-free tests.
+/// `fake::FakeSqs` (the `fake` feature) for broker-free tests.
 #[async_trait]
 pub trait SqsClient: Send + Sync + fmt::Debug {
     /// `GetQueueUrl(QueueName)`.
@@ -122,7 +123,7 @@ impl AwsSqs {
     /// Builds the SDK client from the default AWS provider chain, with the region and endpoint
     /// of `config` when set. Credentials always come from the chain (environment, profile, web
     /// identity, ECS, IMDS).
-    pub async fn from_env(config: &crate::SqsConfig) -> Result<AwsSqs, SqsError> {
+    pub async fn from_env(config: &crate::SqsOptions) -> Result<AwsSqs, SqsError> {
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
         if let Some(region) = &config.region {
             loader = loader.region(aws_sdk_sqs::config::Region::new(region.clone()));
@@ -278,7 +279,7 @@ mod tests {
     use babelqueue_core::{TransportError, TransportErrorKind};
 
     use super::{AwsSqs, SqsClient};
-    use crate::{SqsConfig, SqsError};
+    use crate::{SqsError, SqsOptions};
 
     /// A port on 127.0.0.1 that nothing listens on.
     fn closed_port() -> u16 {
@@ -292,7 +293,7 @@ mod tests {
     /// chain, which would look for an instance metadata service off this machine) and no
     /// retries.
     fn client(url: &str) -> AwsSqs {
-        let config = SqsConfig::from_url(url).expect("the URL parses");
+        let config = SqsOptions::from_url(url).expect("the URL parses");
         let endpoint = config.endpoint.expect("the URL names an endpoint");
         let sdk = aws_sdk_sqs::Config::builder()
             .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
@@ -343,12 +344,13 @@ mod tests {
             "sqs:/bq:hunter2@us-east-1",
             "bq:hunter2@us-east-1",
         ] {
-            let error = SqsConfig::from_url(url).unwrap_err();
+            let error = SqsOptions::from_url(url).unwrap_err();
             assert_eq!(error.kind(), TransportErrorKind::Config, "{url}: {error}");
             let text = shown(error);
             assert!(!text.contains("hunter2"), "{url}: {text}");
         }
-        let config = SqsConfig::from_url("sqs://us-east-1?endpoint=http://bq:hunter2@h:1").unwrap();
+        let config =
+            SqsOptions::from_url("sqs://us-east-1?endpoint=http://bq:hunter2@h:1").unwrap();
         assert!(!format!("{config:?}").contains("hunter2"), "{config:?}");
     }
 }

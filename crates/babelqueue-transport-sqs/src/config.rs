@@ -1,4 +1,4 @@
-//! [`SqsConfig`]: the transport's options, from an `sqs://` URL or set in code.
+//! [`SqsOptions`]: the transport's options, from an `sqs://` URL or set in code.
 
 use std::fmt;
 
@@ -10,9 +10,9 @@ use crate::projection::{MAX_RECEIVE_BATCH, MAX_VISIBILITY_TIMEOUT, MAX_WAIT_TIME
 /// The options of an [`SqsTransport`](crate::SqsTransport).
 ///
 /// ```
-/// use babelqueue_transport_sqs::SqsConfig;
+/// use babelqueue_transport_sqs::SqsOptions;
 ///
-/// let config = SqsConfig::from_url(
+/// let config = SqsOptions::from_url(
 ///     "sqs://us-east-1?endpoint=http://127.0.0.1:5000&wait_time=5&max_messages=4",
 /// )?;
 /// assert_eq!(config.region.as_deref(), Some("us-east-1"));
@@ -22,7 +22,7 @@ use crate::projection::{MAX_RECEIVE_BATCH, MAX_VISIBILITY_TIMEOUT, MAX_WAIT_TIME
 /// ```
 #[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct SqsConfig {
+pub struct SqsOptions {
     /// The AWS region (the URL host); `None` = the default provider chain.
     pub region: Option<String>,
     /// A custom endpoint (moto, LocalStack, ElasticMQ, a VPC endpoint).
@@ -47,7 +47,7 @@ pub struct SqsConfig {
     pub max_messages: Option<usize>,
 }
 
-/// The URL options [`SqsConfig::from_url`] accepts.
+/// The URL options [`SqsOptions::from_url`] accepts.
 pub const URL_OPTIONS: &[&str] = &[
     "endpoint",
     "prefix",
@@ -59,9 +59,13 @@ pub const URL_OPTIONS: &[&str] = &[
     "max_messages",
 ];
 
-impl fmt::Debug for SqsConfig {
+/// The old name of [`SqsOptions`].
+#[deprecated(note = "renamed to SqsOptions")]
+pub type SqsConfig = SqsOptions;
+
+impl fmt::Debug for SqsOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqsConfig")
+        f.debug_struct("SqsOptions")
             .field("region", &self.region)
             .field("endpoint", &self.endpoint.as_deref().map(redact))
             .field("prefix", &self.prefix.as_deref().map(redact))
@@ -75,13 +79,19 @@ impl fmt::Debug for SqsConfig {
     }
 }
 
-impl SqsConfig {
+impl SqsOptions {
     /// Parses `sqs://[region][?endpoint=URL&prefix=URL&fifo=1&group_id=ID&wait_time=N&
     /// visibility_timeout=N&content_dedup=1&max_messages=N]`.
     ///
     /// Booleans accept `1`, `true`, `yes`, `on` (case-insensitive); anything else is false.
     /// Values are percent-decoded. An unknown option, or a number out of range, is an error.
-    pub fn from_url(url: &str) -> Result<SqsConfig, SqsError> {
+    pub fn from_url(url: &str) -> Result<SqsOptions, SqsError> {
+        SqsOptions::from_url_onto(url, SqsOptions::default())
+    }
+
+    /// [`from_url`](SqsOptions::from_url) starting from `options` instead of the defaults: the
+    /// URL's region (when it names one) and its query options override them.
+    pub(crate) fn from_url_onto(url: &str, options: SqsOptions) -> Result<SqsOptions, SqsError> {
         // Neither the URL nor a value quoted in the reason shows a secret of the URL.
         let bad = |reason: String| {
             SqsError::Config(format!("{:?}: {}", redact(url), scrub(&reason, url)))
@@ -97,10 +107,10 @@ impl SqsConfig {
                 redact(authority)
             )));
         }
-        let mut config = SqsConfig {
-            region: (!authority.is_empty()).then(|| authority.to_owned()),
-            ..SqsConfig::default()
-        };
+        let mut config = options;
+        if !authority.is_empty() {
+            config.region = Some(authority.to_owned());
+        }
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let key = percent_decode(key).map_err(&bad)?;
@@ -253,8 +263,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_url_overrides_the_options_it_starts_from() {
+        let base = SqsOptions::default()
+            .region("eu-west-1")
+            .endpoint("http://127.0.0.1:5000")
+            .wait_time(5);
+        let o = SqsOptions::from_url_onto("sqs://?wait_time=2", base.clone()).unwrap();
+        assert_eq!(o.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(o.endpoint.as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(o.wait_time, Some(2));
+        let o = SqsOptions::from_url_onto("sqs://us-east-1", base).unwrap();
+        assert_eq!(o.region.as_deref(), Some("us-east-1"));
+    }
+
+    #[test]
     fn every_option() {
-        let c = SqsConfig::from_url(
+        let c = SqsOptions::from_url(
             "sqs://eu-west-1?endpoint=http%3A%2F%2F127.0.0.1%3A5000&prefix=http://h/123/&fifo=TRUE\
              &group_id=g+1&wait_time=20&visibility_timeout=43200&content_dedup=yes&max_messages=10",
         )
@@ -273,11 +297,11 @@ mod tests {
     #[test]
     fn defaults_and_the_empty_host() {
         for url in ["sqs://", "sqs:///", "sqs://?fifo=0"] {
-            let c = SqsConfig::from_url(url).unwrap();
-            assert_eq!(c, SqsConfig::default(), "{url}");
+            let c = SqsOptions::from_url(url).unwrap();
+            assert_eq!(c, SqsOptions::default(), "{url}");
         }
-        assert_eq!(SqsConfig::default().max_messages, None);
-        assert!(!SqsConfig::from_url("sqs://?fifo=no").unwrap().fifo);
+        assert_eq!(SqsOptions::default().max_messages, None);
+        assert!(!SqsOptions::from_url("sqs://?fifo=no").unwrap().fifo);
     }
 
     #[test]
@@ -299,14 +323,14 @@ mod tests {
             ("sqs://host:4566", "bare AWS region"),
             ("sqs://us-east-1?endpoint=%zz", "percent-escape"),
         ] {
-            let err = SqsConfig::from_url(url).unwrap_err();
+            let err = SqsOptions::from_url(url).unwrap_err();
             assert!(err.to_string().contains(needle), "{url}: {err}");
         }
     }
 
     #[test]
     fn setters_clamp() {
-        let c = SqsConfig::default()
+        let c = SqsOptions::default()
             .wait_time(99)
             .visibility_timeout(-5)
             .max_messages(50);

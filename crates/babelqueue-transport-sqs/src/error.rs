@@ -309,4 +309,46 @@ mod tests {
             TransportErrorKind::Rejected
         );
     }
+
+    #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            SqsError::Config(cause.into()),
+            SqsError::Delay(cause.into()),
+            SqsError::Body(cause.into()),
+            SqsError::Attribute {
+                name: "h".into(),
+                reason: cause.into(),
+            },
+            SqsError::Auth {
+                operation: "GetQueueUrl",
+                endpoint: "127.0.0.1:5000".into(),
+                code: "InvalidClientTokenId".into(),
+                message: cause.into(),
+            },
+            SqsError::Service {
+                operation: "SendMessage",
+                code: "InvalidParameterValue".into(),
+                message: cause.into(),
+            },
+            SqsError::Connection {
+                operation: "ReceiveMessage",
+                message: cause.into(),
+            },
+            SqsError::Timeout {
+                operation: "ReceiveMessage",
+                message: cause.into(),
+            },
+            SqsError::Other {
+                operation: "DeleteMessage",
+                message: cause.into(),
+            },
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
+        }
+    }
 }

@@ -10,10 +10,10 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::TransportError> {
 //! use std::time::Duration;
 //! use babelqueue_core::Transport;
-//! use babelqueue_transport_sqs::{SqsConfig, SqsTransport, fake::FakeSqs};
+//! use babelqueue_transport_sqs::{SqsOptions, SqsTransport, fake::FakeSqs};
 //!
 //! let fake = FakeSqs::new();
-//! let transport = SqsTransport::new(fake.clone(), SqsConfig::default());
+//! let transport = SqsTransport::new(fake.clone(), SqsOptions::default());
 //! transport.publish("orders", br#"{"job":"urn:x"}"#).await?;
 //! let delivery = transport.pop("orders", Duration::ZERO).await?.expect("a message");
 //! transport.ack(&delivery).await?;

@@ -104,7 +104,7 @@
 //! One `ReceiveMessage` takes up to N messages, where N is the runtime's `concurrency`
 //! (`App::consume` announces it through
 //! [`Transport::prepare_consume`](babelqueue_core::Transport::prepare_consume), capped at
-//! SQS's 10), or the fixed `max_messages` (URL option, [`SqsConfig::max_messages`] or
+//! SQS's 10), or the fixed `max_messages` (URL option, [`SqsOptions::max_messages`] or
 //! [`SqsTransport::set_max_messages`]). The first is handed to the runtime and the others wait
 //! in the transport, already received (their visibility timeout running), until the runtime's
 //! next `pop`; keep the visibility timeout comfortably above two handler runs.
@@ -114,7 +114,8 @@
 //!
 //! # Testing without AWS
 //!
-//! [`SqsTransport::new`] takes any [`SqsClient`]; [`fake::FakeSqs`] records every call. The
+//! [`SqsTransport::new`] takes any [`SqsClient`]; `fake::FakeSqs` (the `fake` feature) records
+//! every call. The
 //! crate's integration tests and benchmark run against moto's server on 127.0.0.1 (see
 //! `docs/transports/sqs.md`).
 //!
@@ -136,12 +137,18 @@
 mod client;
 mod config;
 mod error;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
+// Public for the conformance runner and the fuzz targets, which check the wire mapping
+// directly; it is not part of the API an application should build on.
+#[doc(hidden)]
 pub mod projection;
 mod transport;
 
 pub use aws_sdk_sqs;
 pub use client::{AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient};
-pub use config::{SqsConfig, URL_OPTIONS};
+#[allow(deprecated)]
+pub use config::SqsConfig;
+pub use config::{SqsOptions, URL_OPTIONS};
 pub use error::SqsError;
 pub use transport::SqsTransport;

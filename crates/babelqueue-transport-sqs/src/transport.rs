@@ -14,7 +14,7 @@ use babelqueue_core::{
 use tokio::sync::OnceCell;
 
 use crate::client::{AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient};
-use crate::config::SqsConfig;
+use crate::config::SqsOptions;
 use crate::error::SqsError;
 use crate::projection::{self, MAX_RECEIVE_BATCH};
 
@@ -33,10 +33,10 @@ struct Receipt {
 ///
 /// Build it from a URL with [`SqsTransport::connect`], or over any [`SqsClient`] with
 /// [`SqsTransport::new`] (an [`AwsSqs`] you configured yourself, or a
-/// [`FakeSqs`](crate::fake::FakeSqs) in tests). See the [crate docs](crate) for the behaviour.
+/// `fake::FakeSqs` (the `fake` feature) in tests). See the [crate docs](crate) for the behaviour.
 pub struct SqsTransport {
     client: Arc<dyn SqsClient>,
-    config: SqsConfig,
+    config: SqsOptions,
     urls: Mutex<HashMap<String, Arc<OnceCell<String>>>>,
     batch: AtomicUsize,
     /// `max_messages` was not fixed: the batch follows the runtime's `concurrency`.
@@ -54,24 +54,30 @@ impl fmt::Debug for SqsTransport {
 }
 
 impl SqsTransport {
-    /// Connects from an `sqs://` URL: the options of [`SqsConfig::from_url`], credentials from
+    /// Connects from an `sqs://` URL: the options of [`SqsOptions::from_url`], credentials from
     /// the default AWS provider chain. Queue URLs and credentials are resolved on first use; with
     /// a region in the URL nothing is sent until then (without one, the provider chain may ask
     /// the instance metadata service for the region).
     pub async fn connect(url: &str) -> Result<SqsTransport, SqsError> {
-        let config = SqsConfig::from_url(url)?;
+        SqsTransport::connect_with(url, SqsOptions::default()).await
+    }
+
+    /// [`connect`](SqsTransport::connect) starting from `options`: the URL's region (when it
+    /// names one) and its query options override them.
+    pub async fn connect_with(url: &str, options: SqsOptions) -> Result<SqsTransport, SqsError> {
+        let config = SqsOptions::from_url_onto(url, options)?;
         let client = AwsSqs::from_env(&config).await?;
         Ok(SqsTransport::new(client, config))
     }
 
     /// A transport over `client` with `config` (its `region` and `endpoint` are then only
     /// informative: the client is already built).
-    pub fn new(client: impl SqsClient + 'static, config: SqsConfig) -> SqsTransport {
+    pub fn new(client: impl SqsClient + 'static, config: SqsOptions) -> SqsTransport {
         SqsTransport::with_client(Arc::new(client), config)
     }
 
     /// A transport over a shared client.
-    pub fn with_client(client: Arc<dyn SqsClient>, config: SqsConfig) -> SqsTransport {
+    pub fn with_client(client: Arc<dyn SqsClient>, config: SqsOptions) -> SqsTransport {
         let batch = config.max_messages.unwrap_or(1).clamp(1, MAX_RECEIVE_BATCH);
         SqsTransport {
             follow_concurrency: AtomicBool::new(config.max_messages.is_none()),
@@ -84,7 +90,7 @@ impl SqsTransport {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &SqsConfig {
+    pub fn config(&self) -> &SqsOptions {
         &self.config
     }
 
@@ -404,7 +410,7 @@ mod tests {
 
     const ORDER: &str = r#"{"job":"urn:babel:orders:created","trace_id":"t-1","data":{"order_id":1042},"meta":{"id":"m-1","queue":"orders","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
 
-    fn transport(config: SqsConfig) -> (FakeSqs, SqsTransport) {
+    fn transport(config: SqsOptions) -> (FakeSqs, SqsTransport) {
         let fake = FakeSqs::new();
         (fake.clone(), SqsTransport::new(fake, config))
     }
@@ -422,7 +428,7 @@ mod tests {
 
     #[tokio::test]
     async fn publish_projects_and_resolves_the_url_once() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         t.publish("orders", ORDER.as_bytes()).await.unwrap();
         t.publish("orders", ORDER.as_bytes()).await.unwrap();
         assert_eq!(fake.url_lookups(), vec!["orders".to_owned()]);
@@ -441,7 +447,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_prefix_skips_get_queue_url() {
-        let (fake, t) = transport(SqsConfig::default().prefix("http://q/123/"));
+        let (fake, t) = transport(SqsOptions::default().prefix("http://q/123/"));
         t.publish("orders", ORDER.as_bytes()).await.unwrap();
         assert!(fake.url_lookups().is_empty());
         assert_eq!(fake.sent()[0].queue_url, "http://q/123/orders");
@@ -449,7 +455,7 @@ mod tests {
 
     #[tokio::test]
     async fn headers_ride_as_attributes_and_come_back() {
-        let (_, t) = transport(SqsConfig::default());
+        let (_, t) = transport(SqsOptions::default());
         let headers: Headers = [("traceparent".to_owned(), "00-abc".to_owned())].into();
         t.publish_with_headers("orders", ORDER.as_bytes(), &headers)
             .await
@@ -462,7 +468,7 @@ mod tests {
 
     #[tokio::test]
     async fn bodies_sqs_cannot_carry_are_refused_before_sending() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         for body in [&b"\xff\xfe"[..], "a\u{1}b".as_bytes()] {
             let err = t.publish("orders", body).await.unwrap_err();
             assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Unsupported);
@@ -478,7 +484,7 @@ mod tests {
 
     #[tokio::test]
     async fn fifo_sends_group_and_dedup_ids() {
-        let (fake, t) = transport(SqsConfig::default().fifo(true));
+        let (fake, t) = transport(SqsOptions::default().fifo(true));
         t.publish("orders.fifo", ORDER.as_bytes()).await.unwrap();
         t.publish("orders-dlq.fifo", b"plain").await.unwrap();
         let sent = fake.sent();
@@ -487,7 +493,7 @@ mod tests {
         assert_eq!(sent[1].group_id.as_deref(), Some("orders-dlq.fifo"));
         assert_eq!(sent[1].deduplication_id.as_ref().map(String::len), Some(64));
 
-        let (fake, t) = transport(SqsConfig::default().group_id("g").content_dedup(true));
+        let (fake, t) = transport(SqsOptions::default().group_id("g").content_dedup(true));
         t.publish("jobs.fifo", ORDER.as_bytes()).await.unwrap();
         let sent = fake.sent();
         assert_eq!(
@@ -508,7 +514,7 @@ mod tests {
 
     #[tokio::test]
     async fn pop_asks_for_everything_and_long_polls() {
-        let (fake, t) = transport(SqsConfig::default().wait_time(3).visibility_timeout(45));
+        let (fake, t) = transport(SqsOptions::default().wait_time(3).visibility_timeout(45));
         assert!(
             t.pop("orders", Duration::from_secs(30))
                 .await
@@ -524,7 +530,7 @@ mod tests {
 
     #[tokio::test]
     async fn pop_hands_the_raw_body_over_with_the_receive_count() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         fake.seed("orders", ORDER, Attributes::new(), Some("3"));
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         assert_eq!(d.body(), ORDER.as_bytes(), "the transport never rewrites");
@@ -551,7 +557,7 @@ mod tests {
 
     #[tokio::test]
     async fn gated_messages_keep_their_raw_body() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         let mut attrs = Attributes::new();
         attrs.insert("bq-schema-version".into(), AttributeValue::number("2"));
         let raw = "{ \"job\" : \"urn:x\", \"attempts\": 0 }";
@@ -569,7 +575,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_long_declared_version_is_reported_whole() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         let long = "9".repeat(70);
         let mut attrs = Attributes::new();
         attrs.insert("bq-schema-version".into(), AttributeValue::string(&long));
@@ -585,7 +591,7 @@ mod tests {
 
     #[tokio::test]
     async fn redeliver_changes_visibility_only() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         t.publish("orders", ORDER.as_bytes()).await.unwrap();
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         release(&t, &d, Duration::from_secs(99_999)).await;
@@ -611,7 +617,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_uncounted_delivery_is_still_released() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         fake.seed("orders", ORDER, Attributes::new(), None);
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         assert_eq!(d.facts().count, None, "native_attempts 0");
@@ -621,7 +627,7 @@ mod tests {
 
     #[tokio::test]
     async fn batches_are_buffered_and_released_on_close() {
-        let (fake, t) = transport(SqsConfig::default().max_messages(4));
+        let (fake, t) = transport(SqsOptions::default().max_messages(4));
         for _ in 0..3 {
             t.publish("orders", ORDER.as_bytes()).await.unwrap();
         }
@@ -643,12 +649,12 @@ mod tests {
 
     #[tokio::test]
     async fn the_batch_follows_the_runtime_concurrency_unless_fixed() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         t.prepare_consume("orders", 4).await.unwrap();
         t.pop("orders", Duration::ZERO).await.unwrap();
         t.prepare_consume("orders", 64).await.unwrap();
         t.pop("orders", Duration::ZERO).await.unwrap();
-        let (_, fixed) = transport(SqsConfig::default().max_messages(2));
+        let (_, fixed) = transport(SqsOptions::default().max_messages(2));
         fixed.prepare_consume("orders", 8).await.unwrap();
         t.set_max_messages(3);
         t.prepare_consume("orders", 8).await.unwrap();
@@ -660,7 +666,7 @@ mod tests {
 
     #[tokio::test]
     async fn errors_keep_their_kind() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         fake.fail_receives(true);
         let err = t.pop("orders", Duration::ZERO).await.unwrap_err();
         assert!(err.is_transient());
@@ -737,7 +743,7 @@ mod tests {
 
     #[tokio::test]
     async fn out_of_range_release_delays_are_clamped_with_a_warning() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         for _ in 0..2 {
             t.publish("orders", ORDER.as_bytes()).await.unwrap();
         }
@@ -760,7 +766,7 @@ mod tests {
     /// the declared version ([`a_long_declared_version_is_reported_whole`]) and says nothing.
     #[tokio::test]
     async fn the_transport_does_not_log_the_gate_itself() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         let mut attrs = Attributes::new();
         attrs.insert("bq-schema-version".into(), AttributeValue::string("2"));
         fake.seed("orders", ORDER, attrs, Some("1"));
@@ -772,7 +778,7 @@ mod tests {
 
     #[tokio::test]
     async fn releases_that_cannot_count_or_cannot_happen_warn() {
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         fake.seed("orders", ORDER, Attributes::new(), None);
         let (logs, _guard) = Captured::start();
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
@@ -822,7 +828,7 @@ mod tests {
             (Some(("suffix", "_dead")), "http://fake/orders_dead"),
             (Some(("queue", "all-failures")), "http://fake/all-failures"),
         ] {
-            let (fake, t) = transport(SqsConfig::default());
+            let (fake, t) = transport(SqsOptions::default());
             let app = failing_app(t, |b| {
                 let b = b.max_attempts(1).dead_letter(true);
                 match configure {
@@ -841,7 +847,7 @@ mod tests {
     #[tokio::test]
     async fn poison_without_dead_lettering_is_left_to_sqs() {
         use babelqueue_core::Outcome;
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         let app = failing_app(t, |b| b.dead_letter(false));
         fake.seed("orders", "not an envelope", Attributes::new(), Some("7"));
         assert_eq!(settle_once(&app).await, Outcome::Native);
@@ -853,7 +859,7 @@ mod tests {
             "left in flight until its visibility timeout"
         );
         // With dead-lettering on, the record counts the receives SQS reported (7 - 1).
-        let (fake, t) = transport(SqsConfig::default());
+        let (fake, t) = transport(SqsOptions::default());
         let app = failing_app(t, |b| b.dead_letter(true));
         fake.seed("orders", "not an envelope", Attributes::new(), Some("7"));
         assert_eq!(settle_once(&app).await, Outcome::DeadLettered);
@@ -866,7 +872,7 @@ mod tests {
 
     #[test]
     fn the_namer_and_the_capabilities() {
-        let (_, t) = transport(SqsConfig::default());
+        let (_, t) = transport(SqsOptions::default());
         assert_eq!(t.dead_letter_queue_name("orders", None), "orders-dlq");
         assert_eq!(t.dead_letter_queue_name("o.fifo", None), "o-dlq.fifo");
         let c = t.capabilities();

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use babelqueue_testkit::{Features, Suite, broker_or_skip};
 use babelqueue_transport_sqs::aws_sdk_sqs;
 use babelqueue_transport_sqs::{
-    AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient, SqsConfig, SqsError,
+    AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient, SqsError, SqsOptions,
     SqsTransport,
 };
 
@@ -44,7 +44,7 @@ fn url() -> String {
 }
 
 /// An SDK client for the endpoint with static test credentials (never the AWS chain).
-fn sdk(config: &SqsConfig) -> aws_sdk_sqs::Client {
+fn sdk(config: &SqsOptions) -> aws_sdk_sqs::Client {
     let region = config.region.clone().unwrap_or_else(|| "us-east-1".into());
     let mut builder = aws_sdk_sqs::Config::builder()
         .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
@@ -124,7 +124,7 @@ impl SqsClient for Provisioning {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqs_passes_the_contract_suite() {
     let url = url();
-    let config = SqsConfig::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
+    let config = SqsOptions::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
     let admin = sdk(&config);
     let endpoint = config.endpoint.clone().unwrap_or_else(|| "AWS".into());
     let answers = async {

@@ -15,7 +15,7 @@ use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, Outcome, Transport};
 use babelqueue_transport_sqs::fake::FakeSqs;
 use babelqueue_transport_sqs::projection::{self, AttributeValue, Attributes};
-use babelqueue_transport_sqs::{SqsConfig, SqsTransport};
+use babelqueue_transport_sqs::{SqsOptions, SqsTransport};
 use serde_json::Value;
 
 use super::{Ctx, incoming_bodies, str_field, unknown_urn_field};
@@ -26,7 +26,7 @@ const QUEUE: &str = "orders";
 
 fn transport(fifo: bool) -> (FakeSqs, SqsTransport) {
     let fake = FakeSqs::new();
-    let transport = SqsTransport::new(fake.clone(), SqsConfig::default().fifo(fifo));
+    let transport = SqsTransport::new(fake.clone(), SqsOptions::default().fifo(fifo));
     (fake, transport)
 }
 

@@ -12,7 +12,7 @@ use babelqueue_transport_sqs::aws_sdk_sqs::config::retry::RetryConfig;
 use babelqueue_transport_sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use babelqueue_transport_sqs::aws_sdk_sqs::types::QueueAttributeName;
 use babelqueue_transport_sqs::projection;
-use babelqueue_transport_sqs::{AwsSqs, SqsConfig, SqsTransport, aws_sdk_sqs};
+use babelqueue_transport_sqs::{AwsSqs, SqsOptions, SqsTransport, aws_sdk_sqs};
 use serde_json::{Value, json};
 
 use crate::support::{self, Call};
@@ -655,7 +655,7 @@ async fn an_unreachable_endpoint_is_a_transient_error() {
         return;
     };
     // Nothing listens on port 9 of the loopback.
-    let config = SqsConfig::from_url(
+    let config = SqsOptions::from_url(
         "sqs://us-east-1?endpoint=http://127.0.0.1:9&prefix=http://127.0.0.1:9/1",
     )
     .unwrap();

@@ -11,7 +11,7 @@ use babelqueue_testkit::{PythonPeer, broker_or_skip, unique_queue};
 use babelqueue_transport_sqs::aws_sdk_sqs;
 use babelqueue_transport_sqs::aws_sdk_sqs::types::QueueAttributeName;
 use babelqueue_transport_sqs::{
-    AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient, SqsConfig, SqsError,
+    AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient, SqsError, SqsOptions,
     SqsTransport,
 };
 
@@ -22,7 +22,7 @@ pub struct Env {
     /// The `sqs://` URL (`BQ_SQS_URL`).
     pub url: String,
     /// Its parsed options.
-    pub config: SqsConfig,
+    pub config: SqsOptions,
     /// An SDK client for queue administration (static test credentials: never the AWS chain).
     pub sdk: aws_sdk_sqs::Client,
 }
@@ -31,7 +31,7 @@ pub struct Env {
 /// does not answer (`scripts/brokers.sh up sqs` starts it).
 pub async fn env() -> Option<Env> {
     let url = std::env::var("BQ_SQS_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
-    let config = SqsConfig::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
+    let config = SqsOptions::from_url(&url).expect("BQ_SQS_URL is a valid sqs:// URL");
     let endpoint = config
         .endpoint
         .clone()
@@ -192,7 +192,7 @@ impl Env {
     }
 
     /// A transport over the live endpoint whose client records every call.
-    pub fn transport(&self, config: SqsConfig) -> (Calls, SqsTransport) {
+    pub fn transport(&self, config: SqsOptions) -> (Calls, SqsTransport) {
         let region = self
             .config
             .region
