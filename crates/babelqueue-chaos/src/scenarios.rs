@@ -229,6 +229,7 @@ fn worker_url(
             url
         }
         // An unsettled delivery of a killed worker comes back after 2 s.
+        // An unsettled delivery of a killed worker comes back after 2 s.
         Broker::Nats => format!("{base}{sep}ack_wait=2"),
         Broker::Rabbitmq | Broker::Artemis | Broker::Pulsar => base,
     })

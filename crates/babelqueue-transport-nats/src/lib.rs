@@ -36,7 +36,7 @@
 //! | the facts of a delivery | `num_delivered − 1` as [`Count::Redelivered`](babelqueue_core::Count::Redelivered), the `bq-schema-version` header as the declared version, every header but JetStream's `Nats-*` as a header |
 //! | `ack` | `+ACK`, confirmed by the server |
 //! | retry, release ([`Redeliverer`](babelqueue_core::Redeliverer), native) | `-NAK` with the back-off as its delay: the original comes back, bytes and headers unchanged, its count one higher; when that count would not give the `attempts` the runtime counted (a body ahead of the count), the runtime's body is published with the headers and the original acknowledged |
-//! | rewind ([`Rewinder`](babelqueue_core::Rewinder)) | `-NAK` (back first); `rewind_behind`: `-NAK` with `behind_delay` |
+//! | rewind ([`Rewinder`](babelqueue_core::Rewinder)) | `-NAK` (back first); `rewind_behind`: a copy at the tail (headers kept, the attempts JetStream counted carried in the body), then `+ACK` |
 //! | an unsettled delivery | back after `ack_wait` (a consumer that went away, a handler still running) |
 //! | dead-letter | the record published to the dead-letter queue (`<queue>.dlq`: its own stream), then `+ACK` |
 //! | a copy on behalf of a delivery with a schema-version header ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)) | published with that header as carried (a gated message's raw bytes stay gated in the dead-letter queue) |

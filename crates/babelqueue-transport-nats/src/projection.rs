@@ -57,10 +57,6 @@ pub struct NatsOptions {
     /// How long a delivery stays reserved before JetStream redelivers it (`ack_wait=` seconds,
     /// default 30): the visibility timeout of an unsettled message.
     pub ack_wait: Duration,
-    /// The delay of the `Nak` that puts a delivery behind the waiting ones
-    /// ([`Rewinder::rewind_behind`](babelqueue_core::Rewinder::rewind_behind);
-    /// `behind_delay=` seconds, default 1; 0 = at once).
-    pub behind_delay: Duration,
     /// The storage of the streams the transport creates (`storage=file|memory`).
     pub storage: Storage,
     /// The replicas of the streams the transport creates (`replicas=`, 1..=5, default 1).
@@ -85,7 +81,6 @@ impl Default for NatsOptions {
             subject_prefix: "bq".to_owned(),
             consumer: "babelqueue".to_owned(),
             ack_wait: Duration::from_secs(30),
-            behind_delay: Duration::from_secs(1),
             storage: Storage::File,
             replicas: 1,
             timeout: Duration::from_secs(5),
@@ -107,7 +102,6 @@ impl fmt::Debug for NatsOptions {
             .field("subject_prefix", &self.subject_prefix)
             .field("consumer", &self.consumer)
             .field("ack_wait", &self.ack_wait)
-            .field("behind_delay", &self.behind_delay)
             .field("storage", &self.storage)
             .field("replicas", &self.replicas)
             .field("timeout", &self.timeout)
@@ -120,7 +114,7 @@ impl fmt::Debug for NatsOptions {
 impl NatsOptions {
     /// Parses `nats://[user[:password]@]host[:port][?option=value&…]`.
     ///
-    /// Options: `stream_prefix`, `subject_prefix`, `consumer`, `ack_wait`, `behind_delay`,
+    /// Options: `stream_prefix`, `subject_prefix`, `consumer`, `ack_wait`,
     /// `timeout` (seconds, decimals allowed), `storage` (`file`, `memory`), `replicas`, `token`,
     /// `tls` (`1`/`true`/`yes`/`on`, `0`/`false`/`no`/`off`), `tls_ca` (a path). An unknown
     /// option, a repeated one or a value out of range is a [`NatsError::Config`]; no error
@@ -214,7 +208,6 @@ impl NatsOptions {
                     return Err("the ack wait must be at least 0.001 s".to_owned());
                 }
             }
-            "behind_delay" => self.behind_delay = seconds(value)?,
             "timeout" => {
                 self.timeout = seconds(value)?;
                 if self.timeout < Duration::from_millis(1) {
@@ -252,7 +245,7 @@ impl NatsOptions {
             _ => {
                 return Err(
                     "unknown option (known: stream_prefix, subject_prefix, consumer, \
-                            ack_wait, behind_delay, timeout, storage, replicas, token, tls, tls_ca)"
+                            ack_wait, timeout, storage, replicas, token, tls, tls_ca)"
                         .to_owned(),
                 );
             }
@@ -497,7 +490,7 @@ mod tests {
 
         let o = NatsOptions::from_url(
             "nats://app:s%40cret@nats.example:4333/?stream_prefix=Q-&subject_prefix=babel.q\
-             &consumer=workers&ack_wait=2.5&behind_delay=0&timeout=3&storage=memory&replicas=3\
+             &consumer=workers&ack_wait=2.5&timeout=3&storage=memory&replicas=3\
              &tls_ca=/etc/ca.pem",
         )
         .unwrap();
@@ -510,7 +503,6 @@ mod tests {
         );
         assert_eq!(o.consumer, "workers");
         assert_eq!(o.ack_wait, Duration::from_millis(2500));
-        assert_eq!(o.behind_delay, Duration::ZERO);
         assert_eq!(o.timeout, Duration::from_secs(3));
         assert_eq!((o.storage, o.replicas), (Storage::Memory, 3));
         assert!(o.tls, "a CA file implies TLS");
