@@ -6,18 +6,27 @@
 //!   `correlation_id` or `message_id` of an object body;
 //! * a body that is not a JSON object gets the out-of-band headers only (usable ones: non-empty,
 //!   key at most 255 bytes), and a consumer reads exactly those back;
-//! * for an object body `x-attempts` is 0 when `attempts` is missing and absent when it is null,
-//!   an object or an array, whatever an out-of-band header said.
+//! * for an object body the contract headers (`x-schema-version`, `x-source-lang`,
+//!   `x-attempts`) hold the body's values with their native AMQP types (`x-attempts` 0 when
+//!   `attempts` is missing) or are absent (null, an object, an array, a number that is not
+//!   finite as a double), whatever an out-of-band header of the same name said;
+//! * round trip: a consumer reads back every contract header as its text and every other usable
+//!   out-of-band header as sent; the binding reports no facts, so the runtime sees the body as
+//!   published, never rewritten.
+//!
+//! Nothing dropped with contract v2: this binding never gated nor reconciled; the facts it
+//! reports (none) are now checked through the runtime's `classify`.
 //!
 //! Input: the body, then optionally `0xFF` and the bytes the headers and the table come from.
 #![no_main]
 
-use babelqueue_core::Headers;
-use babelqueue_envelope::{Envelope, JsonKind};
-use babelqueue_fuzz::{headers, long_text, split_body, text};
+use babelqueue_core::classify::Class;
+use babelqueue_core::{Facts, Headers};
+use babelqueue_envelope::{Envelope, JsonKind, RawJson};
+use babelqueue_fuzz::{check_classified, headers, long_text, split_body, text};
 use babelqueue_transport_amqp::projection::{
-    APP_ID, CONTENT_ENCODING, CONTENT_TYPE, HEADER_ATTEMPTS, PERSISTENT, header_text, properties,
-    properties_json, received_headers,
+    APP_ID, CONTENT_ENCODING, CONTENT_TYPE, HEADER_ATTEMPTS, HEADER_SCHEMA_VERSION,
+    HEADER_SOURCE_LANG, PERSISTENT, header_text, properties, properties_json, received_headers,
 };
 use lapin::types::{AMQPValue, DecimalValue, FieldArray, FieldTable, LongString, ShortString};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
@@ -35,6 +44,28 @@ fuzz_target!(|data: &[u8]| {
         let _ = received_headers(Some(&table));
     }
 });
+
+/// The native AMQP value of a contract member, as the module documents it: integers as signed
+/// 32-bit when they fit, else 64-bit; other finite numbers as doubles; strings as long strings;
+/// booleans as such; nothing for null, objects, arrays and numbers that are not finite.
+fn documented(raw: &RawJson) -> Option<AMQPValue> {
+    match raw.kind() {
+        JsonKind::Null | JsonKind::Array | JsonKind::Object => None,
+        JsonKind::Bool => raw.as_bool().map(AMQPValue::Boolean),
+        JsonKind::String => raw
+            .as_string()
+            .map(|s| AMQPValue::LongString(LongString::from(s.into_owned()))),
+        JsonKind::Number => match raw.as_i64() {
+            Some(n) => Some(i32::try_from(n).map_or(AMQPValue::LongLongInt(n), AMQPValue::LongInt)),
+            None => raw
+                .as_str()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .map(AMQPValue::Double),
+        },
+    }
+}
 
 fn produce(body: &[u8], extra: &Headers) {
     let envelope = Envelope::parse_object(body).ok();
@@ -82,21 +113,48 @@ fn produce(body: &[u8], extra: &Headers) {
     if !urn.is_empty() {
         assert_eq!(props.kind().as_ref().map(ShortString::as_str), Some(&*urn));
     }
-    let attempts_header = table.and_then(|t| t.inner().get(HEADER_ATTEMPTS));
-    match envelope.get("attempts") {
-        None => assert_eq!(attempts_header, Some(&AMQPValue::LongInt(0))),
-        Some(raw)
-            if matches!(
-                raw.kind(),
-                JsonKind::Null | JsonKind::Object | JsonKind::Array
-            ) =>
-        {
-            assert_eq!(
-                attempts_header, None,
-                "an out-of-band header must not pose as x-attempts"
-            );
+    let meta = envelope.meta();
+    let contract = [
+        (
+            HEADER_SCHEMA_VERSION,
+            meta.and_then(|m| m.get("schema_version"))
+                .and_then(documented),
+        ),
+        (
+            HEADER_SOURCE_LANG,
+            meta.and_then(|m| m.get("lang")).and_then(documented),
+        ),
+        (
+            HEADER_ATTEMPTS,
+            match envelope.get("attempts") {
+                None => Some(AMQPValue::LongInt(0)),
+                Some(raw) => documented(&raw),
+            },
+        ),
+    ];
+    for (key, want) in &contract {
+        let sent = table.and_then(|t| t.inner().get(*key));
+        assert_eq!(
+            sent,
+            want.as_ref(),
+            "{key} is the body's value; an out-of-band header never poses as it"
+        );
+        let read = received.get(*key);
+        let want_text = want.as_ref().and_then(header_text).map(|t| t.into_owned());
+        assert_eq!(read, want_text.as_ref(), "{key} reads back as its text");
+    }
+    for (key, value) in extra {
+        if key.is_empty() || value.is_empty() || key.len() > 255 {
+            continue;
         }
-        Some(_) => {}
+        if contract.iter().all(|(name, _)| *name != key.as_str()) {
+            assert_eq!(received.get(key), Some(value), "{key} reads back as sent");
+        }
+    }
+
+    // The binding reports no facts: the runtime reads the body as it was published.
+    if let Class::Readable { body: seen, .. } = check_classified(body, &Facts::default(), "q") {
+        assert_eq!(&*seen, body, "no count, no rewrite");
     }
 }
 

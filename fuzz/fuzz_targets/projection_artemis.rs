@@ -1,26 +1,40 @@
 //! ActiveMQ Artemis (AMQP 1.0) projection: `project`, `message`, `with_headers`, `delayed`,
-//! `read`, `gate_verdict`, `body_bytes` and `reconcile`, on any body, any application properties
-//! (every AMQP simple type), any body section and any delivery count.
+//! `read`, `declared` and `body_bytes` on any body, any application properties (every AMQP
+//! simple type), any body section and any delivery count, with the facts a message reports
+//! classified and reconciled by the runtime (`babelqueue_core::classify`, `attempts`).
 //!
 //! Checked, as the module documents:
 //! * `message` carries the body byte for byte, and `body_bytes` gives it back;
 //! * out-of-band headers never override a `bq_` property, and a consumer reads back exactly the
 //!   usable ones;
-//! * `read`: a gated message keeps its body; otherwise `attempts = max(body, delivery-count)`,
-//!   the body changing only when the count raises it;
+//! * round trip: `read` of a message this SDK wrote gives the body unchanged, the projected
+//!   `bq_schema_version` as the declared version (else absent) and a delivery count of 0;
+//! * `read` of any message: the body as carried (never reconciled), the declared version typed
+//!   as the module lists it (strings untrimmed), `Count::Redelivered(delivery-count)`, and the
+//!   string application properties not named `bq_…` as headers; through the runtime's gate
+//!   absent, null, ASCII-blank or `1` text and an integral 1 pass, everything else is rejected,
+//!   and a readable body gets `attempts = max(body, delivery-count)`, rewritten only when the
+//!   count raises it;
 //! * a zero delay leaves the message alone; any other is rounded up to whole milliseconds.
+//!
+//! Dropped with contract v2: `gate_verdict`, `reconcile`, `Read::gated` and a `read` that
+//! reconciled the body are gone; the gate and the reconciliation are checked through the
+//! runtime's `classify` and `reconcile` on the facts `read` reports instead.
 //!
 //! Input: the body, then optionally `0xFF` and the bytes the rest comes from.
 #![no_main]
 
 use std::time::Duration;
 
-use babelqueue_core::Headers;
-use babelqueue_envelope::{Envelope, JsonKind};
-use babelqueue_fuzz::{headers, split_body, text};
+use babelqueue_core::classify::Class;
+use babelqueue_core::{Count, Declared, Delivery, Headers};
+use babelqueue_envelope::{Envelope, ascii};
+use babelqueue_fuzz::{
+    body_attempts, check_classified, check_reconciled, headers, split_body, text,
+};
 use babelqueue_transport_artemis::projection::{
-    AmqpMessage, CONTRACT_PROPERTY_PREFIX, DELIVERY_DELAY_ANNOTATION, SCHEMA_VERSION_PROPERTY,
-    body_bytes, delayed, gate_verdict, message, project, read, reconcile, with_headers,
+    AmqpMessage, CONTRACT_PROPERTY_PREFIX, DELIVERY_DELAY_ANNOTATION, Read,
+    SCHEMA_VERSION_PROPERTY, body_bytes, declared, delayed, message, project, read, with_headers,
 };
 use fe2o3_amqp::types::messaging::annotations::OwnedKey;
 use fe2o3_amqp::types::messaging::{
@@ -29,6 +43,8 @@ use fe2o3_amqp::types::messaging::{
 use fe2o3_amqp::types::primitives::{Binary, SimpleValue, Symbol, Timestamp, Value};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+
+const QUEUE: &str = "orders";
 
 fuzz_target!(|data: &[u8]| {
     let (body, params) = split_body(data);
@@ -39,31 +55,20 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// `attempts` as the reconciliation reads it: 0 when missing or null, the integer, or `None`
-/// when the body is not an object or `attempts` is not an integer.
-fn attempts_of(body: &[u8]) -> Option<i64> {
-    let envelope = Envelope::parse_object(body).ok()?;
-    match envelope.get("attempts") {
-        None => Some(0),
-        Some(raw) if raw.kind() == JsonKind::Null => Some(0),
-        Some(raw) => raw.as_i64(),
-    }
+/// What the transport's pop hands the runtime for a message it read.
+fn delivery(got: &Read) -> Delivery {
+    Delivery::new(QUEUE, got.body.clone())
+        .with_headers(got.headers.clone())
+        .with_declared_version(got.declared.clone())
+        .with_count(got.count())
 }
 
-/// `reconcile` against its formula.
-fn check_reconcile(body: &[u8], count: u32) -> Vec<u8> {
-    let out = reconcile(body, count).into_owned();
-    match attempts_of(body) {
-        Some(a) if i64::from(count) > a => {
-            let back = Envelope::parse_object(&out).expect("a rewritten body is an object");
-            assert_eq!(back.attempts(), i64::from(count));
-        }
-        _ => assert_eq!(
-            out, body,
-            "the count does not raise attempts: body unchanged"
-        ),
-    }
-    out
+/// The runtime's reconciliation of a read message: `attempts = max(body, delivery-count)`.
+fn check_count(got: &Read) -> Vec<u8> {
+    let n = i64::from(got.delivery_count);
+    assert_eq!(got.count(), Count::Redelivered(n));
+    let want = body_attempts(&got.body).filter(|a| n > *a).map(|_| n);
+    check_reconciled(&got.body, Some(got.count()), want)
 }
 
 fn produce(body: &[u8], u: &mut Unstructured<'_>) {
@@ -99,13 +104,32 @@ fn produce(body: &[u8], u: &mut Unstructured<'_>) {
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+
+    // Round trip: a first delivery of what was sent.
     let got = read(&msg);
     assert_eq!(got.headers, usable);
+    assert_eq!(got.body, body, "read never changes the body");
     assert_eq!(got.delivery_count, 0);
-    if got.gated.is_some() {
-        assert_eq!(got.body, body);
-    } else {
-        assert_eq!(got.body, check_reconcile(body, 0));
+    let version = projection
+        .properties
+        .iter()
+        .find(|(name, _)| *name == SCHEMA_VERSION_PROPERTY)
+        .map(|(_, v)| v.clone());
+    assert_eq!(
+        got.declared,
+        version.map_or(Declared::Absent, Declared::Text),
+        "the declared version reads back as projected"
+    );
+    let reconciled = check_count(&got);
+    let d = delivery(&got);
+    if let Class::Readable { body: seen, .. } = check_classified(&got.body, d.facts(), QUEUE) {
+        assert_eq!(&*seen, reconciled.as_slice());
+        if body_attempts(body).is_some_and(|a| a >= 0) {
+            assert_eq!(
+                &*seen, body,
+                "a first delivery reaches the runtime unchanged"
+            );
+        }
     }
 
     if let Ok((secs, nanos)) = u.arbitrary::<(u64, u32)>() {
@@ -210,25 +234,69 @@ fn received(body: &[u8], u: &mut Unstructured<'_>) -> Result<AmqpMessage> {
     Ok(msg)
 }
 
+/// Whether the runtime's gate must pass this property (the module's type mapping and the gate's
+/// rule, restated).
+fn passes(property: Option<&SimpleValue>) -> bool {
+    let text_passes = |t: &str| ascii::is_blank(t) || t == "1";
+    match property {
+        None | Some(SimpleValue::Null) => true,
+        Some(SimpleValue::String(s)) => text_passes(s),
+        Some(SimpleValue::Symbol(s)) => text_passes(s.as_str()),
+        Some(SimpleValue::Char(c)) => text_passes(&c.to_string()),
+        Some(SimpleValue::Binary(b)) => text_passes(&String::from_utf8_lossy(b)),
+        Some(SimpleValue::Ubyte(n)) => *n == 1,
+        Some(SimpleValue::Ushort(n)) => *n == 1,
+        Some(SimpleValue::Uint(n)) => *n == 1,
+        Some(SimpleValue::Ulong(n)) => *n == 1,
+        Some(SimpleValue::Byte(n)) => *n == 1,
+        Some(SimpleValue::Short(n)) => *n == 1,
+        Some(SimpleValue::Int(n)) => *n == 1,
+        Some(SimpleValue::Long(n)) => *n == 1,
+        Some(_) => false,
+    }
+}
+
 fn check_read(msg: &AmqpMessage) {
     let property = msg
         .application_properties
         .as_ref()
         .and_then(|p| p.0.get(SCHEMA_VERSION_PROPERTY));
-    let verdict = gate_verdict(property);
     let raw = body_bytes(&msg.body);
     let got = read(msg);
-    assert_eq!(got.gated, verdict);
+    assert_eq!(got.body, raw, "read hands the body over as carried");
+    assert_eq!(got.declared, declared(property));
+    match property {
+        None => assert_eq!(got.declared, Declared::Absent),
+        Some(SimpleValue::Null) => assert_eq!(got.declared, Declared::Null),
+        Some(SimpleValue::String(s)) => assert_eq!(got.declared, Declared::Text(s.clone())),
+        Some(_) => {}
+    }
+    let rejected = got.declared.rejected();
+    assert_eq!(
+        rejected.is_none(),
+        passes(property),
+        "{property:?} gave the verdict {rejected:?}"
+    );
     let count = msg.header.as_ref().map_or(0, |h| h.delivery_count);
     assert_eq!(got.delivery_count, count);
-    if verdict.is_some() {
-        assert_eq!(got.body, raw, "a gated message keeps its body");
-    } else {
-        assert_eq!(got.body, check_reconcile(&raw, count));
+    let want_headers: Headers = msg
+        .application_properties
+        .as_ref()
+        .map(|p| {
+            p.0.iter()
+                .filter(|(name, _)| !name.starts_with(CONTRACT_PROPERTY_PREFIX))
+                .filter_map(|(name, value)| match value {
+                    SimpleValue::String(text) => Some((name.clone(), text.clone())),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(got.headers, want_headers);
+
+    let reconciled = check_count(&got);
+    let d = delivery(&got);
+    if let Class::Readable { body, .. } = check_classified(&got.body, d.facts(), QUEUE) {
+        assert_eq!(&*body, reconciled.as_slice());
     }
-    assert!(
-        got.headers
-            .keys()
-            .all(|k| !k.starts_with(CONTRACT_PROPERTY_PREFIX))
-    );
 }

@@ -1,54 +1,89 @@
-//! Azure Service Bus projection: `outgoing`, `gated` and `reconcile` on any body, any
-//! application properties (every AMQP type the binding models) and any delivery count.
+//! Azure Service Bus projection: `outgoing`, `declared` and `count` on any body, any application
+//! properties (every AMQP type the binding models) and any delivery count, with the facts they
+//! report classified and reconciled by the runtime (`babelqueue_core::classify`, `attempts`).
 //!
 //! Checked, as the module documents:
 //! * the body is sent byte for byte with `application/json`; a non-object body gets nothing
 //!   else; an error only comes from an id longer than 128 characters, and a successful
 //!   projection never carries one;
-//! * the gate reads the last `bq-schema-version`: absent, null, blank or `"1"` text, and the
-//!   integer 1 of any width pass; every other value is reported;
-//! * `attempts = max(body, DeliveryCount - 1)`, the body unchanged unless the count raises it.
+//! * round trip: the `bq-schema-version` a producer wrote reads back as the declared version
+//!   (the integer `meta.schema_version`, else absent), and a first delivery (`DeliveryCount` 1)
+//!   reports no count, so a readable body reaches the runtime byte for byte;
+//! * `declared` reports the last `bq-schema-version` typed, strings untrimmed; through the
+//!   runtime's gate absent, null, ASCII-blank or `"1"` text and the integer 1 of any width pass,
+//!   every other value is rejected;
+//! * `count` reports `DeliveryCount - 1` earlier deliveries above 1, nothing otherwise, and the
+//!   runtime makes that `attempts = max(body, DeliveryCount - 1)`, the body rewritten only when
+//!   the count raises it.
+//!
+//! Dropped with contract v2: the binding no longer gates (`gated`) nor rewrites bodies
+//! (`reconcile`); both rules are now checked through the runtime's `classify` and `reconcile`
+//! on the facts the binding reports. Out-of-band headers do not apply: the binding carries none.
 //!
 //! Input: the body, then optionally `0xFF` and the bytes the rest comes from.
 #![no_main]
 
-use babelqueue_envelope::{Envelope, JsonKind, ascii};
-use babelqueue_fuzz::{split_body, text};
+use babelqueue_core::{Count, Declared, Delivery};
+use babelqueue_envelope::{Envelope, ascii};
+use babelqueue_fuzz::{body_attempts, check_classified, check_reconciled, split_body, text};
 use babelqueue_transport_asb::projection::{
-    AmqpValue, ApplicationProperties, CONTENT_TYPE, MAX_ID_CHARS, PROP_SCHEMA_VERSION, gated,
-    outgoing, reconcile,
+    AmqpValue, ApplicationProperties, CONTENT_TYPE, MAX_ID_CHARS, PROP_SCHEMA_VERSION, count,
+    declared, outgoing,
 };
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+
+const QUEUE: &str = "orders";
 
 fuzz_target!(|data: &[u8]| {
     let (body, params) = split_body(data);
     let mut u = Unstructured::new(params);
     produce(body);
-    let _ = gate(&mut u);
-    if let Ok(count) = u.arbitrary::<u32>() {
-        check_reconcile(body, count);
-    }
+    let _ = consume(body, &mut u);
 });
 
 fn produce(body: &[u8]) {
     let parsed = Envelope::parse_object(body);
-    match outgoing(body) {
-        Ok(out) => {
-            assert_eq!(out.body, body, "the body is sent byte for byte");
-            assert_eq!(out.content_type, CONTENT_TYPE);
-            for id in [&out.message_id, &out.correlation_id].into_iter().flatten() {
-                assert!(!id.is_empty() && id.chars().count() <= MAX_ID_CHARS);
-            }
-            if parsed.is_err() {
-                assert!(out.subject.is_none() && out.message_id.is_none());
-                assert!(out.correlation_id.is_none() && out.application_properties.is_empty());
-            }
-        }
+    let out = match outgoing(body) {
+        Ok(out) => out,
         Err(e) => {
             assert!(parsed.is_ok(), "only an object body can be refused: {e}");
             assert!(!e.to_string().is_empty());
+            return;
         }
+    };
+    assert_eq!(out.body, body, "the body is sent byte for byte");
+    assert_eq!(out.content_type, CONTENT_TYPE);
+    for id in [&out.message_id, &out.correlation_id].into_iter().flatten() {
+        assert!(!id.is_empty() && id.chars().count() <= MAX_ID_CHARS);
+    }
+    let Ok(envelope) = parsed else {
+        assert!(out.subject.is_none() && out.message_id.is_none());
+        assert!(out.correlation_id.is_none() && out.application_properties.is_empty());
+        assert_eq!(declared(&out.application_properties), Declared::Absent);
+        return;
+    };
+
+    // Round trip: what a consumer reads back from the properties this producer wrote.
+    let version = envelope
+        .meta()
+        .and_then(|m| m.get("schema_version"))
+        .and_then(|v| v.as_i64());
+    let read = declared(&out.application_properties);
+    assert_eq!(
+        read,
+        version.map_or(Declared::Absent, |v| Declared::Integer(i128::from(v))),
+        "the declared version reads back as projected"
+    );
+    assert_eq!(count(1), None, "a first delivery reports no count");
+    let delivery = Delivery::new(QUEUE, out.body.clone()).with_declared_version(read);
+    if let babelqueue_core::classify::Class::Readable { body: seen, .. } =
+        check_classified(&out.body, delivery.facts(), QUEUE)
+    {
+        assert_eq!(
+            &*seen, body,
+            "a first delivery reaches the runtime unchanged"
+        );
     }
 }
 
@@ -94,7 +129,7 @@ fn passes(value: Option<&AmqpValue>) -> bool {
     }
 }
 
-fn gate(u: &mut Unstructured<'_>) -> Result<()> {
+fn consume(body: &[u8], u: &mut Unstructured<'_>) -> Result<()> {
     let mut props = ApplicationProperties::new();
     for _ in 0..u.int_in_range(0..=4)? {
         let name = if u.ratio(2, 3)? {
@@ -109,33 +144,41 @@ fn gate(u: &mut Unstructured<'_>) -> Result<()> {
         .rev()
         .find(|(k, _)| k == PROP_SCHEMA_VERSION)
         .map(|(_, v)| v);
-    let verdict = gated(&props);
-    assert_eq!(
-        verdict.is_none(),
-        passes(last),
-        "{last:?} gave the verdict {verdict:?}"
-    );
-    Ok(())
-}
-
-fn check_reconcile(body: &[u8], count: u32) {
-    let out = reconcile(body, count);
-    let current = Envelope::parse_object(body)
-        .ok()
-        .and_then(|e| match e.get("attempts") {
-            None => Some(0),
-            Some(raw) if raw.kind() == JsonKind::Null => Some(0),
-            Some(raw) => raw.as_i64(),
-        });
-    let native = i64::from(count) - 1;
-    match current {
-        Some(a) if count > 1 && native > a => {
-            let back = Envelope::parse_object(&out).expect("a rewritten body is an object");
-            assert_eq!(back.attempts(), native);
+    let reported = declared(&props);
+    match last {
+        None => assert_eq!(reported, Declared::Absent),
+        Some(AmqpValue::Null) => assert_eq!(reported, Declared::Null),
+        Some(AmqpValue::String(s)) => assert_eq!(reported, Declared::Text(s.clone())),
+        Some(AmqpValue::Other(kind, shown)) => {
+            assert_eq!(reported, Declared::Text(format!("{kind}:{shown}")));
         }
-        _ => assert_eq!(
-            &*out, body,
-            "the count does not raise attempts: body unchanged"
-        ),
+        Some(_) => {}
     }
+    let rejected = reported.rejected();
+    assert_eq!(
+        rejected.is_none(),
+        passes(last),
+        "{last:?} gave the verdict {rejected:?}"
+    );
+
+    let delivery_count: u32 = u.arbitrary()?;
+    let reported_count = count(delivery_count);
+    let earlier = i64::from(delivery_count) - 1;
+    assert_eq!(
+        reported_count,
+        (delivery_count > 1).then_some(Count::Redelivered(earlier))
+    );
+    let want = match body_attempts(body) {
+        Some(a) if delivery_count > 1 && earlier > a => Some(earlier),
+        _ => None,
+    };
+    check_reconciled(body, reported_count, want);
+
+    // What the transport's pop hands the runtime.
+    let mut delivery = Delivery::new(QUEUE, body.to_vec()).with_declared_version(reported);
+    if let Some(c) = reported_count {
+        delivery = delivery.with_count(c);
+    }
+    check_classified(body, delivery.facts(), QUEUE);
+    Ok(())
 }

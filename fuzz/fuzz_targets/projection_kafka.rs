@@ -1,28 +1,39 @@
-//! Kafka projection: `project`, `record_timestamp`, the header readers, `schema_gate`,
-//! `reconcile`, `inbound`, `reinject_headers` and `due_at` on any record value, any headers
-//! (null values and invalid UTF-8 included) and any clock values.
+//! Kafka projection: `project`, `record_timestamp`, the header readers, `declared`, `count`,
+//! `facts`, `reinject_headers` and `due_at` on any record value, any headers (null values and
+//! invalid UTF-8 included) and any clock values, with the facts a record reports classified and
+//! reconciled by the runtime (`babelqueue_core::classify`, `attempts`).
 //!
 //! Checked, as the module documents:
-//! * a gated or poison record keeps its raw value byte for byte; a poison record names the
-//!   `bq-original-topic` header (else the topic) and the `bq-attempts` header (else 0);
-//! * a readable record's body changes only through `reconcile`, which sets exactly the header's
-//!   count;
-//! * publish then consume (the headers this SDK wrote) gives a readable value back byte for byte
-//!   whenever its `attempts` is a non-negative integer or absent;
+//! * only a non-empty object gets headers, all `bq-*` and UTF-8, never null;
+//! * round trip: the facts of a record carrying the headers this SDK wrote are the body's own
+//!   values (the `bq-schema-version` text, else absent; the `bq-attempts` count, negative read
+//!   as 0; no original topic), so a readable value reaches the runtime byte for byte whenever
+//!   its `attempts` is a non-negative integer or absent;
+//! * on any record the facts are the first `bq-schema-version` header (absent, null or its
+//!   text), the first `bq-attempts` as a `Count::Carried` when it reads as an integer, and a
+//!   non-empty `bq-original-topic`; through the runtime the carried count is authoritative
+//!   (a readable body gets exactly it, a poison one is counted by it, else by its own integer
+//!   `attempts`) and a poison record names the original topic, else the consumed one;
 //! * the re-injector drops exactly `bq-delay` and `bq-original-topic`, keeping the order;
 //! * `due_at` stays within `[now, now + tier]`.
+//!
+//! Dropped with contract v2: `inbound`, `schema_gate` and the binding's own `reconcile` are
+//! gone, and with them the routes (`Route::Gated`, `Route::TransportPoison`) the target
+//! compared against: the binding reports facts, the runtime gates, classifies and reconciles,
+//! and that is what is checked now. Out-of-band headers do not apply: `project` takes none.
 //!
 //! Input: the record value, then optionally `0xFF` and the bytes the rest comes from.
 #![no_main]
 
-use babelqueue_core::Route;
-use babelqueue_envelope::{Envelope, Verdict, classify};
-use babelqueue_fuzz::{split_body, text};
+use babelqueue_core::classify::Class;
+use babelqueue_core::{Count, Declared};
+use babelqueue_envelope::Envelope;
+use babelqueue_fuzz::{check_classified, check_reconciled, integer_attempts, split_body, text};
 use babelqueue_transport_kafka::client::{Record, RecordHeader};
 use babelqueue_transport_kafka::projection::{
-    HEADER_ATTEMPTS, HEADER_DELAY, HEADER_JOB, HEADER_ORIGINAL_TOPIC, HEADER_SCHEMA_VERSION,
-    due_at, header_attempts, header_text, inbound, project, reconcile, record_timestamp,
-    reinject_headers, schema_gate,
+    HEADER_ATTEMPTS, HEADER_DELAY, HEADER_JOB, HEADER_ORIGINAL_TOPIC, HEADER_SCHEMA_VERSION, count,
+    declared, due_at, facts, header, header_attempts, header_text, project, record_timestamp,
+    reinject_headers,
 };
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -33,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
     let own = produce(value);
     round_trip(value, own);
     if let Ok(record) = record(value, &mut u) {
-        check_inbound(&record);
+        check_record(&record);
         let reinjected = reinject_headers(&record.headers);
         let kept: Vec<&RecordHeader> = record
             .headers
@@ -65,10 +76,9 @@ fn produce(value: &[u8]) -> Vec<RecordHeader> {
     }
     for h in &headers {
         assert!(h.key.starts_with("bq-"), "{}", h.key);
-        let text = h
-            .value
-            .as_deref()
-            .expect("projected headers are never null");
+        let Some(text) = h.value.as_deref() else {
+            panic!("projected header {} is null", h.key);
+        };
         assert!(std::str::from_utf8(text).is_ok());
     }
     if let Some(ts) = record_timestamp(value) {
@@ -78,6 +88,8 @@ fn produce(value: &[u8]) -> Vec<RecordHeader> {
 }
 
 fn round_trip(value: &[u8], headers: Vec<RecordHeader>) {
+    let version = header_text(&headers, HEADER_SCHEMA_VERSION);
+    let attempts = header_attempts(&headers);
     let record = Record {
         topic: "orders".to_owned(),
         partition: 0,
@@ -87,7 +99,17 @@ fn round_trip(value: &[u8], headers: Vec<RecordHeader>) {
         headers,
         timestamp: None,
     };
-    let got = check_inbound(&record);
+    let reported = facts(&record);
+    assert_eq!(
+        reported.declared_version,
+        version.map_or(Declared::Absent, Declared::Text)
+    );
+    assert_eq!(reported.count, attempts.map(Count::Carried));
+    assert_eq!(reported.original_queue, None);
+    if let Some(n) = integer_attempts(value) {
+        assert_eq!(attempts, Some(n.max(0)), "bq-attempts is the body's count");
+    }
+    let class = check_classified(value, &reported, &record.topic);
     let plain_attempts =
         Envelope::parse_object(value)
             .ok()
@@ -95,8 +117,11 @@ fn round_trip(value: &[u8], headers: Vec<RecordHeader>) {
                 None => true,
                 Some(raw) => raw.as_i64().is_some_and(|n| n >= 0),
             });
-    if plain_attempts {
-        assert_eq!(got, value, "publish then consume must give the value back");
+    if plain_attempts && let Class::Readable { body, .. } = class {
+        assert_eq!(
+            &*body, value,
+            "publish then consume must give the value back"
+        );
     }
 }
 
@@ -138,50 +163,57 @@ fn record(value: &[u8], u: &mut Unstructured<'_>) -> Result<Record> {
     })
 }
 
-/// Applies `inbound` and checks it against the documented order of rules; returns the body.
-fn check_inbound(record: &Record) -> Vec<u8> {
+/// The facts of any record, and what the runtime makes of them.
+fn check_record(record: &Record) {
+    // The transport hands a tombstone over as an empty body.
     let value = record.value.as_deref().unwrap_or_default();
-    if let Some(n) = header_attempts(&record.headers) {
+    let reported = facts(record);
+
+    let first_version = header(&record.headers, HEADER_SCHEMA_VERSION);
+    let want_version = match first_version {
+        None => Declared::Absent,
+        Some(None) => Declared::Null,
+        Some(Some(bytes)) => Declared::Text(String::from_utf8_lossy(bytes).into_owned()),
+    };
+    assert_eq!(reported.declared_version, want_version);
+    assert_eq!(declared(&record.headers), want_version);
+
+    let carried = header_attempts(&record.headers);
+    if let Some(n) = carried {
         assert!(n >= 0);
     }
-    let got = inbound(record);
-    if let Some(declared) = schema_gate(&record.headers) {
-        assert_eq!(got.body, value, "a gated record keeps its raw value");
-        assert_eq!(
-            got.route,
-            Route::Gated {
-                declared,
-                urn: None
-            }
-        );
-        return got.body;
-    }
-    match classify(value) {
-        Verdict::Ok => {
-            assert_eq!(got.route, Route::Body);
-            assert_eq!(got.body, &*reconcile(value, &record.headers));
-            if let Some(n) = header_attempts(&record.headers) {
-                let back = Envelope::parse_object(&got.body).expect("a readable body");
-                assert_eq!(back.attempts(), n, "the header's count is authoritative");
-            } else {
-                assert_eq!(got.body, value);
-            }
+    assert_eq!(reported.count, carried.map(Count::Carried));
+    assert_eq!(count(&record.headers), reported.count);
+    let original = header_text(&record.headers, HEADER_ORIGINAL_TOPIC).filter(|t| !t.is_empty());
+    assert_eq!(reported.original_queue, original);
+
+    // The carried count is authoritative: a readable body gets exactly it.
+    let want = carried.and_then(|n| {
+        let envelope = Envelope::parse_object(value).ok()?;
+        match envelope.get("attempts") {
+            None => (n != 0).then_some(n),
+            Some(raw) if raw.is_null() => Some(n),
+            Some(raw) => raw.as_i64().filter(|a| *a != n).map(|_| n),
         }
-        Verdict::NoIdentity | Verdict::Poison(_) => {
-            assert_eq!(got.body, value, "a poison record keeps its raw value");
-            let Route::TransportPoison(poison) = &got.route else {
-                panic!("a poison record must route as poison, got {:?}", got.route);
-            };
-            assert_eq!(
-                poison.attempts,
-                header_attempts(&record.headers).unwrap_or(0)
-            );
-            let topic = header_text(&record.headers, HEADER_ORIGINAL_TOPIC)
-                .filter(|t| !t.is_empty())
-                .unwrap_or_else(|| record.topic.clone());
+    });
+    check_reconciled(value, reported.count, want);
+
+    match check_classified(value, &reported, &record.topic) {
+        Class::Gated { .. } => {}
+        Class::Poison(poison) => {
+            let counted = carried.unwrap_or_else(|| integer_attempts(value).unwrap_or(0).max(0));
+            assert_eq!(poison.attempts, counted);
+            let topic = original.unwrap_or_else(|| record.topic.clone());
             assert_eq!(poison.original_queue, topic);
-            assert!(!poison.cause.is_empty());
+        }
+        Class::Readable { envelope, .. } => {
+            if let Some(n) = carried {
+                assert_eq!(
+                    envelope.attempts(),
+                    n,
+                    "the header's count is authoritative"
+                );
+            }
         }
     }
-    got.body
 }

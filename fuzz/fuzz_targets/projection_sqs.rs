@@ -1,30 +1,46 @@
 //! SQS projection: every pure function of `babelqueue_transport_sqs::projection` on any body,
-//! any message attributes, any `ApproximateReceiveCount` text and any delays.
+//! any message attributes, any `ApproximateReceiveCount` text and any delays, with the facts the
+//! binding reports classified and reconciled by the runtime (`babelqueue_core::classify`,
+//! `attempts`).
 //!
 //! Checked, as the module documents:
 //! * projected attributes are `String`/`Number` values SQS accepts, a non-object body projects
-//!   nothing, and merging headers never drops or changes a contract attribute;
-//! * `reconcile` leaves the body byte-identical unless the count raises `attempts`, and then
-//!   the new body carries exactly `count - 1`;
-//! * the gate passes absent, blank and `1`, and otherwise reports the value untrimmed;
+//!   nothing, and merging out-of-band headers never drops or changes a contract attribute;
+//! * round trip: a consumer reads the contract attributes back as headers, the declared version
+//!   back as the projected `bq-schema-version` text (else absent), and a first receive reports
+//!   no count, so a readable body reaches the runtime byte for byte;
+//! * `count` reports `ApproximateReceiveCount - 1` earlier deliveries above 1 and nothing
+//!   otherwise; the runtime makes that `attempts = max(body, count - 1)`, the body rewritten
+//!   only when the count raises it;
+//! * `declared` is the attribute's text whatever its data type, untrimmed (absent for a binary
+//!   one), and the runtime's gate passes exactly absent, ASCII-blank and `1`;
 //! * the clamps stay in range (visibility 0..=43200, wait 0..=20, delay whole seconds <= 900).
+//!
+//! Dropped with contract v2: the binding no longer gates (`gate`), counts (`native_attempts`)
+//! nor rewrites bodies (`reconcile`); those rules are checked through the runtime's `classify`
+//! and `reconcile` on the reported facts instead.
 //!
 //! Input: the body, then optionally `0xFF` and the bytes the other arguments come from.
 #![no_main]
 
-use std::borrow::Cow;
 use std::time::Duration;
 
-use babelqueue_envelope::{Envelope, JsonKind, ascii};
-use babelqueue_fuzz::{headers, split_body, text};
+use babelqueue_core::classify::Class;
+use babelqueue_core::{Count, Declared, Delivery};
+use babelqueue_envelope::{Envelope, ascii};
+use babelqueue_fuzz::{
+    body_attempts, check_classified, check_reconciled, headers, split_body, text,
+};
 use babelqueue_transport_sqs::projection::{
     AttributeValue, Attributes, MAX_ATTRIBUTES, MAX_PUBLISH_DELAY, MAX_VISIBILITY_TIMEOUT,
-    MAX_WAIT_TIME, SCHEMA_VERSION_ATTRIBUTE, attributes, check_attribute_name,
-    dead_letter_queue_name, deduplication_id, first_invalid_char, gate, is_sqs_text, merge_headers,
-    native_attempts, publish_delay, reconcile, visibility_timeout, wait_time_seconds,
+    MAX_WAIT_TIME, SCHEMA_VERSION_ATTRIBUTE, attributes, check_attribute_name, count,
+    dead_letter_queue_name, declared, deduplication_id, first_invalid_char, is_fifo_queue,
+    is_sqs_text, merge_headers, publish_delay, visibility_timeout, wait_time_seconds,
 };
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+
+const QUEUE: &str = "orders";
 
 fuzz_target!(|data: &[u8]| {
     let (body, params) = split_body(data);
@@ -34,6 +50,18 @@ fuzz_target!(|data: &[u8]| {
     let _ = limits(&mut u);
 });
 
+/// What a consumer sees of a message: the transport's pop, on the attributes and receive count
+/// SQS returned.
+fn received(body: &[u8], attributes: &Attributes, receive_count: Option<&str>) -> Delivery {
+    let delivery = Delivery::new(QUEUE, body.to_vec())
+        .with_headers(babelqueue_transport_sqs::projection::headers(attributes))
+        .with_declared_version(declared(attributes));
+    match count(receive_count) {
+        Some(c) => delivery.with_count(c),
+        None => delivery,
+    }
+}
+
 fn produce(body: &[u8], u: &mut Unstructured<'_>) {
     let projected = attributes(body);
     if Envelope::parse_object(body).is_err() {
@@ -41,7 +69,9 @@ fn produce(body: &[u8], u: &mut Unstructured<'_>) {
     }
     for (name, value) in &projected {
         assert!(check_attribute_name(name).is_ok(), "{name}");
-        let text = value.string_value.as_deref().expect("a text attribute");
+        let Some(text) = value.string_value.as_deref() else {
+            panic!("{name} is not a text attribute");
+        };
         assert!(is_sqs_text(text), "{name} = {text:?}");
         match value.data_type.as_str() {
             "String" => assert!(!text.is_empty()),
@@ -74,14 +104,48 @@ fn produce(body: &[u8], u: &mut Unstructured<'_>) {
                 );
             }
         }
-        Err(e) => assert!(!e.to_string().is_empty()),
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            merged = projected.clone();
+        }
     }
     let id = deduplication_id(body);
     assert!((1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic()));
+
+    // Round trip: the first receive of what was sent. The contract attributes read back as
+    // sent beside any header; the facts are checked on the contract attributes alone (a header
+    // named like an absent contract attribute is carried as sent, and read as it).
+    let delivery = received(body, &merged, Some("1"));
+    for (name, value) in &projected {
+        assert_eq!(
+            delivery.headers().get(name),
+            value.string_value.as_ref(),
+            "{name} reads back as sent"
+        );
+    }
+    let delivery = received(body, &projected, Some("1"));
+    let version = projected
+        .get(SCHEMA_VERSION_ATTRIBUTE)
+        .and_then(|a| a.string_value.clone());
+    assert_eq!(
+        delivery.facts().declared_version,
+        version.map_or(Declared::Absent, Declared::Text)
+    );
+    assert_eq!(
+        delivery.facts().count,
+        None,
+        "a first receive reports no count"
+    );
+    if let Class::Readable { body: seen, .. } = check_classified(body, delivery.facts(), QUEUE) {
+        assert_eq!(
+            &*seen, body,
+            "a first receive reaches the runtime unchanged"
+        );
+    }
 }
 
 fn consume(body: &[u8], u: &mut Unstructured<'_>) -> Result<()> {
-    let count: Option<String> = if u.arbitrary()? {
+    let receive_count: Option<String> = if u.arbitrary()? {
         Some(if u.arbitrary()? {
             u.arbitrary::<i64>()?.to_string()
         } else {
@@ -90,35 +154,23 @@ fn consume(body: &[u8], u: &mut Unstructured<'_>) -> Result<()> {
     } else {
         None
     };
-    let count = count.as_deref();
-    let native = native_attempts(count);
-    assert!(native >= 0);
+    let receive_count = receive_count.as_deref();
+    let reported = count(receive_count);
+    let parsed = receive_count.and_then(|c| c.parse::<i64>().ok());
+    let earlier = parsed.filter(|c| *c > 1).map(|c| c - 1);
+    assert_eq!(reported, earlier.map(Count::Redelivered));
+    assert!(reported.is_none_or(|c| c.native() >= 1));
+    let want = match (earlier, body_attempts(body)) {
+        (Some(n), Some(a)) if n > a => Some(n),
+        _ => None,
+    };
+    check_reconciled(body, reported, want);
 
-    let reconciled = reconcile(body, count);
-    let parsed_count = count.and_then(|c| c.parse::<i64>().ok());
-    let current = Envelope::parse_object(body)
-        .ok()
-        .and_then(|e| match e.get("attempts") {
-            None => Some(0),
-            Some(raw) if raw.kind() == JsonKind::Null => Some(0),
-            Some(raw) => raw.as_i64(),
-        });
-    match (parsed_count, current) {
-        (Some(c), Some(a)) if c > 1 && c - 1 > a => {
-            let Cow::Owned(rewritten) = &reconciled else {
-                panic!("a count of {c} must raise attempts {a}");
-            };
-            let e = Envelope::parse_object(rewritten).expect("a rewritten body is an object");
-            assert_eq!(e.attempts(), c - 1);
-        }
-        _ => assert_eq!(&*reconciled, body, "the body must stay byte-identical"),
-    }
-
-    // The gate, on a fuzzer-chosen schema-version attribute (any data type).
+    // The declared version, on a fuzzer-chosen schema-version attribute (any data type).
     let mut attributes = Attributes::new();
-    let declared = text(u)?;
+    let carried = text(u)?;
     let data_type = (*u.choose(&["String", "Number", "Number.int", "Binary"])?).to_owned();
-    let string_value = (data_type != "Binary").then(|| declared.clone());
+    let string_value = (data_type != "Binary").then(|| carried.clone());
     attributes.insert(
         SCHEMA_VERSION_ATTRIBUTE.to_owned(),
         AttributeValue {
@@ -126,13 +178,19 @@ fn consume(body: &[u8], u: &mut Unstructured<'_>) -> Result<()> {
             string_value: string_value.clone(),
         },
     );
-    match (gate(&attributes), string_value) {
+    let reported_version = declared(&attributes);
+    match &string_value {
+        None => assert_eq!(reported_version, Declared::Absent),
+        Some(v) => assert_eq!(reported_version, Declared::Text(v.clone()), "untrimmed"),
+    }
+    match (reported_version.rejected(), string_value) {
         (None, None) => {}
         (None, Some(v)) => assert!(v == "1" || ascii::is_blank(&v), "{v:?} passed the gate"),
         (Some(g), Some(v)) => assert_eq!(g, v, "the gate reports the value untrimmed"),
         (Some(g), None) => panic!("a binary attribute gated as {g:?}"),
     }
-    let _ = babelqueue_transport_sqs::projection::headers(&attributes);
+    let delivery = received(body, &attributes, receive_count);
+    check_classified(body, delivery.facts(), QUEUE);
     Ok(())
 }
 
@@ -164,9 +222,9 @@ fn limits(u: &mut Unstructured<'_>) -> Result<()> {
         dlq.len() > queue.len(),
         "a dead-letter queue name adds a suffix"
     );
-    if queue.ends_with(".fifo") {
+    if is_fifo_queue(&queue) {
         assert!(
-            dlq.ends_with(".fifo"),
+            is_fifo_queue(&dlq),
             "a FIFO queue's dead-letter queue is FIFO"
         );
     }

@@ -5,12 +5,21 @@
 //! and the *parameters* of the run (headers, delivery counts, a dead-letter block …), which the
 //! target draws from an [`Unstructured`]. `0xFF` never occurs in UTF-8, so a seed that is a
 //! JSON text is taken whole as the body, with default (all-zero) parameters.
+//!
+//! The projection targets also share [`check_classified`] and [`check_reconciled`]: what the
+//! runtime makes of the facts a transport reported, checked against the rules of
+//! `babelqueue_core::classify` and `babelqueue_core::attempts`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use arbitrary::{Result, Unstructured};
+use babelqueue_core::attempts::{poison_attempts, reconcile};
+use babelqueue_core::classify::{Cause, Class, classify};
+use babelqueue_core::{Count, Facts};
+use babelqueue_envelope::{Envelope, JsonKind, ascii, poison_cause};
 
 /// The byte that separates the body from the parameters.
 pub const PARAMS_SEPARATOR: u8 = 0xFF;
@@ -360,4 +369,143 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&three[..3 - pad]);
     }
     Some(out)
+}
+
+/// `attempts` as the reconciliation reads it: 0 when missing or null, the integer when it is
+/// one within 64 bits, `None` when the body is not a JSON object or `attempts` is anything else.
+pub fn body_attempts(body: &[u8]) -> Option<i64> {
+    let envelope = Envelope::parse_object(body).ok()?;
+    match envelope.get("attempts") {
+        None => Some(0),
+        Some(raw) if raw.kind() == JsonKind::Null => Some(0),
+        Some(raw) => raw.as_i64(),
+    }
+}
+
+/// The integer `attempts` of an object body, with no default for a missing or null one.
+pub fn integer_attempts(body: &[u8]) -> Option<i64> {
+    Envelope::parse_object(body)
+        .ok()?
+        .get("attempts")
+        .and_then(|raw| raw.as_i64())
+}
+
+/// Reconciles `body` with `count` through the runtime's `attempts::reconcile` and checks the
+/// outcome against the transport's documented rule: `want` is the `attempts` value the body must
+/// be rewritten to, or `None` when the rule leaves it as it is (then it stays borrowed, byte
+/// for byte). Returns the reconciled body.
+pub fn check_reconciled(body: &[u8], count: Option<Count>, want: Option<i64>) -> Vec<u8> {
+    let out = reconcile(body, count);
+    match want {
+        None => {
+            assert!(
+                matches!(out, Cow::Borrowed(_)),
+                "{count:?} must leave the body alone"
+            );
+            assert_eq!(&*out, body, "{count:?} must leave the body alone");
+        }
+        Some(value) => {
+            assert!(
+                matches!(out, Cow::Owned(_)),
+                "{count:?} must rewrite attempts to {value}"
+            );
+            let Ok(after) = Envelope::parse_object(&out) else {
+                panic!("a reconciled object body is an object");
+            };
+            assert_eq!(after.attempts(), value, "{count:?}");
+        }
+    }
+    out.into_owned()
+}
+
+/// Classifies a delivery of `body` from `queue` with `facts` as the runtime does, and checks the
+/// rules every transport relies on: the gate first (a rejected declared version is reported as
+/// carried); then an uncounted attempt, or a body `poison_cause` rejects, is poison (with that
+/// cause, counted by `attempts::poison_attempts`, and the carried original queue, else the
+/// consumed one); else the body is readable, reconciled exactly as `attempts::reconcile` does,
+/// and routed by the out-of-band URN (trimmed) when there is one, else by its own.
+pub fn check_classified<'a>(body: &'a [u8], facts: &Facts, queue: &str) -> Class<'a> {
+    let class = classify(body, facts, queue);
+    let rejected = facts.declared_version.rejected();
+    match (&class, &rejected) {
+        (Class::Gated { declared }, Some(want)) => {
+            assert_eq!(declared, want, "the gate reports the version as carried");
+            return class;
+        }
+        (Class::Gated { declared }, None) => {
+            panic!(
+                "{:?} passes the gate, yet the delivery was gated as {declared:?}",
+                facts.declared_version
+            )
+        }
+        (other, Some(want)) => panic!("the gate rejects {want:?}, yet the delivery is {other:?}"),
+        (_, None) => {}
+    }
+    let original_queue = facts
+        .original_queue
+        .as_deref()
+        .filter(|q| !q.is_empty())
+        .unwrap_or(queue);
+    match &class {
+        Class::Gated { .. } => {}
+        Class::Poison(poison) => {
+            assert_eq!(poison.original_queue, original_queue);
+            assert_eq!(
+                poison.always_dead_lettered,
+                facts.poison_always_dead_lettered
+            );
+            if facts.attempts_not_counted {
+                assert_eq!(poison.cause, Cause::NotCounted);
+                assert_eq!(poison.attempts, 0, "an uncounted attempt counts 0");
+            } else {
+                let cause = poison_cause(body, true);
+                assert!(cause.is_some(), "a readable body classified as poison");
+                assert_eq!(poison.cause.poison_cause(), cause.as_ref());
+                assert_eq!(poison.attempts, poison_attempts(body, facts.count));
+                assert!(poison.attempts >= 0);
+            }
+        }
+        Class::Readable {
+            body: readable,
+            envelope,
+            urn,
+            routed,
+        } => {
+            assert!(
+                !facts.attempts_not_counted,
+                "an uncounted attempt is poison"
+            );
+            assert_eq!(poison_cause(body, true), None, "a poison body was read");
+            let reconciled = reconcile(body, facts.count);
+            assert_eq!(
+                &**readable, &*reconciled,
+                "classify and attempts::reconcile must agree"
+            );
+            assert_eq!(
+                matches!(readable, Cow::Borrowed(_)),
+                matches!(reconciled, Cow::Borrowed(_))
+            );
+            if let Ok(back) = Envelope::parse_object(readable) {
+                assert_eq!(back.attempts(), envelope.attempts());
+            }
+            let own = envelope.urn();
+            assert!(!own.is_empty(), "a readable body has an identity");
+            let out_of_band = facts
+                .urn
+                .as_deref()
+                .map(ascii::trim)
+                .filter(|u| !u.is_empty());
+            match out_of_band {
+                Some(carried) => {
+                    assert!(*routed);
+                    assert_eq!(urn, carried);
+                }
+                None => {
+                    assert!(!*routed);
+                    assert_eq!(*urn, *own);
+                }
+            }
+        }
+    }
+    class
 }

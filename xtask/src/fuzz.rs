@@ -1,7 +1,17 @@
-//! `cargo xtask fuzz [--seconds N] [--target NAME]`: builds the cargo-fuzz targets in `fuzz/`
-//! on the stable toolchain, seeds their corpora from the conformance vectors, runs each one for a
-//! bounded time and reports, per target, the executions and whether it found a crash.
+//! `cargo xtask fuzz [--seconds N] [--all | --target NAME]`: builds the cargo-fuzz targets in
+//! `fuzz/` on the stable toolchain, seeds their corpora from the conformance vectors, runs each
+//! one for a bounded time and reports, per target, the executions and whether it found a crash.
 //!
+//! * Which targets: with no option, the core targets (`decode`, `scanner`, `dead_letter`,
+//!   `gdpr_unprotect`: every `[[bin]]` of fuzz/Cargo.toml without `required-features`), which
+//!   build from the envelope, core and GDPR crates alone; this is what `cargo xtask ci` runs.
+//!   `--all` adds the `projection_*` targets, one per transport, and `--target NAME` runs one.
+//!   A projection target needs the fuzz package's `transports` feature, which pulls in every
+//!   broker stack (the AWS SDK, the Kafka, Pulsar, AMQP and Redis clients, TLS); built with
+//!   coverage instrumentation and AddressSanitizer that costs far more CPU than the core targets
+//!   (about 24 min against a few), which is why CI leaves them out. When a selected target needs
+//!   the feature, `--features transports` goes to the build and to every run (`cargo fuzz run`
+//!   rebuilds when its features differ from the build's).
 //! * Stable toolchain: cargo-fuzz passes `-Zsanitizer=address` (and checks for a nightly
 //!   compiler) only through rustc's unstable-options gate; `RUSTC_BOOTSTRAP=1` opens that gate on
 //!   a stable compiler, so no nightly toolchain is needed. It is set for the cargo-fuzz
@@ -21,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{cargo, root, status};
+use crate::{cargo, root, status, tools};
 
 /// Seconds per target when `--seconds` is not given: a smoke run, as CI does.
 const DEFAULT_SECONDS: u64 = 20;
@@ -38,15 +48,20 @@ const BODY_KEYS: [&str; 5] = ["body", "raw", "member", "handler_body", "stored"]
 /// … or as base64 (bodies that are not UTF-8).
 const BASE64_BODY_KEYS: [&str; 1] = ["body_base64"];
 
+/// The fuzz package's feature the `projection_*` targets require.
+const TRANSPORTS_FEATURE: &str = "transports";
+
 struct Options {
     seconds: u64,
     target: Option<String>,
+    all: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
         seconds: DEFAULT_SECONDS,
         target: None,
+        all: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -62,71 +77,83 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                 let value = it.next().ok_or("fuzz: --target needs a target name")?;
                 options.target = Some(value.clone());
             }
+            "--all" => options.all = true,
             other => return Err(format!("fuzz: unknown argument {other:?}")),
         }
+    }
+    if options.all && options.target.is_some() {
+        return Err("fuzz: --all and --target exclude each other".to_owned());
     }
     Ok(options)
 }
 
 /// Where the fuzz build, corpora and logs live (see the module docs).
 fn cache_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => {
-            // Cargo reads a relative CARGO_TARGET_DIR from the directory it was started in.
-            let dir = std::env::current_dir().unwrap_or_default().join(dir);
-            match dir.parent() {
-                Some(parent) if parent != Path::new("") => parent.to_path_buf(),
-                _ => dir,
-            }
-        }
-        None => root().join("target"),
-    }
+    tools::cache_dir()
 }
 
-/// The fuzz targets: the `[[bin]]` names of fuzz/Cargo.toml.
-fn targets() -> Result<Vec<String>, String> {
+/// A fuzz target: a `[[bin]]` of fuzz/Cargo.toml.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    name: String,
+    /// Whether the bin requires the `transports` feature (a `projection_*` target).
+    transports: bool,
+}
+
+/// The fuzz targets of fuzz/Cargo.toml.
+fn targets() -> Result<Vec<Target>, String> {
     let manifest = root().join("fuzz/Cargo.toml");
     let text = fs::read_to_string(&manifest)
         .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
-    let mut names = Vec::new();
-    let mut in_bin = false;
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_bin = line == "[[bin]]";
-        } else if in_bin && let Some(value) = line.strip_prefix("name") {
-            let name = value.trim_start().trim_start_matches('=').trim();
-            names.push(name.trim_matches('"').to_owned());
-        }
-    }
-    if names.is_empty() {
+    let targets = parse_targets(&text);
+    if targets.is_empty() {
         return Err(format!("no [[bin]] target in {}", manifest.display()));
     }
-    Ok(names)
+    Ok(targets)
 }
 
-/// Installs cargo-fuzz into the default cargo home when `cargo fuzz` is not available.
-fn ensure_cargo_fuzz() -> Result<(), String> {
-    let found = cargo()
-        .args(["fuzz", "--version"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Ok(());
+/// The `[[bin]]` sections of a manifest: each one's `name`, and whether its
+/// `required-features` name the transports feature.
+fn parse_targets(manifest: &str) -> Vec<Target> {
+    let mut targets: Vec<Target> = Vec::new();
+    let mut in_bin = false;
+    let value = |rest: &str| rest.trim_start().trim_start_matches('=').trim().to_owned();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = line == "[[bin]]";
+            if in_bin {
+                targets.push(Target {
+                    name: String::new(),
+                    transports: false,
+                });
+            }
+            continue;
+        }
+        let Some(current) = targets.last_mut().filter(|_| in_bin) else {
+            continue;
+        };
+        if let Some(rest) = line.strip_prefix("required-features") {
+            current.transports = value(rest).contains(&format!("\"{TRANSPORTS_FEATURE}\""));
+        } else if let Some(rest) = line.strip_prefix("name") {
+            current.name = value(rest).trim_matches('"').to_owned();
+        }
     }
-    println!("==> cargo-fuzz is not installed: cargo install cargo-fuzz --locked");
-    let mut cmd = cargo();
-    cmd.args(["install", "cargo-fuzz", "--locked"]);
-    status(cmd)
+    targets.retain(|t| !t.name.is_empty());
+    targets
 }
 
-/// `cargo fuzz <subcommand>` on the stable toolchain, building into `target_dir`.
+/// Installs cargo-fuzz into `<cache>/tools` when `cargo fuzz` is not available.
+fn ensure_cargo_fuzz() -> Result<(), String> {
+    tools::ensure(&tools::CARGO_FUZZ)
+}
+
+/// `cargo fuzz <subcommand>` on the stable toolchain, building into `target_dir`, with the
+/// `transports` feature when `transports` is set.
 ///
 /// `cargo fuzz run` rebuilds before it runs, so build and run must get the same build options
-/// (here: none besides the target directory, i.e. cargo-fuzz's defaults: optimised, debug
+/// (here: the target directory and the feature, besides cargo-fuzz's defaults: optimised, debug
 /// assertions and overflow checks on, AddressSanitizer).
-fn cargo_fuzz(subcommand: &str, target_dir: &Path) -> Command {
+fn cargo_fuzz(subcommand: &str, target_dir: &Path, transports: bool) -> Command {
     let mut cmd = cargo();
     // With the unstable-options gate open, cargo reports the sanitizer to build scripts and the
     // `cc` crate then compiles bundled C libraries with `-fsanitize=address` as well. librdkafka's
@@ -146,35 +173,50 @@ fn cargo_fuzz(subcommand: &str, target_dir: &Path) -> Command {
         .arg(subcommand)
         .arg("--target-dir")
         .arg(target_dir);
+    if transports {
+        cmd.arg("--features").arg(TRANSPORTS_FEATURE);
+    }
     cmd
 }
 
 pub(crate) fn fuzz(args: &[String]) -> Result<(), String> {
     let options = parse_args(args)?;
     let all = targets()?;
-    let selected: Vec<String> = match &options.target {
-        Some(name) if all.contains(name) => vec![name.clone()],
-        Some(name) => {
-            return Err(format!(
-                "fuzz: no target {name:?}; the targets are {}",
-                all.join(", ")
-            ));
-        }
-        None => all,
+    let selected: Vec<Target> = match &options.target {
+        Some(name) => match all.iter().find(|t| &t.name == name) {
+            Some(target) => vec![target.clone()],
+            None => {
+                let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
+                return Err(format!(
+                    "fuzz: no target {name:?}; the targets are {}",
+                    names.join(", ")
+                ));
+            }
+        },
+        None if options.all => all,
+        // The core targets: what CI runs.
+        None => all.into_iter().filter(|t| !t.transports).collect(),
     };
+    // One feature set for the build and every run, so no run rebuilds.
+    let transports = selected.iter().any(|t| t.transports);
     let cache = cache_dir();
     let target_dir = cache.join("fuzz-target");
     ensure_cargo_fuzz()?;
 
     let started = Instant::now();
     println!(
-        "==> building {} fuzz target(s) on the stable toolchain (RUSTC_BOOTSTRAP=1) into {}",
+        "==> building {} fuzz target(s) on the stable toolchain (RUSTC_BOOTSTRAP=1{}) into {}",
         selected.len(),
+        if transports {
+            ", --features transports"
+        } else {
+            ""
+        },
         target_dir.display()
     );
-    let mut build = cargo_fuzz("build", &target_dir);
+    let mut build = cargo_fuzz("build", &target_dir, transports);
     if let [only] = selected.as_slice() {
-        build.arg(only);
+        build.arg(&only.name);
     }
     status(build).map_err(|e| format!("fuzz build failed: {e}"))?;
     println!("    built in {:.0?}", started.elapsed());
@@ -188,7 +230,8 @@ pub(crate) fn fuzz(args: &[String]) -> Result<(), String> {
     let mut results = Vec::new();
     for target in &selected {
         results.push(run_target(
-            target,
+            &target.name,
+            transports,
             &target_dir,
             &cache,
             &seeds,
@@ -230,11 +273,16 @@ pub(crate) fn fuzz(args: &[String]) -> Result<(), String> {
     if failed.is_empty() {
         return Ok(());
     }
+    let features = if transports {
+        format!(" --features {TRANSPORTS_FEATURE}")
+    } else {
+        String::new()
+    };
     for r in &failed {
         for crash in &r.crashes {
             println!(
                 "    replay: CFLAGS=-fno-sanitize=address CXXFLAGS=-fno-sanitize=address \
-                 RUSTC_BOOTSTRAP=1 cargo fuzz run --target-dir {} {} {}",
+                 RUSTC_BOOTSTRAP=1 cargo fuzz run --target-dir {}{features} {} {}",
                 target_dir.display(),
                 r.target,
                 crash.display()
@@ -264,6 +312,7 @@ struct RunResult {
 
 fn run_target(
     target: &str,
+    transports: bool,
     target_dir: &Path,
     cache: &Path,
     seeds: &[Vec<u8>],
@@ -291,7 +340,7 @@ fn run_target(
         .try_clone()
         .map_err(|e| format!("cannot share {}: {e}", log.display()))?;
     println!("==> fuzz {target} for {seconds} s (log: {})", log.display());
-    let mut cmd = cargo_fuzz("run", target_dir);
+    let mut cmd = cargo_fuzz("run", target_dir, transports);
     cmd.arg(target)
         .arg(&corpus)
         .arg("--")
@@ -748,6 +797,47 @@ mod json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn projection_targets_are_the_ones_requiring_transports() {
+        let manifest = r#"
+[package]
+name = "babelqueue-fuzz"
+
+[dependencies]
+babelqueue-transport-amqp = { path = "x", optional = true }
+
+[features]
+transports = ["dep:babelqueue-transport-amqp"]
+
+[[bin]]
+name = "decode"
+path = "fuzz_targets/decode.rs"
+test = false
+
+[[bin]]
+name = "projection_amqp"
+path = "fuzz_targets/projection_amqp.rs"
+required-features = ["transports"]
+test = false
+"#;
+        assert_eq!(
+            parse_targets(manifest),
+            [
+                Target {
+                    name: "decode".into(),
+                    transports: false
+                },
+                Target {
+                    name: "projection_amqp".into(),
+                    transports: true
+                },
+            ]
+        );
+        let options = parse_args(&["--all".into(), "--seconds".into(), "5".into()]).unwrap();
+        assert!(options.all && options.target.is_none() && options.seconds == 5);
+        assert!(parse_args(&["--all".into(), "--target".into(), "decode".into()]).is_err());
+    }
 
     #[test]
     fn reads_libfuzzer_counts() {
