@@ -9,11 +9,40 @@
 //! returns a transient error, and the runtime's consume loop pauses and polls again, so a worker
 //! rides out a broker restart. A `send` retries on its own, with back-off, for up to
 //! `reconnect_timeout`; a retried send may store the message twice (at least once, never lost).
+//! A send to a full address is not retried (below).
 //!
 //! **Credit.** Receiver links use manual credit, granted by [`CreditWindow`]: the window starts
 //! at the configured floor (1) and follows the runtime's `concurrency`.
+//!
+//! **A full address.** Artemis grants a sender link no credit while its address is full
+//! (`max-size-bytes` reached under the `BLOCK` or `FAIL` address-full-policy), so a send on a
+//! link attached then would wait forever without being refused. A send therefore waits for
+//! credit at most
+//! `send_credit_timeout` (default 2 s) and then fails with [`ArtemisError::AddressBlocked`]
+//! (transient). That wait comes before anything is transferred: `fe2o3-amqp` builds the
+//! transfer only once it holds a credit, so giving up drops the message for good, and a credit
+//! granted later is used by a later send for its own message only. The connection is not
+//! marked broken (it is fine, and its deliveries stay unsettled with it), and a blocked send
+//! is not retried here: the caller decides (the runtime leaves a message whose dead-letter
+//! write failed unsettled and moves it behind the others). After a send found no credit, the
+//! address counts as blocked on this connection: later sends to it wait only
+//! [`BLOCKED_PROBE`] (by then the credit Artemis grants once the address has room again is
+//! usually there already), until one gets through. A sender link that got no credit although
+//! it was attached at least `send_credit_timeout` ago is detached, and the next send attaches
+//! a fresh one (Artemis checks the address again at each attach).
+//!
+//! The two waits are taken apart with `send_batchable_ref`, which returns once the transfer is
+//! handed to the session and leaves the outcome to a future of its own. It sets the transfer's
+//! `batchable` hint, which Artemis does not act on: its outcomes come as promptly as for
+//! `send_ref` (1 000 sequential publishes measured at the same rate either way). Once a message
+//! is transferred, the client waits up to 30 s for its outcome; no outcome in that time means
+//! the connection is broken (it is replaced, as above).
+//!
+//! Sends and receives share the connection and its session but use their own links: a send
+//! waiting for credit holds only the lock of its own address's sender link, so receiving and
+//! settling go on meanwhile.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
@@ -35,7 +64,7 @@ use tokio::time::Instant;
 use crate::client::{Client, DeliveryToken, Disposition, Received};
 use crate::config::ArtemisConfig;
 use crate::credit::CreditWindow;
-use crate::error::ArtemisError;
+use crate::error::{ArtemisError, ArtemisErrorKind};
 use crate::projection::AmqpMessage;
 
 const LOG: &str = "babelqueue::artemis";
@@ -45,6 +74,8 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// The idle timeout offered to the broker (it then expects heartbeats at least this often).
 const IDLE_TIMEOUT_MS: u32 = 30_000;
+/// How long a send waits for credit on an address whose previous send got none.
+pub const BLOCKED_PROBE: Duration = Duration::from_millis(250);
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
@@ -81,8 +112,10 @@ struct Live {
     number: u64,
     connection: AsyncMutex<ConnectionHandle<()>>,
     session: AsyncMutex<SessionHandle<()>>,
-    senders: Mutex<HashMap<String, Arc<AsyncMutex<Sender>>>>,
+    senders: Mutex<HashMap<String, Arc<AsyncMutex<SenderSlot>>>>,
     receivers: Mutex<HashMap<String, Arc<ReceiverSlot>>>,
+    /// Addresses whose last send got no credit.
+    blocked: Mutex<HashSet<String>>,
     broken: AtomicBool,
 }
 
@@ -94,6 +127,25 @@ impl Live {
                  deliveries it held unsettled go back to their queues", self.number);
         }
     }
+
+    fn is_blocked(&self, address: &str) -> bool {
+        lock(&self.blocked).contains(address)
+    }
+
+    /// Forgets the sender link of `address` when `slot` is still the one on record.
+    fn forget_sender(&self, address: &str, slot: &Arc<AsyncMutex<SenderSlot>>) {
+        let mut senders = lock(&self.senders);
+        if senders.get(address).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            senders.remove(address);
+        }
+    }
+}
+
+/// A sender link. `sender` is `None` once the link was retired (detached after it got no
+/// credit); whoever finds it so attaches a new one.
+struct SenderSlot {
+    sender: Option<Sender>,
+    attached_at: Instant,
 }
 
 /// A receiver link and its bookkeeping.
@@ -261,6 +313,7 @@ impl AmqpClient {
             session: AsyncMutex::new(session),
             senders: Mutex::new(HashMap::new()),
             receivers: Mutex::new(HashMap::new()),
+            blocked: Mutex::new(HashSet::new()),
             broken: AtomicBool::new(false),
         })
     }
@@ -303,7 +356,7 @@ impl AmqpClient {
         &self,
         live: &Live,
         address: &str,
-    ) -> Result<Arc<AsyncMutex<Sender>>, ArtemisError> {
+    ) -> Result<Arc<AsyncMutex<SenderSlot>>, ArtemisError> {
         if let Some(sender) = lock(&live.senders).get(address) {
             return Ok(sender.clone());
         }
@@ -335,7 +388,10 @@ impl AmqpClient {
             }
             Ok(Ok(sender)) => sender,
         };
-        let sender = Arc::new(AsyncMutex::new(sender));
+        let sender = Arc::new(AsyncMutex::new(SenderSlot {
+            sender: Some(sender),
+            attached_at: Instant::now(),
+        }));
         lock(&live.senders).insert(address.to_owned(), sender.clone());
         Ok(sender)
     }
@@ -410,10 +466,67 @@ impl AmqpClient {
         sendable: &Sendable<Body<Value>>,
     ) -> Result<(), ArtemisError> {
         let live = self.live().await?;
-        let sender = self.sender(&live, address).await?;
-        let mut sender = sender.lock().await;
-        let outcome = match tokio::time::timeout(OPERATION_TIMEOUT, sender.send_ref(sendable)).await
-        {
+        // The link of this address, locked: one send at a time per address. A link retired
+        // while this send waited for the lock is replaced.
+        let (slot, mut guard) = loop {
+            let slot = self.sender(&live, address).await?;
+            let guard = slot.clone().lock_owned().await;
+            if guard.sender.is_some() {
+                break (slot, guard);
+            }
+            live.forget_sender(address, &slot);
+        };
+        let credit_timeout = self.config.send_credit_timeout;
+        let wait = if live.is_blocked(address) {
+            BLOCKED_PROBE.min(credit_timeout)
+        } else {
+            credit_timeout
+        };
+        let Some(sender) = guard.sender.as_mut() else {
+            return Err(self.connection_error(format!(
+                "the sender link to {address:?} was retired under its lock"
+            )));
+        };
+        // First the credit and the transfer: `send_batchable_ref` returns once the message is
+        // handed to the session, without waiting for the outcome. Giving up before that drops
+        // the message unsent: fe2o3-amqp takes a credit before it builds the transfer, and the
+        // hand-over to the session (a channel with room for 65 535 frames) is cancel safe.
+        let transferred =
+            match tokio::time::timeout(wait, sender.send_batchable_ref(sendable)).await {
+                Err(_) => {
+                    let newly = lock(&live.blocked).insert(address.to_owned());
+                    // A link that had the full bound to get credit and got none is detached
+                    // (dropping it sends the detach); the next send attaches a fresh one.
+                    let retired = guard.attached_at.elapsed() >= credit_timeout;
+                    if retired {
+                        guard.sender = None;
+                        live.forget_sender(address, &slot);
+                    }
+                    if newly {
+                        tracing::warn!(target: LOG, address, waited = ?wait,
+                            "Artemis gave no credit to send to {address:?} within {wait:?}: the \
+                             address is full or blocked; the message was not sent, and sends to \
+                             it fail fast until Artemis gives credit again");
+                    } else {
+                        tracing::debug!(target: LOG, address, waited = ?wait, retired,
+                            "Still no credit to send to {address:?}; the message was not sent");
+                    }
+                    return Err(ArtemisError::AddressBlocked {
+                        address: address.to_owned(),
+                        waited: wait,
+                    });
+                }
+                Ok(Err(e)) => {
+                    live.mark_broken("sending failed");
+                    return Err(self.connection_error(format!("sending to {address:?}: {e}")));
+                }
+                Ok(Ok(transferred)) => transferred,
+            };
+        if lock(&live.blocked).remove(address) {
+            tracing::info!(target: LOG, address, "Artemis gives credit to send to {address:?} again");
+        }
+        // Then the outcome of a message that was transferred.
+        let outcome = match tokio::time::timeout(OPERATION_TIMEOUT, transferred).await {
             Err(_) => {
                 live.mark_broken("no outcome for a sent message");
                 return Err(ArtemisError::Timeout(OPERATION_TIMEOUT));
@@ -424,6 +537,7 @@ impl AmqpClient {
             }
             Ok(Ok(outcome)) => outcome,
         };
+        drop(guard);
         match outcome {
             Outcome::Accepted(_) => Ok(()),
             other => Err(ArtemisError::NotAccepted {
@@ -453,8 +567,11 @@ impl Client for AmqpClient {
         loop {
             match self.try_send(address, &sendable).await {
                 Ok(()) => return Ok(()),
+                // A full address is not a connection problem: retrying here would only hold the
+                // caller; the error goes back at once.
                 Err(e)
                     if e.is_transient()
+                        && e.kind() != ArtemisErrorKind::Blocked
                         && !self.closed.load(Ordering::SeqCst)
                         && Instant::now() + backoff < deadline =>
                 {

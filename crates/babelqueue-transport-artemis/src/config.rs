@@ -12,12 +12,15 @@ use crate::error::ArtemisError;
 pub const DEFAULT_PORT: u16 = 5672;
 /// The AMQP port `artemis+ssl://` uses when the URL names none (the IANA AMQPS port).
 pub const DEFAULT_TLS_PORT: u16 = 5671;
+/// How long a send waits for link credit by default (`send_credit_timeout_ms`).
+pub const DEFAULT_SEND_CREDIT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The query options a URL may carry (anything else is refused).
 pub const OPTIONS: &[&str] = &[
     "credit",
     "receive_timeout_ms",
     "reconnect_timeout_ms",
+    "send_credit_timeout_ms",
     "queue_capability",
     "ca",
 ];
@@ -45,6 +48,13 @@ pub struct ArtemisConfig {
     /// How long a publish keeps reconnecting to a broker that went away before it gives up
     /// (`reconnect_timeout_ms`, default 30000).
     pub reconnect_timeout: Duration,
+    /// How long a send waits for Artemis to grant link credit before it fails with
+    /// [`ArtemisError::AddressBlocked`] (`send_credit_timeout_ms`, default 2000, at least 1).
+    /// Artemis grants a sender no credit while its address is full (`max-size-bytes` reached
+    /// under the `BLOCK` or `FAIL` address-full-policy); nothing is transferred then, and the
+    /// connection stays in use. Separate from the 30 s the client waits for the outcome of a
+    /// message it did transfer.
+    pub send_credit_timeout: Duration,
     /// Ask for point-to-point (ANYCAST) addresses with the AMQP `queue` capability on every
     /// link (`queue_capability`, default true).
     pub queue_capability: bool,
@@ -64,6 +74,7 @@ impl fmt::Debug for ArtemisConfig {
             .field("credit", &self.credit)
             .field("receive_timeout", &self.receive_timeout)
             .field("reconnect_timeout", &self.reconnect_timeout)
+            .field("send_credit_timeout", &self.send_credit_timeout)
             .field("queue_capability", &self.queue_capability)
             .field("ca_file", &self.ca_file)
             .finish()
@@ -132,6 +143,7 @@ impl ArtemisConfig {
             credit: 1,
             receive_timeout: Duration::from_millis(1000),
             reconnect_timeout: Duration::from_millis(30_000),
+            send_credit_timeout: DEFAULT_SEND_CREDIT_TIMEOUT,
             queue_capability: true,
             ca_file: None,
         };
@@ -154,6 +166,16 @@ impl ArtemisConfig {
                 "reconnect_timeout_ms" => {
                     config.reconnect_timeout = Duration::from_millis(millis(&key, &value)?)
                 }
+                "send_credit_timeout_ms" => match millis(&key, &value)? {
+                    0 => {
+                        return bad(
+                            "send_credit_timeout_ms must be at least 1 (with 0 no send could \
+                             wait for the credit Artemis grants when a link attaches)"
+                                .into(),
+                        );
+                    }
+                    ms => config.send_credit_timeout = Duration::from_millis(ms),
+                },
                 "queue_capability" => config.queue_capability = boolean(&key, &value)?,
                 "ca" if !value.is_empty() => config.ca_file = Some(PathBuf::from(value.as_ref())),
                 "ca" => return bad("ca is empty; give the path of a PEM file".into()),
@@ -229,6 +251,7 @@ mod tests {
         assert_eq!(c.amqp_url(), "amqp://127.0.0.1:5673");
         assert_eq!((c.username, c.password), (None, None));
         assert_eq!(c.receive_timeout, Duration::from_secs(1));
+        assert_eq!(c.send_credit_timeout, DEFAULT_SEND_CREDIT_TIMEOUT);
         assert!(c.queue_capability);
         let c = ArtemisConfig::parse("artemis+ssl://broker.example").unwrap();
         assert_eq!(c.amqp_url(), "amqps://broker.example:5671");
@@ -269,12 +292,13 @@ mod tests {
     #[test]
     fn options() {
         let c = ArtemisConfig::parse(
-            "artemis+ssl://h?credit=8&receive_timeout_ms=250&reconnect_timeout_ms=0&queue_capability=off&ca=certs/ca.pem",
+            "artemis+ssl://h?credit=8&receive_timeout_ms=250&reconnect_timeout_ms=0&send_credit_timeout_ms=750&queue_capability=off&ca=certs/ca.pem",
         )
         .unwrap();
         assert_eq!(c.credit, 8);
         assert_eq!(c.receive_timeout, Duration::from_millis(250));
         assert_eq!(c.reconnect_timeout, Duration::ZERO);
+        assert_eq!(c.send_credit_timeout, Duration::from_millis(750));
         assert!(!c.queue_capability);
         assert_eq!(c.ca_file, Some(PathBuf::from("certs/ca.pem")));
     }
@@ -290,6 +314,8 @@ mod tests {
             ("artemis://h?prefetch=2", "unknown option \"prefetch\""),
             ("artemis://h?queue_capability=maybe", "must be a boolean"),
             ("artemis://h?receive_timeout_ms=1.5", "whole number"),
+            ("artemis://h?send_credit_timeout_ms=0", "at least 1"),
+            ("artemis://h?send_credit_timeout_ms=-1", "whole number"),
             ("artemis://h?ca=/x.pem", "only applies to artemis+ssl"),
             ("artemis://u:pw@:5672", "host"),
         ] {

@@ -49,6 +49,22 @@ pub enum ArtemisError {
         /// The outcome the broker returned.
         outcome: String,
     },
+    /// Artemis granted no link credit for a send to `address` within the client's
+    /// `send_credit_timeout`: the address is full (`max-size-bytes` reached under the `BLOCK` or
+    /// `FAIL` address-full-policy) or the broker is short of memory. The message was not
+    /// transferred and never will be (a later send transfers its own message only); the
+    /// connection is fine and stays in use. Transient: the send may succeed once the address has
+    /// room again.
+    #[error(
+        "Artemis gave no credit to send to {address:?} within {waited:?}: the address is full or \
+         blocked (max-size-bytes reached, or the broker is short of memory); the message was not sent"
+    )]
+    AddressBlocked {
+        /// The address.
+        address: String,
+        /// How long this send waited for credit.
+        waited: std::time::Duration,
+    },
     /// An operation did not finish in time.
     #[error("Artemis did not answer within {0:?}")]
     Timeout(std::time::Duration),
@@ -78,6 +94,9 @@ pub enum ArtemisErrorKind {
     Connection,
     /// The broker did not answer in time: transient.
     Timeout,
+    /// The address is full or blocked: Artemis lets nothing be sent to it for now. Transient;
+    /// the connection is fine.
+    Blocked,
     /// The broker refused an operation: not transient.
     Rejected,
     /// The transport was closed by its owner.
@@ -94,6 +113,7 @@ impl ArtemisError {
                 ArtemisErrorKind::Connection
             }
             ArtemisError::Timeout(_) => ArtemisErrorKind::Timeout,
+            ArtemisError::AddressBlocked { .. } => ArtemisErrorKind::Blocked,
             ArtemisError::LinkRefused { .. } | ArtemisError::NotAccepted { .. } => {
                 ArtemisErrorKind::Rejected
             }
@@ -102,11 +122,12 @@ impl ArtemisError {
     }
 
     /// Whether the same call may succeed later (a broker that is restarting, a dropped
-    /// connection): the runtime then retries after a short pause.
+    /// connection, an address that is full for now): the runtime then retries after a short
+    /// pause.
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind(),
-            ArtemisErrorKind::Connection | ArtemisErrorKind::Timeout
+            ArtemisErrorKind::Connection | ArtemisErrorKind::Timeout | ArtemisErrorKind::Blocked
         )
     }
 }
@@ -117,7 +138,8 @@ impl From<ArtemisError> for TransportError {
             ArtemisErrorKind::Config => TransportErrorKind::Config,
             ArtemisErrorKind::Auth => TransportErrorKind::Auth,
             ArtemisErrorKind::Connection => TransportErrorKind::Connection,
-            ArtemisErrorKind::Timeout => TransportErrorKind::Timeout,
+            // The broker would not take the message in time; nothing else is wrong.
+            ArtemisErrorKind::Timeout | ArtemisErrorKind::Blocked => TransportErrorKind::Timeout,
             ArtemisErrorKind::Rejected => TransportErrorKind::Rejected,
             ArtemisErrorKind::Closed => TransportErrorKind::Other,
         };
@@ -158,6 +180,14 @@ mod tests {
                 true,
             ),
             (
+                ArtemisError::AddressBlocked {
+                    address: "orders.dlq".into(),
+                    waited: std::time::Duration::from_secs(2),
+                },
+                TransportErrorKind::Timeout,
+                true,
+            ),
+            (
                 ArtemisError::NotAccepted {
                     address: "orders".into(),
                     outcome: "rejected".into(),
@@ -174,6 +204,16 @@ mod tests {
                 false,
             ),
         ];
+        let blocked = ArtemisError::AddressBlocked {
+            address: "orders.dlq".into(),
+            waited: std::time::Duration::from_secs(2),
+        };
+        assert_eq!(blocked.kind(), ArtemisErrorKind::Blocked);
+        let text = blocked.to_string();
+        assert!(
+            text.contains("\"orders.dlq\"") && text.contains("full") && text.contains("not sent"),
+            "{text}"
+        );
         for (error, kind, transient) in cases {
             assert_eq!(error.is_transient(), transient, "{error}");
             let text = error.to_string();

@@ -33,6 +33,7 @@
 //! | `credit` | 1 | the smallest receiver link credit; see *Link credit* below |
 //! | `receive_timeout_ms` | 1000 | how long a `pop` waits when the runtime passes a zero timeout |
 //! | `reconnect_timeout_ms` | 30000 | how long a publish keeps reconnecting before it fails |
+//! | `send_credit_timeout_ms` | 2000 | how long a send waits for link credit before it fails as [`AddressBlocked`](ArtemisError::AddressBlocked); see *A full address* below |
 //! | `queue_capability` | true | ask for ANYCAST (point-to-point) addresses with the AMQP `queue` capability |
 //! | `ca` | none | a PEM file of extra trust anchors for `artemis+ssl://` (the webpki roots are always trusted) |
 //!
@@ -67,7 +68,7 @@
 //!
 //! | runtime capability | here |
 //! |---|---|
-//! | [`Rewinder`](babelqueue_core::Rewinder) | `released`: a delivery whose dead-letter or retry write failed, or that shutdown interrupts, goes straight back to the queue instead of staying unsettled until the link closes |
+//! | [`Rewinder`](babelqueue_core::Rewinder) | a delivery whose dead-letter or retry write failed is moved behind the others (an unchanged copy to the end of its queue, then the original accepted; `released` when the copy cannot be sent); one that shutdown interrupts is `released`: neither stays unsettled until the link closes |
 //! | redelivery | the runtime's copy ([`Redelivery::Copy`](babelqueue_core::Redelivery::Copy)): a retry or release publishes the copy (attempts counted) to the same address, scheduled by Artemis after the back-off through the delayed publisher, then accepts the original |
 //! | [`DelayedPublisher`](babelqueue_core::DelayedPublisher) | `x-opt-delivery-delay` |
 //! | dead-letter | the record is published to `<queue>.dlq`, then the original is accepted |
@@ -84,6 +85,36 @@
 //! window; nothing is prefetched beyond it, so another worker on the same queue gets every other
 //! message. Raise `credit` to prefetch more (at concurrency 1, `credit=2` keeps the next message
 //! on its way while the handler runs).
+//!
+//! # A full address
+//!
+//! When an address is full (`max-size-bytes` reached under the `BLOCK` or `FAIL`
+//! address-full-policy), Artemis gives a sender link attached to it no credit, and a send on it
+//! would wait for ever. (A link that still holds credit from before gets its sends rejected
+//! under `FAIL`: [`ArtemisError::NotAccepted`].) So a send waits for credit at most
+//! `send_credit_timeout_ms` (2 s) and then
+//! fails with [`ArtemisError::AddressBlocked`], which names the address: kind
+//! [`ArtemisErrorKind::Blocked`], transient, and
+//! [`TransportErrorKind::Timeout`](babelqueue_core::TransportErrorKind::Timeout) to the runtime.
+//!
+//! * Nothing was transferred, and that message never will be: the client gives up before the
+//!   transfer exists, and a credit Artemis grants later carries a later send's own message.
+//!   The link that got no credit for the whole bound is detached; the next send attaches a
+//!   fresh one.
+//! * The connection is not at fault: it is not replaced, and the deliveries it holds stay
+//!   unsettled with it. Receiving and settling go on meanwhile (a waiting send holds only its
+//!   own address's sender link).
+//! * Once a send to an address found no credit, later sends to it on the same connection wait
+//!   only 250 ms until one gets through: Artemis grants credit to an attached link within
+//!   milliseconds of the address having room again (a raised limit or a consumed message).
+//! * The client does not retry it (a publish is retried only across connection failures); the
+//!   caller decides. For a dead-letter or retry write the runtime leaves the message unsettled
+//!   and moves it behind the others ([`Rewinder`](babelqueue_core::Rewinder)), so at
+//!   concurrency 1 the good messages behind it keep flowing while the dead-letter address is
+//!   full, and the message is dead-lettered once, when there is room again.
+//!
+//! A message that was transferred but got no outcome within 30 s is a different case: the
+//! connection is then taken as broken and replaced (see below).
 //!
 //! # Reconnecting
 //!
@@ -107,8 +138,8 @@
 //!   the header unset (non-durable). This keeps messages across a broker restart.
 //! * Delays are honoured with Artemis scheduled delivery (the retry back-off, the `release`
 //!   strategy's delay, delayed publishes); the reference re-publishes at once.
-//! * A failed dead-letter or retry write releases the delivery (after the runtime's 1 s rewind
-//!   pause) instead of leaving it unsettled until the link closes.
+//! * A failed dead-letter or retry write (a full dead-letter address included) moves the
+//!   delivery behind the others instead of leaving it unsettled until the link closes.
 //! * Credit follows `concurrency` (the reference uses a fixed credit of 1 and runs one handler).
 //! * Links ask for the `queue` capability (ANYCAST); the reference attaches without
 //!   capabilities and relies on the broker's default routing type.

@@ -12,6 +12,8 @@ mod broker;
 mod cli;
 #[path = "it/common.rs"]
 mod common;
+#[path = "it/full.rs"]
+mod full;
 #[path = "it/interop.rs"]
 mod interop;
 #[path = "it/restart.rs"]
