@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
 use babelqueue_envelope::Envelope;
-use babelqueue_transport_artemis::{ArtemisConfig, ArtemisTransport};
+use babelqueue_transport_artemis::{ArtemisOptions, ArtemisTransport};
 use criterion::{Criterion, Throughput};
 
 const URN: &str = "urn:babel:orders:created";
@@ -135,7 +135,7 @@ fn with_option(url: &str, option: &str) -> String {
 }
 
 fn reachable(url: &str) -> bool {
-    let Ok(config) = ArtemisConfig::parse(url) else {
+    let Ok(config) = ArtemisOptions::parse(url) else {
         return false;
     };
     std::net::TcpStream::connect_timeout(

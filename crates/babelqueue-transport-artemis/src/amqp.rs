@@ -62,9 +62,9 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio::time::Instant;
 
 use crate::client::{Client, DeliveryToken, Disposition, Received};
-use crate::config::ArtemisConfig;
+use crate::config::ArtemisOptions;
 use crate::credit::CreditWindow;
-use crate::error::{ArtemisError, ArtemisErrorKind};
+use crate::error::ArtemisError;
 use crate::projection::AmqpMessage;
 
 const LOG: &str = "babelqueue::artemis";
@@ -81,7 +81,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// The real AMQP 1.0 client (see the module documentation).
 pub struct AmqpClient {
-    config: ArtemisConfig,
+    config: ArtemisOptions,
     tls: Option<tokio_rustls::TlsConnector>,
     container_id: String,
     /// Serialises (re)connecting.
@@ -169,7 +169,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl AmqpClient {
     /// A client for `config`; nothing is opened until [`connect`](AmqpClient::connect) or the
     /// first operation. Fails only on a TLS configuration that cannot be built.
-    pub fn new(config: ArtemisConfig) -> Result<AmqpClient, ArtemisError> {
+    pub fn new(config: ArtemisOptions) -> Result<AmqpClient, ArtemisError> {
         let tls = if config.tls {
             Some(tls_connector(&config)?)
         } else {
@@ -194,7 +194,7 @@ impl AmqpClient {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &ArtemisConfig {
+    pub fn config(&self) -> &ArtemisOptions {
         &self.config
     }
 
@@ -571,7 +571,7 @@ impl Client for AmqpClient {
                 // caller; the error goes back at once.
                 Err(e)
                     if e.is_transient()
-                        && e.kind() != ArtemisErrorKind::Blocked
+                        && !matches!(e, ArtemisError::AddressBlocked { .. })
                         && !self.closed.load(Ordering::SeqCst)
                         && Instant::now() + backoff < deadline =>
                 {
@@ -692,7 +692,7 @@ impl Client for AmqpClient {
     }
 }
 
-fn tls_connector(config: &ArtemisConfig) -> Result<tokio_rustls::TlsConnector, ArtemisError> {
+fn tls_connector(config: &ArtemisOptions) -> Result<tokio_rustls::TlsConnector, ArtemisError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
 

@@ -3,7 +3,7 @@
 //! [`ArtemisTransport`](crate::ArtemisTransport) only ever talks to a broker through this trait,
 //! so everything above it (the projection, the gate, reconciliation, settling) runs the same
 //! against the real broker ([`AmqpClient`](crate::AmqpClient)) and against a fake
-//! ([`FakeClient`](crate::testing::FakeClient)) in tests and conformance runs.
+//! (`fake::FakeClient`, with the `fake` feature) in tests and conformance runs.
 
 use std::fmt;
 use std::time::Duration;

@@ -25,10 +25,11 @@ pub const OPTIONS: &[&str] = &[
     "ca",
 ];
 
-/// Where and how to connect, parsed from a URL (see [`ArtemisConfig::parse`]).
+/// Where and how to connect: parsed from a URL ([`ArtemisOptions::parse`]), or [`Default`] and
+/// the fields, for [`ArtemisTransport::connect_with`](crate::ArtemisTransport::connect_with).
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct ArtemisConfig {
+pub struct ArtemisOptions {
     /// The broker host (a name, an IPv4 address, or an IPv6 address without brackets).
     pub host: String,
     /// The AMQP port.
@@ -63,9 +64,32 @@ pub struct ArtemisConfig {
     pub ca_file: Option<PathBuf>,
 }
 
-impl fmt::Debug for ArtemisConfig {
+/// The old name of [`ArtemisOptions`].
+#[deprecated(note = "renamed to ArtemisOptions")]
+pub type ArtemisConfig = ArtemisOptions;
+
+/// `artemis://localhost:5672`, anonymous, with every option at its default.
+impl Default for ArtemisOptions {
+    fn default() -> ArtemisOptions {
+        ArtemisOptions {
+            host: "localhost".to_owned(),
+            port: DEFAULT_PORT,
+            tls: false,
+            username: None,
+            password: None,
+            credit: 1,
+            receive_timeout: Duration::from_millis(1000),
+            reconnect_timeout: Duration::from_millis(30_000),
+            send_credit_timeout: DEFAULT_SEND_CREDIT_TIMEOUT,
+            queue_capability: true,
+            ca_file: None,
+        }
+    }
+}
+
+impl fmt::Debug for ArtemisOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ArtemisConfig")
+        f.debug_struct("ArtemisOptions")
             .field("host", &self.host)
             .field("port", &self.port)
             .field("tls", &self.tls)
@@ -81,10 +105,20 @@ impl fmt::Debug for ArtemisConfig {
     }
 }
 
-impl ArtemisConfig {
+impl ArtemisOptions {
     /// Parses `artemis://[user[:password]@]host[:port][?option=value&…]` or the same with
     /// `artemis+ssl://`. User and password are percent-decoded. See [`OPTIONS`].
-    pub fn parse(url: &str) -> Result<ArtemisConfig, ArtemisError> {
+    pub fn parse(url: &str) -> Result<ArtemisOptions, ArtemisError> {
+        ArtemisOptions::parse_onto(url, ArtemisOptions::default())
+    }
+
+    /// [`parse`](ArtemisOptions::parse) starting from `options` instead of the defaults: the
+    /// URL's scheme, host and port, its credentials (when it has any) and its query options
+    /// override them.
+    pub(crate) fn parse_onto(
+        url: &str,
+        options: ArtemisOptions,
+    ) -> Result<ArtemisOptions, ArtemisError> {
         let bad = |m: String| Err(ArtemisError::Url(m));
         let Some((scheme, _)) = url.split_once("://") else {
             return bad(format!(
@@ -134,19 +168,17 @@ impl ArtemisConfig {
         };
         let username = (!parsed.username().is_empty()).then(|| decode(parsed.username()));
         let password = parsed.password().map(decode);
-        let mut config = ArtemisConfig {
+        let mut config = ArtemisOptions {
             host,
             port,
             tls,
-            username,
-            password,
-            credit: 1,
-            receive_timeout: Duration::from_millis(1000),
-            reconnect_timeout: Duration::from_millis(30_000),
-            send_credit_timeout: DEFAULT_SEND_CREDIT_TIMEOUT,
-            queue_capability: true,
-            ca_file: None,
+            ..options
         };
+        // Credentials in the URL replace the options' as a pair; a URL without any keeps them.
+        if username.is_some() || password.is_some() {
+            config.username = username;
+            config.password = password;
+        }
         for (key, value) in parsed.query_pairs() {
             match key.as_ref() {
                 "credit" => {
@@ -242,8 +274,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_url_overrides_the_options_it_starts_from() {
+        let base = ArtemisOptions {
+            username: Some("app".into()),
+            password: Some("secret".into()),
+            credit: 8,
+            receive_timeout: Duration::from_millis(250),
+            ..ArtemisOptions::default()
+        };
+        let c = ArtemisOptions::parse_onto("artemis://h:5673?credit=2", base.clone()).unwrap();
+        assert_eq!((c.host.as_str(), c.port), ("h", 5673));
+        assert_eq!(
+            (c.username.as_deref(), c.password.as_deref()),
+            (Some("app"), Some("secret"))
+        );
+        assert_eq!(
+            (c.credit, c.receive_timeout),
+            (2, Duration::from_millis(250))
+        );
+        let c = ArtemisOptions::parse_onto("artemis://other@h", base).unwrap();
+        assert_eq!((c.username.as_deref(), c.password), (Some("other"), None));
+    }
+
+    #[test]
     fn defaults_and_rewrite() {
-        let c = ArtemisConfig::parse("artemis://127.0.0.1:5673").unwrap();
+        let c = ArtemisOptions::parse("artemis://127.0.0.1:5673").unwrap();
         assert_eq!(
             (c.host.as_str(), c.port, c.tls, c.credit),
             ("127.0.0.1", 5673, false, 1)
@@ -253,20 +308,20 @@ mod tests {
         assert_eq!(c.receive_timeout, Duration::from_secs(1));
         assert_eq!(c.send_credit_timeout, DEFAULT_SEND_CREDIT_TIMEOUT);
         assert!(c.queue_capability);
-        let c = ArtemisConfig::parse("artemis+ssl://broker.example").unwrap();
+        let c = ArtemisOptions::parse("artemis+ssl://broker.example").unwrap();
         assert_eq!(c.amqp_url(), "amqps://broker.example:5671");
         assert_eq!(
-            ArtemisConfig::parse("artemis://h").unwrap().amqp_url(),
+            ArtemisOptions::parse("artemis://h").unwrap().amqp_url(),
             "amqp://h:5672"
         );
-        assert_eq!(ArtemisConfig::parse("artemis://h:80").unwrap().port, 80);
-        let v6 = ArtemisConfig::parse("artemis://[::1]:5673").unwrap();
+        assert_eq!(ArtemisOptions::parse("artemis://h:80").unwrap().port, 80);
+        let v6 = ArtemisOptions::parse("artemis://[::1]:5673").unwrap();
         assert_eq!(v6.amqp_url(), "amqp://[::1]:5673");
     }
 
     #[test]
     fn credentials_are_decoded_and_redacted() {
-        let c = ArtemisConfig::parse("artemis://us%40er:p%3Ass+w@host:1").unwrap();
+        let c = ArtemisOptions::parse("artemis://us%40er:p%3Ass+w@host:1").unwrap();
         assert_eq!(c.username.as_deref(), Some("us@er"));
         assert_eq!(c.password.as_deref(), Some("p:ss+w"));
         let shown = format!("{c:?}");
@@ -278,11 +333,11 @@ mod tests {
         assert!(
             !format!(
                 "{:?}",
-                ArtemisConfig::parse("artemis://u:secret@h").unwrap()
+                ArtemisOptions::parse("artemis://u:secret@h").unwrap()
             )
             .contains("secret")
         );
-        let user_only = ArtemisConfig::parse("artemis://admin@h").unwrap();
+        let user_only = ArtemisOptions::parse("artemis://admin@h").unwrap();
         assert_eq!(
             (user_only.username.as_deref(), user_only.password),
             (Some("admin"), None)
@@ -291,7 +346,7 @@ mod tests {
 
     #[test]
     fn options() {
-        let c = ArtemisConfig::parse(
+        let c = ArtemisOptions::parse(
             "artemis+ssl://h?credit=8&receive_timeout_ms=250&reconnect_timeout_ms=0&send_credit_timeout_ms=750&queue_capability=off&ca=certs/ca.pem",
         )
         .unwrap();
@@ -319,7 +374,7 @@ mod tests {
             ("artemis://h?ca=/x.pem", "only applies to artemis+ssl"),
             ("artemis://u:pw@:5672", "host"),
         ] {
-            let err = ArtemisConfig::parse(url).unwrap_err();
+            let err = ArtemisOptions::parse(url).unwrap_err();
             assert!(err.to_string().contains(needle), "{url}: {err}");
             assert!(!err.to_string().contains(":pw@"), "{url}: {err}");
         }
@@ -347,7 +402,7 @@ mod tests {
             "bq:hunter2@127.0.0.1:5673",
             "amqp://bq:hunter2@127.0.0.1:5673",
         ] {
-            let error = ArtemisConfig::parse(url).unwrap_err();
+            let error = ArtemisOptions::parse(url).unwrap_err();
             let text = shown(error);
             assert!(
                 !text.contains("hunter2") && !text.contains("ter2"),

@@ -82,42 +82,24 @@ pub enum ArtemisError {
     Closed,
 }
 
-/// The broad class of an [`ArtemisError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ArtemisErrorKind {
-    /// Configuration (URL, TLS): fix it, retrying does not help.
-    Config,
-    /// The broker refused the credentials: fix them, retrying does not help.
-    Auth,
-    /// The broker is unreachable or the connection dropped: transient.
-    Connection,
-    /// The broker did not answer in time: transient.
-    Timeout,
-    /// The address is full or blocked: Artemis lets nothing be sent to it for now. Transient;
-    /// the connection is fine.
-    Blocked,
-    /// The broker refused an operation: not transient.
-    Rejected,
-    /// The transport was closed by its owner.
-    Closed,
-}
-
 impl ArtemisError {
-    /// The class of the error.
-    pub fn kind(&self) -> ArtemisErrorKind {
+    /// The runtime's class of the error. A full address
+    /// ([`AddressBlocked`](ArtemisError::AddressBlocked)) is a `Timeout`: the broker would not
+    /// take the message in time, nothing else is wrong; match the variant to tell it apart.
+    pub fn kind(&self) -> TransportErrorKind {
         match self {
-            ArtemisError::Url(_) | ArtemisError::Tls(_) => ArtemisErrorKind::Config,
-            ArtemisError::Authentication { .. } => ArtemisErrorKind::Auth,
+            ArtemisError::Url(_) | ArtemisError::Tls(_) => TransportErrorKind::Config,
+            ArtemisError::Authentication { .. } => TransportErrorKind::Auth,
             ArtemisError::Connection { .. } | ArtemisError::Stale { .. } => {
-                ArtemisErrorKind::Connection
+                TransportErrorKind::Connection
             }
-            ArtemisError::Timeout(_) => ArtemisErrorKind::Timeout,
-            ArtemisError::AddressBlocked { .. } => ArtemisErrorKind::Blocked,
+            ArtemisError::Timeout(_) | ArtemisError::AddressBlocked { .. } => {
+                TransportErrorKind::Timeout
+            }
             ArtemisError::LinkRefused { .. } | ArtemisError::NotAccepted { .. } => {
-                ArtemisErrorKind::Rejected
+                TransportErrorKind::Rejected
             }
-            ArtemisError::Closed => ArtemisErrorKind::Closed,
+            ArtemisError::Closed => TransportErrorKind::Other,
         }
     }
 
@@ -127,23 +109,16 @@ impl ArtemisError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind(),
-            ArtemisErrorKind::Connection | ArtemisErrorKind::Timeout | ArtemisErrorKind::Blocked
+            TransportErrorKind::Connection | TransportErrorKind::Timeout
         )
     }
 }
 
 impl From<ArtemisError> for TransportError {
     fn from(error: ArtemisError) -> TransportError {
-        let kind = match error.kind() {
-            ArtemisErrorKind::Config => TransportErrorKind::Config,
-            ArtemisErrorKind::Auth => TransportErrorKind::Auth,
-            ArtemisErrorKind::Connection => TransportErrorKind::Connection,
-            // The broker would not take the message in time; nothing else is wrong.
-            ArtemisErrorKind::Timeout | ArtemisErrorKind::Blocked => TransportErrorKind::Timeout,
-            ArtemisErrorKind::Rejected => TransportErrorKind::Rejected,
-            ArtemisErrorKind::Closed => TransportErrorKind::Other,
-        };
-        TransportError::new(kind, "artemis").with_source(error)
+        // The message names only the transport: `Display` of a `TransportError` appends its
+        // source, so the cause is shown once.
+        TransportError::new(error.kind(), "artemis").with_source(error)
     }
 }
 
@@ -208,7 +183,7 @@ mod tests {
             address: "orders.dlq".into(),
             waited: std::time::Duration::from_secs(2),
         };
-        assert_eq!(blocked.kind(), ArtemisErrorKind::Blocked);
+        assert_eq!(blocked.kind(), TransportErrorKind::Timeout);
         let text = blocked.to_string();
         assert!(
             text.contains("\"orders.dlq\"") && text.contains("full") && text.contains("not sent"),
@@ -242,5 +217,42 @@ mod tests {
         let runtime = TransportError::from(error);
         let text = format!("{text}\n{runtime}\n{runtime:?}");
         assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[test]
+    fn a_converted_error_shows_its_cause_once() {
+        let cause = "cause-7f3a";
+        for error in [
+            ArtemisError::Url(cause.into()),
+            ArtemisError::Tls(cause.into()),
+            ArtemisError::Connection {
+                endpoint: "127.0.0.1:5672".into(),
+                reason: cause.into(),
+            },
+            ArtemisError::Authentication {
+                endpoint: "127.0.0.1:5672".into(),
+                reason: cause.into(),
+            },
+            ArtemisError::LinkRefused {
+                address: "orders".into(),
+                reason: cause.into(),
+            },
+            ArtemisError::NotAccepted {
+                address: "orders".into(),
+                outcome: cause.into(),
+            },
+            ArtemisError::AddressBlocked {
+                address: cause.into(),
+                waited: std::time::Duration::from_secs(2),
+            },
+            ArtemisError::Stale {
+                address: cause.into(),
+            },
+        ] {
+            let own = error.to_string();
+            let shown = TransportError::from(error).to_string();
+            assert_eq!(shown.matches(cause).count(), 1, "{shown}");
+            assert_eq!(shown.matches(own.as_str()).count(), 1, "{shown}");
+        }
     }
 }

@@ -93,9 +93,8 @@
 //! would wait for ever. (A link that still holds credit from before gets its sends rejected
 //! under `FAIL`: [`ArtemisError::NotAccepted`].) So a send waits for credit at most
 //! `send_credit_timeout_ms` (2 s) and then
-//! fails with [`ArtemisError::AddressBlocked`], which names the address: kind
-//! [`ArtemisErrorKind::Blocked`], transient, and
-//! [`TransportErrorKind::Timeout`](babelqueue_core::TransportErrorKind::Timeout) to the runtime.
+//! fails with [`ArtemisError::AddressBlocked`], which names the address: transient, of kind
+//! [`TransportErrorKind::Timeout`](babelqueue_core::TransportErrorKind::Timeout).
 //!
 //! * Nothing was transferred, and that message never will be: the client gives up before the
 //!   transfer exists, and a credit Artemis grants later carries a later send's own message.
@@ -170,15 +169,21 @@ pub mod client;
 pub mod config;
 pub mod credit;
 mod error;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+// Public for the conformance runner and the fuzz targets, which check the wire mapping
+// directly; it is not part of the API an application should build on.
+#[doc(hidden)]
 pub mod projection;
-pub mod testing;
 mod transport;
 
 pub use amqp::AmqpClient;
 pub use client::{Client, DeliveryToken, Disposition, Received};
+#[allow(deprecated)]
 pub use config::ArtemisConfig;
+pub use config::ArtemisOptions;
 pub use credit::CreditWindow;
-pub use error::{ArtemisError, ArtemisErrorKind};
+pub use error::ArtemisError;
 pub use transport::ArtemisTransport;
 
 /// The AMQP 1.0 types of `fe2o3-amqp` this crate's API uses (messages, properties, values).

@@ -11,7 +11,7 @@ use babelqueue_core::{
 
 use crate::amqp::AmqpClient;
 use crate::client::{Client, DeliveryToken, Disposition};
-use crate::config::ArtemisConfig;
+use crate::config::ArtemisOptions;
 use crate::error::ArtemisError;
 use crate::projection;
 
@@ -40,14 +40,23 @@ pub struct ArtemisTransport {
 }
 
 impl ArtemisTransport {
-    /// Parses `url` (see [`ArtemisConfig::parse`]) and connects, so a wrong address or wrong
+    /// Parses `url` (see [`ArtemisOptions::parse`]) and connects, so a wrong address or wrong
     /// credentials are reported at once. After that the client reconnects on its own.
     pub async fn connect(url: &str) -> Result<ArtemisTransport, ArtemisError> {
-        ArtemisTransport::connect_with(ArtemisConfig::parse(url)?).await
+        ArtemisTransport::connect_parsed(ArtemisOptions::parse(url)?).await
     }
 
-    /// Connects with an explicit configuration.
-    pub async fn connect_with(config: ArtemisConfig) -> Result<ArtemisTransport, ArtemisError> {
+    /// [`connect`](ArtemisTransport::connect) starting from `options`: the URL's scheme, host
+    /// and port, its credentials (when it has any) and its query options override them.
+    pub async fn connect_with(
+        url: &str,
+        options: ArtemisOptions,
+    ) -> Result<ArtemisTransport, ArtemisError> {
+        ArtemisTransport::connect_parsed(ArtemisOptions::parse_onto(url, options)?).await
+    }
+
+    /// Connects with `config` as it is (the broker it names).
+    async fn connect_parsed(config: ArtemisOptions) -> Result<ArtemisTransport, ArtemisError> {
         let receive_timeout = config.receive_timeout;
         let client = Arc::new(AmqpClient::new(config)?);
         client.connect().await?;
@@ -224,7 +233,7 @@ mod tests {
     use fe2o3_amqp::types::primitives::SimpleValue;
 
     use super::*;
-    use crate::testing::{FakeClient, incoming};
+    use crate::fake::{FakeClient, incoming};
 
     const URN: &str = "urn:babel:orders:created";
 

@@ -18,7 +18,7 @@ use babelqueue_core::{App, Context, Envelope, HandlerError, Outcome, Transport};
 use babelqueue_transport_artemis::amqp_types::messaging::annotations::OwnedKey;
 use babelqueue_transport_artemis::amqp_types::messaging::{AmqpValue, Body, MessageId};
 use babelqueue_transport_artemis::amqp_types::primitives::{SimpleValue, Symbol, Value};
-use babelqueue_transport_artemis::testing::{FakeClient, incoming, wire_round_trip};
+use babelqueue_transport_artemis::fake::{FakeClient, incoming, wire_round_trip};
 use babelqueue_transport_artemis::{ArtemisTransport, Disposition, projection};
 use serde_json::Value as Json;
 

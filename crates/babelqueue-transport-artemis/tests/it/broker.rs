@@ -13,9 +13,9 @@ use babelqueue_envelope::Envelope;
 use babelqueue_transport_artemis::amqp_types::messaging::annotations::OwnedKey;
 use babelqueue_transport_artemis::amqp_types::messaging::{Body, MessageId};
 use babelqueue_transport_artemis::amqp_types::primitives::{SimpleValue, Symbol, Value};
-use babelqueue_transport_artemis::testing::incoming;
+use babelqueue_transport_artemis::fake::incoming;
 use babelqueue_transport_artemis::{
-    AmqpClient, ArtemisConfig, ArtemisErrorKind, ArtemisTransport, Client, Disposition,
+    AmqpClient, ArtemisOptions, ArtemisTransport, Client, Disposition,
 };
 use tokio::sync::Notify;
 
@@ -25,7 +25,7 @@ const URN: &str = "urn:babel:orders:created";
 const SHORT: Duration = Duration::from_millis(500);
 
 fn client() -> AmqpClient {
-    AmqpClient::new(ArtemisConfig::parse(&url()).unwrap()).unwrap()
+    AmqpClient::new(ArtemisOptions::parse(&url()).unwrap()).unwrap()
 }
 
 fn envelope(queue: &str, order: i64) -> Vec<u8> {
@@ -606,7 +606,7 @@ async fn wrong_credentials_are_an_auth_error() {
     let Some(_broker) = broker().await else {
         return;
     };
-    let config = ArtemisConfig::parse(&url()).unwrap();
+    let config = ArtemisOptions::parse(&url()).unwrap();
     let user = config.username.clone().unwrap_or_else(|| "bq".to_owned());
     let bad = format!("artemis://{user}:not-the-password@{}", config.endpoint());
     let started = std::time::Instant::now();
@@ -616,7 +616,11 @@ async fn wrong_credentials_are_an_auth_error() {
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(err.kind(), ArtemisErrorKind::Auth, "{err:?}");
+    assert_eq!(
+        err.kind(),
+        babelqueue_core::TransportErrorKind::Auth,
+        "{err:?}"
+    );
     assert!(!err.is_transient());
     let text = format!("{err}\n{err:?}");
     assert!(
@@ -629,7 +633,7 @@ async fn wrong_credentials_are_an_auth_error() {
     assert!(!text.contains("not-the-password"), "{text}");
 
     // A worker over a transport that connects on first use stops with the same error.
-    let lazy = AmqpClient::new(ArtemisConfig::parse(&bad).unwrap()).unwrap();
+    let lazy = AmqpClient::new(ArtemisOptions::parse(&bad).unwrap()).unwrap();
     let app = App::builder(ArtemisTransport::with_client(Arc::new(lazy), SHORT))
         .queue(queue("auth"))
         .handle_any(|_ctx: Context| async { Ok::<(), HandlerError>(()) })

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use babelqueue_core::Transport;
-use babelqueue_transport_artemis::{ArtemisConfig, ArtemisTransport};
+use babelqueue_transport_artemis::{ArtemisOptions, ArtemisTransport};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Tests share the broker (read); the restart test takes it alone (write).
@@ -35,7 +35,7 @@ pub(crate) fn unavailable<T>(what: &str, detail: &str) -> Option<T> {
 }
 
 pub(crate) async fn reachable(url: &str) -> bool {
-    let Ok(config) = ArtemisConfig::parse(url) else {
+    let Ok(config) = ArtemisOptions::parse(url) else {
         return false;
     };
     matches!(

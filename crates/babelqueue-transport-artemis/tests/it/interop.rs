@@ -8,7 +8,7 @@ use babelqueue_core::{App, Consume, Context, HandlerError};
 use babelqueue_transport_artemis::amqp_types::messaging::MessageId;
 use babelqueue_transport_artemis::amqp_types::messaging::annotations::OwnedKey;
 use babelqueue_transport_artemis::amqp_types::primitives::{SimpleValue, Symbol, Value};
-use babelqueue_transport_artemis::{AmqpClient, ArtemisConfig, Client, Disposition};
+use babelqueue_transport_artemis::{AmqpClient, ArtemisOptions, Client, Disposition};
 
 use crate::common::{broker, python, queue, run_python, transport, url};
 
@@ -61,7 +61,7 @@ async fn python_publishes_rust_consumes() {
     assert_eq!(out[0]["ids"].as_array().map(Vec::len), Some(3));
 
     // The AMQP projection Python wrote is the one this crate writes and reads.
-    let raw = AmqpClient::new(ArtemisConfig::parse(&url()).unwrap()).unwrap();
+    let raw = AmqpClient::new(ArtemisOptions::parse(&url()).unwrap()).unwrap();
     let first = raw
         .receive(&q, Duration::from_secs(5))
         .await

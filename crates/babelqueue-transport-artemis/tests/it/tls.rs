@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
-use babelqueue_transport_artemis::{ArtemisErrorKind, ArtemisTransport};
+use babelqueue_core::{App, Consume, Context, HandlerError, Transport, TransportErrorKind};
+use babelqueue_transport_artemis::ArtemisTransport;
 
 use crate::common::{broker, queue, reachable, unavailable};
 
@@ -85,6 +85,6 @@ async fn an_untrusted_certificate_is_refused() {
         return unavailable("artemis TLS acceptor", &tls_url()).unwrap_or(());
     }
     let err = ArtemisTransport::connect(&tls_url()).await.unwrap_err();
-    assert_eq!(err.kind(), ArtemisErrorKind::Config, "{err}");
+    assert_eq!(err.kind(), TransportErrorKind::Config, "{err}");
     assert!(err.to_string().contains("TLS"), "{err}");
 }

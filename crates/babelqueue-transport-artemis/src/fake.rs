@@ -1,6 +1,6 @@
-//! [`FakeClient`]: an in-memory [`Client`] that behaves like one Artemis queue per address and
-//! records everything, so the transport, the runtime's settle plans and the conformance suite
-//! run without a broker.
+//! [`FakeClient`] (behind the `fake` feature): an in-memory [`Client`] that behaves like one
+//! Artemis queue per address and records everything, so the transport, the runtime's settle
+//! plans and the conformance suite run without a broker.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
