@@ -7,7 +7,7 @@
 //!   cannot be fetched (no network, GitHub unreachable) the command says loudly that advisories
 //!   were NOT checked and why, and does not fail for that reason alone.
 //!
-//! cargo-deny is installed into `<cache>/tools` when it is missing ([`tools`](crate::tools)).
+//! cargo-deny is installed into `<cache>/tools` when it is missing ([`tools`]).
 
 use std::process::{Command, Stdio};
 

@@ -7,7 +7,7 @@
 //!   own profile (fat LTO, one codegen unit) took 12 minutes to build on the 2-core CI machine;
 //!   this one takes about 5, and checking this workspace still takes seconds.
 //!
-//! [`cargo`](crate::cargo) puts `<cache>/tools/bin` first on `PATH`, so `cargo deny` and
+//! [`cargo`] puts `<cache>/tools/bin` first on `PATH`, so `cargo deny` and
 //! `cargo fuzz` find the installed binaries.
 
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //!
 //! A transport moves bytes and reports facts; it never decides what happens to a message. It
 //! hands each message out as a [`Delivery`] carrying what the broker said about it
-//! ([`Facts`](crate::Facts): an out-of-band URN, the schema-version property, a delivery count
+//! ([`Facts`]: an out-of-band URN, the schema-version property, a delivery count
 //! and how it relates to `attempts`, …); the runtime classifies it
 //! ([`classify`](crate::classify)), picks a settle [`Plan`](crate::decide::Plan) from the
 //! decision tables ([`decide`](crate::decide)), and carries the plan out with the methods

@@ -53,16 +53,14 @@
 //! records whose delivery was dropped unsettled are sought back. A rebalance hands the
 //! in-flight records of a revoked partition to the next owner (they are not committed here).
 //!
-//! Each record is classified before anything else:
-//!
-//! 1. the `bq-schema-version` gate (first header; null = absent; blank or exactly `1` passes):
-//!    a rejected record is handed over raw, never decoded, under the reserved gate route;
-//! 2. poison ([`babelqueue_envelope::classify`]): a value that is not UTF-8, not one JSON
-//!    object, a wrongly typed member, or a readable body with no `job`/`urn` identity is
-//!    handed over raw as [`Route::TransportPoison`](babelqueue_core::Route) with
-//!    `original_queue` (the `bq-original-topic` header, else the topic) and `attempts` (the
-//!    `bq-attempts` header, else 0). It never reaches a handler;
-//! 3. otherwise the body, with `attempts` reconciled to `bq-attempts`.
+//! Each record is handed to the runtime as it is, body untouched, with the facts its headers
+//! carry (`projection::facts`): the first `bq-schema-version` header as declared (a header
+//! without a value is null), `bq-attempts` as the authoritative count
+//! ([`Count::Carried`](babelqueue_core::Count::Carried)), and `bq-original-topic` as the
+//! original queue of a re-injected record. The runtime applies the schema-version gate,
+//! classifies poison (a value that is not UTF-8, not one JSON object, a wrongly typed member,
+//! a readable body with no `job`/`urn` identity: it never reaches a handler) and reconciles
+//! `attempts`.
 //!
 //! The runtime decides what happens next (the `babelqueue_core::decide` tables) and this
 //! transport carries it out: dead letters, including the ADR-0035 poison record the runtime

@@ -3,11 +3,11 @@
 //!
 //! The module tree reads like the path of one message (`docs/architecture.md`):
 //!
-//! * [`builder`]: configuring an app;
-//! * [`publish`]: the producer side;
-//! * [`consume`]: the loop, its concurrency and the graceful shutdown;
-//! * [`dispatch`]: one delivery: classify it, run its handler, pick the plan;
-//! * [`settle`]: carry the plan out with the transport's capabilities.
+//! * `builder`: configuring an app;
+//! * `publish`: the producer side;
+//! * `consume`: the loop, its concurrency and the graceful shutdown;
+//! * `dispatch`: one delivery: classify it, run its handler, pick the plan;
+//! * `settle`: carry the plan out with the transport's capabilities.
 
 use std::collections::HashMap;
 use std::fmt;
