@@ -178,6 +178,8 @@ impl App {
         // stranded): when a dispatch finishes first, the receive stays pending for the next
         // round.
         let mut receiving: Option<Receiving<'_>> = None;
+        // When the receive in progress started.
+        let mut receive_started = tokio::time::Instant::now();
         let mut last_arrival = tokio::time::Instant::now();
         let mut fatal: Option<TransportError> = None;
         loop {
@@ -202,8 +204,10 @@ impl App {
                 }
                 continue;
             }
-            let receive = receiving
-                .get_or_insert_with(|| Box::pin(inner.transport.pop(&queue, inner.poll_timeout)));
+            let receive = receiving.get_or_insert_with(|| {
+                receive_started = tokio::time::Instant::now();
+                Box::pin(inner.transport.pop(&queue, inner.poll_timeout))
+            });
             let popped = if running.is_empty() {
                 receive.await
             } else {
@@ -258,6 +262,22 @@ impl App {
                         }
                     } else {
                         last_arrival = tokio::time::Instant::now();
+                    }
+                    // A transport may answer an empty receive before the poll timeout (a short
+                    // poll, an in-memory fake): wait out the rest, so that the loop never spins
+                    // on a queue that stays empty (it would starve the runtime's other tasks,
+                    // timers included). A stop or a finished dispatch ends the wait early.
+                    let rest = inner.poll_timeout.saturating_sub(receive_started.elapsed());
+                    if !rest.is_zero() {
+                        tokio::select! {
+                            () = tokio::time::sleep(rest) => {}
+                            () = inner.stop.notify.notified() => {}
+                            done = running.next(), if !running.is_empty() => {
+                                if let Some(done) = done {
+                                    count(&mut summary, done);
+                                }
+                            }
+                        }
                     }
                 }
                 Err(e)
