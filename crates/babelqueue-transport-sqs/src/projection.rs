@@ -110,15 +110,32 @@ pub fn attributes(body: &[u8]) -> Attributes {
     out
 }
 
+/// The contract's attribute names, which [`attributes`] alone sets from the body.
+pub const CONTRACT_ATTRIBUTES: [&str; 6] = [
+    "bq-job",
+    "bq-trace-id",
+    "bq-message-id",
+    SCHEMA_VERSION_ATTRIBUTE,
+    "bq-source-lang",
+    "bq-created-at",
+];
+
 /// Adds out-of-band `headers` as String attributes beside the contract ones, in key order.
 ///
-/// Blank keys and values are skipped; a contract attribute wins a collision; once
+/// Blank keys and values are skipped; a header named like a contract attribute is left out
+/// whether or not the body set that attribute (an out-of-band `bq-schema-version` must not
+/// pose as the body's and steer the consumer's gate, as on RabbitMQ and Artemis); once
 /// [`MAX_ATTRIBUTES`] are present the remaining headers are left out (the contract attributes
 /// are always kept). A header whose name or value SQS would refuse is an error, before anything
 /// is sent.
 pub fn merge_headers(attributes: &mut Attributes, headers: &Headers) -> Result<(), SqsError> {
     for (name, value) in headers {
         if name.is_empty() || value.is_empty() || attributes.contains_key(name) {
+            continue;
+        }
+        if CONTRACT_ATTRIBUTES.contains(&name.as_str()) {
+            tracing::debug!(target: "babelqueue::sqs", header = %name,
+                "an out-of-band header named like a contract attribute is left out");
             continue;
         }
         if attributes.len() >= MAX_ATTRIBUTES {
@@ -395,6 +412,20 @@ mod tests {
         // Sorted key order: a1..a4 fit, a5 and traceparent are cut.
         assert!(attrs.contains_key("a4") && !attrs.contains_key("a5"));
         assert!(!attrs.contains_key("blank"));
+
+        // A contract name the body did not set is not taken from a header either.
+        let mut bare = attributes(br#"{"job":"urn:x"}"#);
+        let posing: Headers = [
+            ("bq-schema-version".to_owned(), "9".to_owned()),
+            ("bq-created-at".to_owned(), "1".to_owned()),
+            ("x-kept".to_owned(), "1".to_owned()),
+        ]
+        .into();
+        merge_headers(&mut bare, &posing).unwrap();
+        assert_eq!(
+            bare.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec!["bq-job", "x-kept"]
+        );
 
         let mut small = Attributes::new();
         let tp: Headers = [("traceparent".to_owned(), "00-x".to_owned())].into();
