@@ -1049,3 +1049,63 @@ async fn refused_credentials_end_the_consume_loop_with_the_error() {
         }
     }
 }
+
+/// A transport whose receive answers "nothing" at once, whatever the timeout (a short poll, an
+/// in-memory fake): counts its receives.
+#[derive(Debug, Default)]
+struct AnswersAtOnce(Arc<AtomicUsize>);
+
+#[async_trait::async_trait]
+impl Transport for AnswersAtOnce {
+    fn name(&self) -> &'static str {
+        "answers-at-once"
+    }
+    async fn publish(
+        &self,
+        _queue: &str,
+        _body: &[u8],
+    ) -> Result<(), babelqueue_core::TransportError> {
+        Ok(())
+    }
+    async fn pop(
+        &self,
+        _queue: &str,
+        _timeout: Duration,
+    ) -> Result<Option<babelqueue_core::Delivery>, babelqueue_core::TransportError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(None)
+    }
+    async fn ack(
+        &self,
+        _delivery: &babelqueue_core::Delivery,
+    ) -> Result<(), babelqueue_core::TransportError> {
+        Ok(())
+    }
+}
+
+/// The loop waits out the poll timeout after an empty receive that came back early, instead of
+/// spinning: about one receive per poll timeout (it used to be hundreds of thousands a second,
+/// which starved the runtime's timers on a fake).
+#[tokio::test]
+async fn an_empty_receive_that_answers_at_once_is_waited_out() {
+    let receives = Arc::new(AtomicUsize::new(0));
+    let app = App::builder(AnswersAtOnce(receives.clone()))
+        .queue("orders")
+        .poll_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    app.consume(
+        Consume::new()
+            .idle_timeout(Duration::from_millis(1000))
+            .handle_signals(false),
+    )
+    .await
+    .unwrap();
+    let n = receives.load(Ordering::SeqCst);
+    assert!(
+        (5..=20).contains(&n),
+        "{n} receives in {:?} with a 100 ms poll timeout",
+        started.elapsed()
+    );
+}
