@@ -44,7 +44,9 @@ fn cargo() -> Command {
     cmd.current_dir(root());
     // The subcommands installed by `tools::ensure` come first.
     let mut path = vec![tools::bin_dir()];
-    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     if let Ok(joined) = std::env::join_paths(path) {
         cmd.env("PATH", joined);
     }
@@ -211,7 +213,9 @@ fn ci() -> Result<(), String> {
     let result = conformance(&["--all".to_string()]);
     disk_report();
     result?;
-    println!("==> chaos --short (every broker: worker SIGKILLs, broker restarts, a broken DLQ, malformed bodies)");
+    println!(
+        "==> chaos --short (every broker: worker SIGKILLs, broker restarts, a broken DLQ, malformed bodies)"
+    );
     chaos::chaos(&["--short".to_string()])?;
     println!("==> fuzz (the four core targets, 20 s each)");
     fuzz::fuzz(&["--seconds".to_string(), "20".to_string()])?;

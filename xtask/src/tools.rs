@@ -75,13 +75,20 @@ pub(crate) fn ensure(tool: &Tool) -> Result<(), String> {
         root.display()
     );
     let mut cmd = cargo();
-    cmd.args(["install", tool.krate, "--version", tool.version, "--locked", "--root"])
-        .arg(&root)
-        // A build directory of its own: the workspace's CARGO_TARGET_DIR holds debug builds
-        // with other flags.
-        .env("CARGO_TARGET_DIR", cache_dir().join("tools-build"))
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
-        .env("CARGO_PROFILE_RELEASE_LTO", "false")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16");
+    cmd.args([
+        "install",
+        tool.krate,
+        "--version",
+        tool.version,
+        "--locked",
+        "--root",
+    ])
+    .arg(&root)
+    // A build directory of its own: the workspace's CARGO_TARGET_DIR holds debug builds
+    // with other flags.
+    .env("CARGO_TARGET_DIR", cache_dir().join("tools-build"))
+    .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
+    .env("CARGO_PROFILE_RELEASE_LTO", "false")
+    .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16");
     status(cmd)
 }
