@@ -25,8 +25,11 @@ use crate::delivery::Facts;
 pub enum Cause {
     /// The body is not a readable envelope with an identity.
     Body(PoisonCause),
-    /// The broker could not count the attempt ([`Facts::attempts_not_counted`]); the record's
-    /// error says only `Undecodable BabelQueue body`, as the reference binding writes it.
+    /// The broker could not count the attempt ([`Facts::attempts_not_counted`]) of a body that
+    /// is otherwise readable; the record's error says only `Undecodable BabelQueue body`, as the
+    /// reference binding writes it. (When the body is poison by itself, its own [`Cause::Body`]
+    /// is reported instead: the reference writes the bare text for those too, which tells an
+    /// operator nothing about what is wrong with the message.)
     NotCounted,
 }
 
@@ -101,8 +104,12 @@ pub fn classify<'a>(body: &'a [u8], facts: &Facts, queue: &str) -> Class<'a> {
             .unwrap_or_else(|| queue.to_owned())
     };
     if facts.attempts_not_counted {
+        let cause = match Envelope::decode_classified(body) {
+            Err(cause) => Cause::Body(cause),
+            Ok(_) => Cause::NotCounted,
+        };
         return Class::Poison(Poison {
-            cause: Cause::NotCounted,
+            cause,
             attempts: 0,
             original_queue: original_queue(),
             always_dead_lettered: facts.poison_always_dead_lettered,
@@ -216,6 +223,12 @@ mod tests {
             panic!()
         };
         assert_eq!((p.cause, p.attempts), (Cause::NotCounted, 0));
+        // A body that is poison by itself keeps its own cause; nothing is counted.
+        let Class::Poison(p) = classify(b"not json", &f, "q") else {
+            panic!()
+        };
+        assert!(matches!(p.cause, Cause::Body(_)), "{:?}", p.cause);
+        assert_eq!(p.attempts, 0);
     }
 
     #[test]
