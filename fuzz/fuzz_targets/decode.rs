@@ -28,7 +28,9 @@ fuzz_target!(|body: &[u8]| {
     let block_text = block.to_raw().as_str().to_owned();
     let record = poison_record(body, &block);
     let text = std::str::from_utf8(&record).expect("a poison record is UTF-8");
-    let head = text.strip_suffix(&format!("{block_text}}}")).expect("ends with the block");
+    let head = text
+        .strip_suffix(&format!("{block_text}}}"))
+        .expect("ends with the block");
     if is_spliceable(body) {
         let start = body.iter().position(|b| !json_ws(b)).unwrap();
         let end = body.iter().rposition(|b| !json_ws(b)).unwrap() + 1;
@@ -37,7 +39,9 @@ fuzz_target!(|body: &[u8]| {
             assert_eq!(format!("{prefix}}}").as_bytes(), &body[start..end]);
         }
     } else if let Ok(original) = std::str::from_utf8(body) {
-        let raw = head.strip_prefix("{\"raw\":").and_then(|r| r.strip_suffix(",\"dead_letter\":"));
+        let raw = head
+            .strip_prefix("{\"raw\":")
+            .and_then(|r| r.strip_suffix(",\"dead_letter\":"));
         let raw: String = serde_json_free_unquote(raw.expect("a text wrapper"));
         assert_eq!(raw, original);
     } else {
