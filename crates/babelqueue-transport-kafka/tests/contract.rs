@@ -96,8 +96,28 @@ async fn contract() {
                 .map(|t| Reinjecting::new(t, cluster))
         }
     })
+    .exclude("dead_letter_record", GROUP_REBALANCE)
+    .exclude("poison_invalid_utf8", GROUP_REBALANCE)
+    .exclude("poison_not_json", GROUP_REBALANCE)
+    .exclude("poison_no_identity", GROUP_REBALANCE)
+    .exclude("delayed_publish", REINJECTOR_JOIN)
     .run()
     .await;
     println!("{report}");
     report.assert_passed();
 }
+
+/// Why the suite's dead-letter reads are not run on the live broker (they are on the fake,
+/// `contract_fake.rs`, and the live dead-letter path is tested in `tests/it/live.rs` and
+/// `tests/it/cli.rs`, whose readers use consumer groups of their own).
+const GROUP_REBALANCE: &str = "the suite reads the dead-letter topic through a new transport of \
+    the one consumer group the run shares; on Kafka the reader's join is a rebalance of the whole \
+    group, which waits for members that are open but not polling (up to max.poll.interval.ms), \
+    far past the suite's 10 s patience. Measured: nothing read in 10 s on every run";
+
+/// Why the suite's delayed publish is not run on the live broker (the tier and re-injector path
+/// of a delayed publish is tested in `tests/it/live.rs`, `retry_through_a_tier_and_the_reinjector`).
+const REINJECTOR_JOIN: &str = "a delayed publish comes back through the re-injector, which this \
+    harness starts for a queue when the queue is first consumed: its consumer group's first join \
+    (group.initial.rebalance.delay.ms, 3 s by default) takes longer than the suite's 1 s delay \
+    plus 1 s tolerance";
