@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use babelqueue_core::{Context, Envelope, HandlerError, Headers, RawJson};
+use babelqueue_core::{Envelope, Headers, RawJson};
 use tokio::time::Instant;
 
 use super::{Calls, Check, Ctx, DATA, Stop, URN, Why, close, ensure, preview};
@@ -39,16 +39,9 @@ pub(super) async fn round_trip(ctx: Arc<Ctx>) -> Check {
 
     // Through the runtime: what the handler sees.
     let calls = Calls::default();
-    let recorder = calls.clone();
     let app = ctx
         .app(&t, &q)
-        .handle(URN, move |c: Context| {
-            let recorder = recorder.clone();
-            async move {
-                recorder.record(&c);
-                Ok::<(), HandlerError>(())
-            }
-        })
+        .handle(URN, calls.succeeding())
         .build()
         .why("building the app")?;
     let data = RawJson::parse(DATA).why("parsing the test data")?;
@@ -126,17 +119,10 @@ pub(super) async fn ordering(ctx: Arc<Ctx>) -> Check {
     let t = ctx.connect().await?;
     let q = ctx.queue();
     let calls = Calls::default();
-    let recorder = calls.clone();
     let app = ctx
         .app(&t, &q)
         .concurrency(1)
-        .handle(URN, move |c: Context| {
-            let recorder = recorder.clone();
-            async move {
-                recorder.record(&c);
-                Ok::<(), HandlerError>(())
-            }
-        })
+        .handle(URN, calls.succeeding())
         .build()
         .why("building the app")?;
     let sent: Vec<String> = (0..10).map(|n| format!("{{\"n\":{n}}}")).collect();
@@ -159,16 +145,9 @@ pub(super) async fn ack_removes(ctx: Arc<Ctx>) -> Check {
     let t = ctx.connect().await?;
     let q = ctx.queue();
     let calls = Calls::default();
-    let recorder = calls.clone();
     let app = ctx
         .app(&t, &q)
-        .handle(URN, move |c: Context| {
-            let recorder = recorder.clone();
-            async move {
-                recorder.record(&c);
-                Ok::<(), HandlerError>(())
-            }
-        })
+        .handle(URN, calls.succeeding())
         .build()
         .why("building the app")?;
     app.publish(URN, &serde_json::json!({ "n": 1 }))

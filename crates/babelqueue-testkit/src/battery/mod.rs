@@ -490,6 +490,21 @@ impl Calls {
     pub(crate) fn all(&self) -> Vec<Call> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// A handler that records each call here and succeeds.
+    pub(crate) fn succeeding(
+        &self,
+    ) -> impl Fn(Context) -> BoxFuture<Result<(), babelqueue_core::HandlerError>>
+    + Clone
+    + Send
+    + Sync
+    + 'static {
+        let calls = self.clone();
+        move |c: Context| {
+            calls.record(&c);
+            Box::pin(async { Ok::<(), babelqueue_core::HandlerError>(()) })
+        }
+    }
 }
 
 /// Every outcome the runtime reported.
