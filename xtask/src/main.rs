@@ -4,6 +4,7 @@
 //! cargo xtask conformance [--manifest PATH] [--results PATH] [--verbose]
 //! cargo xtask conformance --all        # the project's vectors, then ../shared/conformance
 //! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
+//! cargo xtask bench runtime            # codec and runtime side by side with the Python SDK
 //! cargo xtask fuzz [--seconds N]       # the four core cargo-fuzz targets, on stable
 //! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod audit;
+mod bench;
 mod chaos;
 mod fuzz;
 mod tools;
@@ -129,16 +131,6 @@ fn conformance(args: &[String]) -> Result<(), String> {
     } else {
         Err(failed.join("\n"))
     }
-}
-
-fn bench(args: &[String]) -> Result<(), String> {
-    let quick = args.iter().any(|a| a == "--quick");
-    let mut cmd = cargo();
-    cmd.args(["bench", "--workspace", "--benches", "--"]);
-    if quick {
-        cmd.args(["--warm-up-time", "1", "--measurement-time", "2"]);
-    }
-    status(cmd)
 }
 
 /// One CI step: a name, the cargo arguments, extra environment.
@@ -297,7 +289,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("conformance") => conformance(&args[1..]),
-        Some("bench") => bench(&args[1..]),
+        Some("bench") => bench::bench(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("audit") => audit::audit(&args[1..]),
         Some("tidy") => tidy(),
@@ -309,7 +301,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "  conformance [--manifest PATH] [--results PATH] [--official] [--all] [--verbose]"
             );
-            eprintln!("  bench [--quick]");
+            eprintln!("  bench [--quick] | bench runtime");
             eprintln!("  fuzz [--seconds N] [--all | --target NAME]");
             eprintln!("  audit");
             eprintln!("  tidy");

@@ -80,9 +80,9 @@ pub use handler::{
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use transport::{
-    Abandoner, BatchPopper, Browser, Capabilities, DeadLetterNamer, DeadLetterWriter,
-    DelayedPublisher, HeaderPublisher, NativeSettler, Redeliver, Redeliverer, Redelivery, Rewinder,
-    RoutedPublisher, SettlePublisher, Transport,
+    Abandoner, BatchAcker, BatchPopper, BatchPublisher, Browser, Capabilities, DeadLetterNamer,
+    DeadLetterWriter, DelayedPublisher, HeaderPublisher, NativeSettler, Redeliver, Redeliverer,
+    Redelivery, Rewinder, RoutedPublisher, SettlePublisher, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

@@ -24,23 +24,24 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::TransportError;
 use crate::transport::{
-    Browser, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliver,
-    Redeliverer, Redelivery, Rewinder, Transport,
+    BatchAcker, BatchPublisher, Browser, Capabilities, DelayedPublisher, Delivery, HeaderPublisher,
+    Headers, Redeliver, Redeliverer, Redelivery, Rewinder, Transport,
 };
 
 #[derive(Debug, Clone)]
 struct Stored {
-    body: Vec<u8>,
+    body: Bytes,
     headers: Headers,
     visible_at: Option<Instant>,
 }
@@ -55,7 +56,8 @@ struct InFlight {
 #[derive(Debug, Default)]
 struct State {
     queues: HashMap<String, VecDeque<Stored>>,
-    in_flight: HashMap<u64, InFlight>,
+    /// By tag: tags are handed out in reservation order, so the oldest reservation is first.
+    in_flight: BTreeMap<u64, InFlight>,
     next_tag: u64,
     failing: HashSet<String>,
 }
@@ -126,7 +128,7 @@ impl MemoryTransport {
         self.state()
             .queues
             .get(queue)
-            .map(|q| q.iter().map(|m| m.body.clone()).collect())
+            .map(|q| q.iter().map(|m| m.body.to_vec()).collect())
             .unwrap_or_default()
     }
 
@@ -165,47 +167,78 @@ impl MemoryTransport {
         Ok(())
     }
 
-    /// Takes the first visible message, or says how long until one becomes visible.
-    fn take(&self, queue: &str, now: Instant) -> Result<Delivery, Option<Instant>> {
+    /// Takes up to `max` visible messages of `queue` (at least one), or says how long until
+    /// one becomes visible.
+    fn take(&self, queue: &str, max: usize) -> Result<Vec<Delivery>, Option<Instant>> {
         let mut state = self.state();
+        let now = Instant::now();
         // Deliveries nobody settled within the visibility timeout come back first.
         let timeout = self.shared.visibility_timeout;
-        let expired: Vec<u64> = state
-            .in_flight
-            .iter()
-            .filter(|(_, f)| now.duration_since(f.reserved_at) >= timeout)
-            .map(|(tag, _)| *tag)
-            .collect();
-        for tag in expired {
-            if let Some(f) = state.in_flight.remove(&tag) {
-                state
-                    .queues
-                    .entry(f.queue)
-                    .or_default()
-                    .push_front(f.message);
+        while let Some(entry) = state.in_flight.first_entry() {
+            if now.duration_since(entry.get().reserved_at) < timeout {
+                break;
+            }
+            let f = entry.remove();
+            state
+                .queues
+                .entry(f.queue)
+                .or_default()
+                .push_front(f.message);
+        }
+        let State {
+            queues,
+            in_flight,
+            next_tag,
+            ..
+        } = &mut *state;
+        let Some(q) = queues.get_mut(queue) else {
+            return Err(None);
+        };
+        let mut taken = Vec::new();
+        while taken.len() < max.max(1) {
+            let position = q.iter().position(|m| m.visible_at.is_none_or(|t| t <= now));
+            let Some(message) = position.and_then(|p| q.remove(p)) else {
+                break;
+            };
+            let tag = *next_tag;
+            *next_tag += 1;
+            taken.push(
+                Delivery::new(queue, message.body.clone())
+                    .with_headers(message.headers.clone())
+                    .with_handle(Tag(tag)),
+            );
+            in_flight.insert(
+                tag,
+                InFlight {
+                    queue: queue.to_owned(),
+                    message,
+                    reserved_at: now,
+                },
+            );
+        }
+        if taken.is_empty() {
+            return Err(q.iter().filter_map(|m| m.visible_at).min());
+        }
+        Ok(taken)
+    }
+
+    /// Waits up to `timeout` for visible messages of `queue`, and takes up to `max`.
+    async fn receive_up_to(&self, queue: &str, max: usize, timeout: Duration) -> Vec<Delivery> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.shared.arrived.notified();
+            let wake = match self.take(queue, max) {
+                Ok(deliveries) => return deliveries,
+                Err(next_visible) => next_visible.map_or(deadline, |t| t.min(deadline)),
+            };
+            if Instant::now() >= deadline {
+                return Vec::new();
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(wake) => {}
             }
         }
-        let q = state.queues.entry(queue.to_owned()).or_default();
-        let position = q.iter().position(|m| m.visible_at.is_none_or(|t| t <= now));
-        let Some(position) = position else {
-            let next = q.iter().filter_map(|m| m.visible_at).min();
-            return Err(next);
-        };
-        let message = q.remove(position).ok_or(None)?;
-        let tag = state.next_tag;
-        state.next_tag += 1;
-        let delivery = Delivery::new(queue, message.body.clone())
-            .with_headers(message.headers.clone())
-            .with_handle(Tag(tag));
-        state.in_flight.insert(
-            tag,
-            InFlight {
-                queue: queue.to_owned(),
-                message,
-                reserved_at: now,
-            },
-        );
-        Ok(delivery)
     }
 
     fn settle(&self, delivery: &Delivery) -> Option<InFlight> {
@@ -224,7 +257,7 @@ impl Transport for MemoryTransport {
         self.enqueue(
             queue,
             Stored {
-                body: body.to_vec(),
+                body: Bytes::copy_from_slice(body),
                 headers: Headers::new(),
                 visible_at: None,
             },
@@ -236,21 +269,16 @@ impl Transport for MemoryTransport {
         queue: &str,
         timeout: Duration,
     ) -> Result<Option<Delivery>, TransportError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let notified = self.shared.arrived.notified();
-            let wake = match self.take(queue, Instant::now()) {
-                Ok(delivery) => return Ok(Some(delivery)),
-                Err(next_visible) => next_visible.map_or(deadline, |t| t.min(deadline)),
-            };
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep_until(wake) => {}
-            }
-        }
+        Ok(self.receive_up_to(queue, 1, timeout).await.pop())
+    }
+
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        Ok(self.receive_up_to(queue, max, timeout).await)
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -265,6 +293,41 @@ impl Transport for MemoryTransport {
             .redelivery(Redelivery::Native(self))
             .rewind(self)
             .browse(self)
+            .batch_ack(self)
+            .batch_publish(self)
+    }
+}
+
+#[async_trait]
+impl BatchAcker for MemoryTransport {
+    async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
+        let mut state = self.state();
+        for tag in deliveries.iter().filter_map(|d| d.handle::<Tag>()) {
+            state.in_flight.remove(&tag.0);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BatchPublisher for MemoryTransport {
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        {
+            let mut state = self.state();
+            if state.failing.contains(queue) {
+                return Err(TransportError::connection(format!(
+                    "memory: publishing to {queue:?} fails (injected)"
+                )));
+            }
+            let q = state.queues.entry(queue.to_owned()).or_default();
+            q.extend(bodies.iter().map(|body| Stored {
+                body: Bytes::copy_from_slice(body),
+                headers: Headers::new(),
+                visible_at: None,
+            }));
+        }
+        self.shared.arrived.notify_waiters();
+        Ok(())
     }
 }
 
@@ -279,7 +342,7 @@ impl HeaderPublisher for MemoryTransport {
         self.enqueue(
             queue,
             Stored {
-                body: body.to_vec(),
+                body: Bytes::copy_from_slice(body),
                 headers: headers.clone(),
                 visible_at: None,
             },
@@ -299,7 +362,7 @@ impl DelayedPublisher for MemoryTransport {
         self.enqueue(
             queue,
             Stored {
-                body: body.to_vec(),
+                body: Bytes::copy_from_slice(body),
                 headers: Headers::new(),
                 visible_at,
             },
@@ -332,7 +395,7 @@ impl Redeliverer for MemoryTransport {
             ));
         };
         let message = Stored {
-            body: body.to_vec(),
+            body: Bytes::copy_from_slice(body),
             headers: held.message.headers,
             visible_at,
         };

@@ -102,6 +102,26 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// Acknowledges (removes) a delivery.
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError>;
 
+    /// Reserves up to `max` deliveries of `queue` (`max` is at least 1), waiting up to
+    /// `timeout` for the first; empty when none came. Every delivery returned is held
+    /// unsettled until the runtime settles it, exactly as one from [`pop`](Transport::pop).
+    ///
+    /// The consume loop receives through this method, asking for as many deliveries as it has
+    /// room for (its free handler slots, or the app's `prefetch`). The default pops one; a
+    /// broker that hands out several messages per round trip overrides it. Return what is
+    /// available once the first delivery is in rather than waiting to fill `max`, and never
+    /// more than `max`: the runtime never cancels a receive, and releases whatever it could not
+    /// start at shutdown.
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let _ = max;
+        Ok(self.pop(queue, timeout).await?.into_iter().collect())
+    }
+
     /// Called once by [`App::consume`](crate::App::consume) before its first `pop` of `queue`,
     /// with the number of deliveries it will hold at once (its `concurrency`). A transport that
     /// receives in batches or prefetches sizes itself here; the default does nothing.
@@ -168,6 +188,8 @@ pub struct Capabilities<'a> {
     native_settle: Option<&'a dyn NativeSettler>,
     batch_pop: Option<&'a dyn BatchPopper>,
     browse: Option<&'a dyn Browser>,
+    batch_ack: Option<&'a dyn BatchAcker>,
+    batch_publish: Option<&'a dyn BatchPublisher>,
 }
 
 macro_rules! capability {
@@ -235,6 +257,14 @@ impl<'a> Capabilities<'a> {
         /// Reading a queue without consuming it.
         browse, browse, browser, Browser
     );
+    capability!(
+        /// Acknowledging several deliveries in one step.
+        batch_ack, batch_ack, batch_acker, BatchAcker
+    );
+    capability!(
+        /// Publishing several bodies in one step.
+        batch_publish, batch_publish, batch_publisher, BatchPublisher
+    );
 
     /// How a message goes back for another delivery.
     #[must_use]
@@ -264,6 +294,8 @@ impl fmt::Debug for Capabilities<'_> {
             ("native_settle", self.native_settle.is_some()),
             ("batch_pop", self.batch_pop.is_some()),
             ("browse", self.browse.is_some()),
+            ("batch_ack", self.batch_ack.is_some()),
+            ("batch_publish", self.batch_publish.is_some()),
         ] {
             if present {
                 offered.push(name);
@@ -445,6 +477,31 @@ pub trait BatchPopper: Send + Sync {
         max: usize,
         timeout: Duration,
     ) -> Result<Vec<Delivery>, TransportError>;
+}
+
+/// Acknowledge several deliveries in one step (one lock, one pipelined call, one multiple-ack).
+///
+/// When a transport offers it, the consume loop gathers the acknowledgements of deliveries
+/// whose handlers succeeded and sends them together: when it has gathered a batch, and before
+/// it waits for anything (a receive, a running handler), so that an acknowledgement is never
+/// held back while the loop is idle. Only plain acknowledgements are gathered; every other
+/// settlement (a retry, a dead-letter write, a release) is carried out at once. A delivery whose
+/// acknowledgement is lost comes back, as with [`Transport::ack`].
+#[async_trait]
+pub trait BatchAcker: Send + Sync {
+    /// Acknowledges every delivery of `deliveries` (deliveries of several queues may be mixed).
+    /// Attempt them all even when one fails; return the first error.
+    async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError>;
+}
+
+/// Publish several bodies to one queue in one step (a pipeline, a batch request, a window of
+/// confirms), used by [`App::publish_batch`](crate::App::publish_batch).
+#[async_trait]
+pub trait BatchPublisher: Send + Sync {
+    /// Appends every body of `bodies` to `queue`, in order where the broker keeps order.
+    /// `Ok` only when the broker took them all; on an error some may have been published, and
+    /// a producer that sends the batch again may duplicate those (at-least-once).
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError>;
 }
 
 /// Read a queue's bodies without consuming them (`babelqueue dlq list`).

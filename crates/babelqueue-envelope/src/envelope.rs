@@ -195,13 +195,22 @@ impl Envelope {
     ///
     /// [`poison_cause`]: crate::poison_cause
     pub fn decode_classified(body: &[u8]) -> Result<Decoded, crate::PoisonCause> {
-        let mut envelope = crate::verdict::parse_checked(body)?;
+        let (mut envelope, normalise) = crate::verdict::parse_checked(body)?;
         let mut warnings = Vec::new();
-        envelope.normalise(&mut warnings);
+        if normalise {
+            envelope.normalise(&mut warnings);
+        }
         for warning in &warnings {
             tracing::warn!(target: "babelqueue::codec", pointer = warning.pointer, "{warning}");
         }
         Ok(Decoded { envelope, warnings })
+    }
+
+    /// An empty envelope with room for `members` top-level members.
+    pub(crate) fn with_capacity(members: usize) -> Envelope {
+        Envelope {
+            members: Vec::with_capacity(members),
+        }
     }
 
     /// Builds an envelope from members already read (the one-pass decode).
@@ -222,24 +231,26 @@ impl Envelope {
         let text = core::str::from_utf8(body).map_err(|e| Error::InvalidUtf8 {
             offset: e.valid_up_to(),
         })?;
-        let mut s = Scanner::new(text);
+        // One copy of the body, shared by every key and value read from it.
+        let source: alloc::sync::Arc<str> = alloc::sync::Arc::from(text);
+        let mut s = Scanner::shared(&source);
         s.start().map_err(Error::InvalidJson)?;
         if s.peek() != Some(b'{') {
             let span = scan::validate(text).map_err(Error::InvalidJson)?;
             return Err(Error::NotAnObject { found: span.kind });
         }
         s.pos += 1;
-        let mut envelope = Envelope::empty();
+        let mut envelope = Envelope::with_capacity(8);
         let mut first = true;
         while let Some(key) = s.next_key(first).map_err(Error::InvalidJson)? {
             first = false;
-            let key = Key::from_raw(&text[key.start..key.end]);
+            let key = Key::scanned(&s, key.start, key.end);
             let member = if key.is("meta") && s.peek() == Some(b'{') {
                 s.pos += 1;
                 Member::Meta(Object::read_members(&mut s, 2).map_err(Error::InvalidJson)?)
             } else {
                 let span = s.value(1, &mut |_| {}).map_err(Error::InvalidJson)?;
-                Member::Raw(RawJson::from_span(text, span))
+                Member::Raw(RawJson::scanned(&s, span))
             };
             envelope.insert_member(key, member);
         }

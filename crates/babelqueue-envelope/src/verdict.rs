@@ -319,11 +319,17 @@ pub fn is_spliceable(body: &[u8]) -> bool {
 /// The one-pass form of [`shape`] + `Envelope::parse_object`: the members of a body that passes
 /// the strict verdict with an identity, or the cause it fails with (the same cause
 /// [`poison_cause`] reports, found in the same scan order).
-pub(crate) fn parse_checked(body: &[u8]) -> Result<crate::Envelope, PoisonCause> {
+///
+/// The flag says whether the envelope may need `Envelope::normalise` (a `timestamp` or `urn`
+/// member, a `job` that is not a string, a forbidden `meta` key): when it is `false`,
+/// normalising would change nothing, and the decode skips it.
+pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), PoisonCause> {
     use crate::json::{Key, Object, RawJson};
-    let text = utf8(body)?;
+    // One copy of the body, shared by every key and value read from it.
+    let source: alloc::sync::Arc<str> = alloc::sync::Arc::from(utf8(body)?);
+    let text: &str = &source;
     let syntax = PoisonCause::InvalidJson;
-    let mut s = Scanner::new(text);
+    let mut s = Scanner::shared(&source);
     s.start().map_err(syntax)?;
     if s.peek() != Some(b'{') {
         let span = s.value(0, &mut |_| {}).map_err(syntax)?;
@@ -331,19 +337,22 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<crate::Envelope, PoisonCause>
         return Err(PoisonCause::RootNotObject { found: span.kind });
     }
     s.pos += 1;
-    let mut envelope = crate::Envelope::empty();
+    let mut envelope = crate::Envelope::with_capacity(8);
     let mut violation: Option<PoisonCause> = None;
     let (mut job, mut urn) = (false, false);
+    let mut normalise = false;
     let mut first = true;
     while let Some(key) = s.next_key(first).map_err(syntax)? {
         first = false;
         let raw_key = &text[key.start..key.end];
         let name: Cow<'_, str> = scan::unescape(raw_key);
-        let key = Key::from_raw(raw_key);
+        let key = Key::scanned(&s, key.start, key.end);
         if s.peek() == Some(b'{') && name == "meta" {
             s.pos += 1;
             let meta = Object::read_members_visiting(&mut s, 2, &mut |k, v| {
-                check_member(&META, &k.name(), v.kind(), v.as_str(), &mut violation);
+                let name = k.name();
+                normalise |= crate::FORBIDDEN_META_KEYS.contains(&&*name);
+                check_member(&META, &name, v.kind(), v.as_str(), &mut violation);
             })
             .map_err(syntax)?;
             envelope.push_meta(key, meta);
@@ -357,6 +366,11 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<crate::Envelope, PoisonCause>
         }
         .map_err(syntax)?;
         let literal = &text[span.start..span.end];
+        normalise |= match &*name {
+            "job" => span.kind != JsonKind::String,
+            "urn" | "timestamp" => true,
+            _ => false,
+        };
         match &*name {
             "job" => job = valid_identity(span.kind, literal),
             "urn" => urn = valid_identity(span.kind, literal),
@@ -378,7 +392,7 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<crate::Envelope, PoisonCause>
                 }
             }
         }
-        envelope.push_raw(key, RawJson::from_span(text, span));
+        envelope.push_raw(key, RawJson::scanned(&s, span));
     }
     s.finish().map_err(syntax)?;
     if let Some(cause) = violation {
@@ -387,7 +401,7 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<crate::Envelope, PoisonCause>
     if !(job || urn) {
         return Err(PoisonCause::NoIdentity);
     }
-    Ok(envelope)
+    Ok((envelope, normalise))
 }
 
 fn check_member(

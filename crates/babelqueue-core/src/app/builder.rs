@@ -24,6 +24,7 @@ pub struct AppBuilder {
     handlers: HashMap<String, Arc<dyn Handler>>,
     fallback: Option<Arc<dyn Handler>>,
     concurrency: usize,
+    prefetch: Option<usize>,
     shutdown_timeout: Duration,
     poll_timeout: Duration,
     rewind_pause: Duration,
@@ -111,6 +112,19 @@ impl AppBuilder {
         self.concurrency = n;
         self
     }
+    /// Deliveries the consume loop may hold at once, running or received and waiting for a
+    /// handler slot (default: `concurrency`, so nothing waits). It asks the transport for as many
+    /// as it has room for in one [`receive`](crate::Transport::receive).
+    ///
+    /// Above `concurrency`, fast handlers on a broker that hands out several messages per round
+    /// trip need fewer round trips; but a received delivery waits for a slot while its broker
+    /// lock (a visibility timeout, a Redis reservation) runs, so keep
+    /// `prefetch / concurrency × handler time` well inside it. Deliveries still waiting at
+    /// shutdown are released unchanged. Values below `concurrency` are raised to it.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n);
+        self
+    }
     /// How long a graceful shutdown waits for running handlers before releasing their
     /// messages unchanged (default 30 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
@@ -195,6 +209,10 @@ impl AppBuilder {
                 handlers: self.handlers,
                 fallback: self.fallback,
                 concurrency: self.concurrency,
+                prefetch: self
+                    .prefetch
+                    .unwrap_or(self.concurrency)
+                    .max(self.concurrency),
                 shutdown_timeout: self.shutdown_timeout,
                 poll_timeout: self.poll_timeout,
                 rewind_pause: self.rewind_pause,
@@ -220,6 +238,7 @@ impl App {
             handlers: HashMap::new(),
             fallback: None,
             concurrency: 1,
+            prefetch: None,
             shutdown_timeout: Duration::from_secs(30),
             poll_timeout: Duration::from_secs(1),
             rewind_pause: Duration::from_secs(1),

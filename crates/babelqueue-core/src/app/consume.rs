@@ -1,20 +1,22 @@
 //! The consume loop: up to `concurrency` deliveries at once, and the graceful shutdown.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::Poll;
 
 use futures_util::FutureExt as _;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use tokio::sync::{Notify, watch};
 
-use super::dispatch::Deadline;
-use super::{App, LOG, Outcome};
+use super::dispatch::{Deadline, Dispatched};
+use super::{App, Inner, LOG, Outcome};
 use crate::error::{Result, TransportError};
-use crate::transport::Redelivery;
+use crate::transport::{Delivery, Redelivery};
 
 /// How [`App::consume`] runs.
 #[derive(Debug, Clone)]
@@ -172,85 +174,95 @@ impl App {
         });
 
         let mut summary = Summary::default();
+        // Received and not started yet (at most `prefetch` held with those running).
+        let mut ready: VecDeque<Delivery> = VecDeque::new();
         // The dispatches in flight: polled by this task at concurrency 1, a task each above.
-        let mut running: FuturesUnordered<Dispatching<'_>> = FuturesUnordered::new();
+        let mut running = Running::new(inner.concurrency);
         // A receive in progress. It is never cancelled (a reserved delivery would be
         // stranded): when a dispatch finishes first, the receive stays pending for the next
         // round.
         let mut receiving: Option<Receiving<'_>> = None;
+        // Acknowledgements gathered for a transport that sends them in batches; sent when a
+        // batch is full and before the loop waits for anything.
+        let gather = capabilities.batch_acker().is_some();
+        let mut gathered: Vec<Delivery> = Vec::new();
+        let ack_batch = inner.prefetch.max(ACK_BATCH);
         // When the receive in progress started.
         let mut receive_started = tokio::time::Instant::now();
         let mut last_arrival = tokio::time::Instant::now();
         let mut fatal: Option<TransportError> = None;
         loop {
             while let Some(Some(done)) = running.next().now_or_never() {
-                count(&mut summary, done);
+                count(&mut summary, done, &mut gathered);
+            }
+            if gathered.len() >= ack_batch {
+                inner.ack_gathered(&mut gathered).await;
             }
             if inner.stop.flag.load(Ordering::SeqCst) {
                 break;
             }
-            let started = summary.processed + running.len() as u64;
-            if receiving.is_none() && options.max_messages.is_some_and(|max| started >= max) {
-                match running.next().await {
-                    Some(done) => count(&mut summary, done),
-                    None => break,
-                }
+            if running.len() < inner.concurrency
+                && let Some(delivery) = ready.pop_front()
+            {
+                running.push(start(inner, delivery, &deadline_rx, gather));
                 continue;
             }
-            if receiving.is_none() && running.len() >= inner.concurrency {
+            let held = running.len() + ready.len();
+            let started = summary.processed + held as u64;
+            let wanted = options
+                .max_messages
+                .map_or(usize::MAX, |max| {
+                    usize::try_from(max.saturating_sub(started)).unwrap_or(usize::MAX)
+                })
+                .min(inner.prefetch.saturating_sub(held));
+            if receiving.is_none() && wanted == 0 {
+                if running.is_empty() && ready.is_empty() {
+                    break; // max_messages reached and settled
+                }
+                inner.ack_gathered(&mut gathered).await;
                 tokio::select! {
-                    done = running.next() => if let Some(done) = done { count(&mut summary, done) },
+                    done = running.next() => if let Some(done) = done { count(&mut summary, done, &mut gathered) },
                     () = inner.stop.notify.notified() => {}
                 }
                 continue;
             }
             let receive = receiving.get_or_insert_with(|| {
                 receive_started = tokio::time::Instant::now();
-                Box::pin(inner.transport.pop(&queue, inner.poll_timeout))
+                Box::pin(inner.transport.receive(&queue, wanted, inner.poll_timeout))
             });
-            let popped = if running.is_empty() {
-                receive.await
-            } else {
-                tokio::select! {
-                    biased;
-                    done = running.next() => {
-                        if let Some(done) = done {
-                            count(&mut summary, done);
+            let received = match receive.as_mut().now_or_never() {
+                Some(received) => received,
+                None => {
+                    // About to wait: nothing gathered is held back meanwhile.
+                    inner.ack_gathered(&mut gathered).await;
+                    if running.is_empty() {
+                        receive.await
+                    } else {
+                        tokio::select! {
+                            biased;
+                            done = running.next() => {
+                                if let Some(done) = done {
+                                    count(&mut summary, done, &mut gathered);
+                                }
+                                continue;
+                            }
+                            received = receive => received,
                         }
-                        continue;
                     }
-                    popped = receive => popped,
                 }
             };
             receiving = None;
-            match popped {
-                Ok(Some(delivery)) => {
+            match received {
+                Ok(deliveries) if !deliveries.is_empty() => {
                     last_arrival = tokio::time::Instant::now();
+                    ready.extend(deliveries);
                     if inner.stop.flag.load(Ordering::SeqCst) {
-                        // Reserved after the stop was requested: hand it straight back.
-                        inner.release_unprocessed(&delivery).await;
-                        summary.released_at_shutdown += 1;
+                        // Reserved after the stop was requested: handed straight back below.
                         break;
                     }
-                    let deadline = Deadline::at(deadline_rx.clone());
-                    let dispatch =
-                        std::panic::AssertUnwindSafe(inner.clone().dispatch(delivery, deadline))
-                            .catch_unwind();
-                    if inner.concurrency == 1 {
-                        // One at a time: polled right here, no spawn and no wake-up of
-                        // another thread per message.
-                        running.push(Box::pin(dispatch));
-                    } else {
-                        // Several at a time: a task each, so handlers run on every worker
-                        // thread of the runtime at once.
-                        let task = tokio::spawn(dispatch);
-                        running.push(Box::pin(async move {
-                            task.await.unwrap_or_else(|e| Err(Box::new(e.to_string())))
-                        }));
-                    }
                 }
-                Ok(None) => {
-                    if running.is_empty() {
+                Ok(_) => {
+                    if running.is_empty() && ready.is_empty() {
                         if options.max_messages.is_some() && options.idle_timeout.is_none() {
                             break;
                         }
@@ -269,12 +281,13 @@ impl App {
                     // timers included). A stop or a finished dispatch ends the wait early.
                     let rest = inner.poll_timeout.saturating_sub(receive_started.elapsed());
                     if !rest.is_zero() {
+                        inner.ack_gathered(&mut gathered).await;
                         tokio::select! {
                             () = tokio::time::sleep(rest) => {}
                             () = inner.stop.notify.notified() => {}
                             done = running.next(), if !running.is_empty() => {
                                 if let Some(done) = done {
-                                    count(&mut summary, done);
+                                    count(&mut summary, done, &mut gathered);
                                 }
                             }
                         }
@@ -296,6 +309,7 @@ impl App {
                 }
                 Err(e) => {
                     tracing::error!(target: LOG, queue = %queue, error = %e, "Receiving from queue {queue:?} failed; retrying");
+                    inner.ack_gathered(&mut gathered).await;
                     // The dispatches in flight go on while the loop pauses.
                     let pause = inner.pause(if e.is_transient() {
                         inner.poll_timeout
@@ -308,7 +322,7 @@ impl App {
                             () = &mut pause => break,
                             done = running.next(), if !running.is_empty() => {
                                 if let Some(done) = done {
-                                    count(&mut summary, done);
+                                    count(&mut summary, done, &mut gathered);
                                 }
                             }
                         }
@@ -325,21 +339,26 @@ impl App {
                 }
             }
         }
-        // A receive still in progress is finished, never dropped: what it reserved goes back.
+        // A receive still in progress is finished, never dropped: what it reserved goes back,
+        // with every delivery received and not started.
         if let Some(receive) = receiving.take() {
-            let (popped, ()) = tokio::join!(receive, async {
+            let (received, ()) = tokio::join!(receive, async {
                 while let Some(done) = running.next().await {
-                    count(&mut summary, done);
+                    count(&mut summary, done, &mut gathered);
                 }
             });
-            if let Ok(Some(delivery)) = popped {
-                inner.release_unprocessed(&delivery).await;
-                summary.released_at_shutdown += 1;
+            if let Ok(deliveries) = received {
+                ready.extend(deliveries);
             }
         }
-        while let Some(done) = running.next().await {
-            count(&mut summary, done);
+        for delivery in ready.drain(..) {
+            inner.release_unprocessed(&delivery).await;
+            summary.released_at_shutdown += 1;
         }
+        while let Some(done) = running.next().await {
+            count(&mut summary, done, &mut gathered);
+        }
+        inner.ack_gathered(&mut gathered).await;
         if let Some(listener) = signals {
             listener.abort();
         }
@@ -357,20 +376,101 @@ impl App {
     }
 }
 
-/// A dispatch in flight: its outcome, or the payload of a panic outside the handler (a handler
+/// Acknowledgements gathered before they are sent together, at least.
+const ACK_BATCH: usize = 64;
+
+/// A dispatch in flight: what it did, or the payload of a panic outside the handler (a handler
 /// panic is already a failure).
-type Dispatching<'a> = Pin<Box<dyn Future<Output = std::thread::Result<Outcome>> + Send + 'a>>;
+type Dispatching<'a> = Pin<Box<dyn Future<Output = std::thread::Result<Dispatched>> + Send + 'a>>;
 
 /// A receive in flight.
-type Receiving<'a> = Pin<
-    Box<
-        dyn Future<Output = std::result::Result<Option<crate::Delivery>, TransportError>>
-            + Send
-            + 'a,
-    >,
->;
+type Receiving<'a> =
+    Pin<Box<dyn Future<Output = std::result::Result<Vec<Delivery>, TransportError>> + Send + 'a>>;
 
-fn count(summary: &mut Summary, done: std::thread::Result<Outcome>) {
+/// The dispatches in flight: one slot polled in place at concurrency 1 (no task bookkeeping
+/// per message), a [`FuturesUnordered`] of spawned tasks above.
+enum Running<'a> {
+    One(Option<Dispatching<'a>>),
+    Many(FuturesUnordered<Dispatching<'a>>),
+}
+
+impl<'a> Running<'a> {
+    fn new(concurrency: usize) -> Running<'a> {
+        if concurrency == 1 {
+            Running::One(None)
+        } else {
+            Running::Many(FuturesUnordered::new())
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Running::One(slot) => usize::from(slot.is_some()),
+            Running::Many(all) => all.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push(&mut self, dispatch: Dispatching<'a>) {
+        match self {
+            Running::One(slot) => {
+                debug_assert!(slot.is_none(), "one dispatch at a time at concurrency 1");
+                *slot = Some(dispatch);
+            }
+            Running::Many(all) => all.push(dispatch),
+        }
+    }
+
+    /// The next dispatch to finish; `None` at once when none is running.
+    fn next(&mut self) -> impl Future<Output = Option<std::thread::Result<Dispatched>>> + '_ {
+        std::future::poll_fn(move |cx| match self {
+            Running::One(slot) => match slot {
+                None => Poll::Ready(None),
+                Some(dispatch) => match dispatch.as_mut().poll(cx) {
+                    Poll::Ready(done) => {
+                        *slot = None;
+                        Poll::Ready(Some(done))
+                    }
+                    Poll::Pending => Poll::Pending,
+                },
+            },
+            Running::Many(all) => all.poll_next_unpin(cx),
+        })
+    }
+}
+
+/// Starts dispatching `delivery`: polled by the consume loop itself at concurrency 1 (no spawn
+/// and no wake-up of another thread per message), as a task of its own above (so handlers run
+/// on every worker thread of the runtime at once).
+fn start<'a>(
+    inner: &Arc<Inner>,
+    delivery: Delivery,
+    deadline: &watch::Receiver<bool>,
+    gather: bool,
+) -> Dispatching<'a> {
+    let deadline = Deadline::at(deadline.clone());
+    let dispatch = std::panic::AssertUnwindSafe(inner.clone().dispatch(delivery, deadline, gather))
+        .catch_unwind();
+    if inner.concurrency == 1 {
+        Box::pin(dispatch)
+    } else {
+        let task = tokio::spawn(dispatch);
+        Box::pin(async move { task.await.unwrap_or_else(|e| Err(Box::new(e.to_string()))) })
+    }
+}
+
+fn count(
+    summary: &mut Summary,
+    done: std::thread::Result<Dispatched>,
+    gathered: &mut Vec<Delivery>,
+) {
+    let done = done.map(|dispatched| {
+        gathered.extend(dispatched.ack);
+        dispatched.outcome
+    });
     match done {
         Ok(Outcome::Interrupted) => summary.released_at_shutdown += 1,
         Ok(_) => summary.processed += 1,

@@ -1,5 +1,6 @@
 //! One delivery: classify it, route it, run its handler, and pick the settle plan.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,7 @@ use tokio::sync::watch;
 use super::settle::Held;
 use super::{Event, Inner, LOG, Outcome};
 use crate::classify::{Class, classify};
-use crate::decide::{self, Failure, Plan, QueueFacts};
+use crate::decide::{self, Failure, QueueFacts};
 use crate::handler::{Context, Handler, HandlerError};
 use crate::transport::{Delivery, Redelivery};
 
@@ -38,6 +39,18 @@ impl Deadline {
     }
 }
 
+/// What a dispatch did, and the delivery whose acknowledgement it left to the caller.
+pub(super) struct Dispatched {
+    pub(super) outcome: Outcome,
+    pub(super) ack: Option<Delivery>,
+}
+
+impl Dispatched {
+    fn settled(outcome: Outcome) -> Dispatched {
+        Dispatched { outcome, ack: None }
+    }
+}
+
 enum HandlerRun {
     Done(Result<(), HandlerError>, Duration),
     Interrupted,
@@ -59,30 +72,37 @@ impl Inner {
         }
     }
 
+    /// Classifies, routes, handles and settles one delivery. With `gather_ack`, a plain
+    /// acknowledgement is not sent but handed back with the outcome, for the consume loop to
+    /// send with others ([`BatchAcker`](crate::BatchAcker)); every other settlement is carried
+    /// out here.
     pub(super) async fn dispatch(
         self: Arc<Self>,
         delivery: Delivery,
         deadline: Deadline,
-    ) -> Outcome {
+        gather_ack: bool,
+    ) -> Dispatched {
         let mut sampler = |low: f64, high: f64| low + (high - low) * fastrand::f64();
-        let facts = self.queue_facts(delivery.queue());
         let policy = &self.policy;
         let queue = delivery.queue();
         let class = classify(delivery.body(), delivery.facts(), queue);
         let mut urn = String::new();
         let mut handler_run = None;
-        let (plan, held) = match class {
+        let (plan, held, facts) = match class {
             Class::Gated { declared } => {
                 tracing::warn!(target: LOG, queue, declared = %crate::gate::escape(&declared, true),
                     "{}", crate::gate::warning(queue, &declared));
-                (decide::gated(policy, &facts), Held::raw(&delivery))
+                let facts = self.queue_facts(queue);
+                (decide::gated(policy, &facts), Held::raw(&delivery), facts)
             }
             Class::Poison(poison) => {
                 tracing::warn!(target: LOG, queue, cause = %poison.cause, attempts = poison.attempts,
                     "A message on {queue:?} is poison ({}); it never reaches a handler", poison.cause);
+                let facts = self.queue_facts(queue);
                 (
                     decide::poison(policy, &facts, &poison, &mut sampler),
                     Held::raw(&delivery),
+                    facts,
                 )
             }
             Class::Readable {
@@ -98,51 +118,75 @@ impl Inner {
                 } else {
                     self.handlers.get(&urn).or(self.fallback.as_ref()).cloned()
                 };
-                let plan = match handler {
-                    None => decide::unknown_urn(policy, &facts, &urn, attempts, &mut sampler),
-                    Some(handler) => {
-                        let ctx = Context::with_route(
-                            envelope.clone(),
-                            queue,
-                            delivery.headers().clone(),
-                            if routed { urn.clone() } else { String::new() },
-                            delivery.facts().count.map_or(0, |c| c.native()),
-                        );
-                        match self.run_handler(handler, ctx, &deadline).await {
-                            HandlerRun::Interrupted => {
-                                tracing::warn!(target: LOG, queue, urn = %urn,
-                                    "Shutdown deadline passed while the handler was running: releasing the message unchanged");
-                                self.release_unprocessed(&delivery).await;
-                                self.observe(&delivery, &urn, Outcome::Interrupted, None);
-                                return Outcome::Interrupted;
-                            }
-                            HandlerRun::Done(Ok(()), took) => {
-                                handler_run = Some((took, true));
-                                Plan::Ack
-                            }
-                            HandlerRun::Done(Err(e), took) => {
-                                handler_run = Some((took, false));
-                                tracing::warn!(target: LOG, queue, urn = %urn, attempts,
-                                    error = %e, "Handler failed");
-                                let failure = Failure {
-                                    message: e.message().to_owned(),
-                                    exception: e.exception().to_owned(),
-                                    action: e.action(),
-                                    unknown_urn: false,
-                                };
-                                decide::failure(policy, &facts, attempts, &failure, &mut sampler)
-                            }
-                        }
-                    }
+                let body = match body {
+                    Cow::Borrowed(_) => None,
+                    Cow::Owned(reconciled) => Some(reconciled),
                 };
-                (plan, Held::readable(body.into_owned(), envelope))
+                let Some(handler) = handler else {
+                    let facts = self.queue_facts(queue);
+                    let plan = decide::unknown_urn(policy, &facts, &urn, attempts, &mut sampler);
+                    let outcome = self
+                        .execute(
+                            &delivery,
+                            &Held::readable(body, envelope),
+                            &facts,
+                            plan,
+                            &mut sampler,
+                        )
+                        .await;
+                    self.observe(&delivery, &urn, outcome, None);
+                    return Dispatched::settled(outcome);
+                };
+                let ctx = Context::with_route(
+                    envelope,
+                    queue,
+                    delivery.headers().clone(),
+                    if routed { urn.clone() } else { String::new() },
+                    delivery.facts().count.map_or(0, |c| c.native()),
+                );
+                match self.run_handler(handler, ctx.clone(), &deadline).await {
+                    HandlerRun::Interrupted => {
+                        tracing::warn!(target: LOG, queue, urn = %urn,
+                            "Shutdown deadline passed while the handler was running: releasing the message unchanged");
+                        self.release_unprocessed(&delivery).await;
+                        self.observe(&delivery, &urn, Outcome::Interrupted, None);
+                        return Dispatched::settled(Outcome::Interrupted);
+                    }
+                    HandlerRun::Done(Ok(()), took) => {
+                        // The common path: nothing to decide, nothing to write.
+                        self.observe(&delivery, &urn, Outcome::Acked, Some((took, true)));
+                        if gather_ack {
+                            return Dispatched {
+                                outcome: Outcome::Acked,
+                                ack: Some(delivery),
+                            };
+                        }
+                        self.ack(&delivery).await;
+                        return Dispatched::settled(Outcome::Acked);
+                    }
+                    HandlerRun::Done(Err(e), took) => {
+                        handler_run = Some((took, false));
+                        tracing::warn!(target: LOG, queue, urn = %urn, attempts,
+                            error = %e, "Handler failed");
+                        let failure = Failure {
+                            message: e.message().to_owned(),
+                            exception: e.exception().to_owned(),
+                            action: e.action(),
+                            unknown_urn: false,
+                        };
+                        let facts = self.queue_facts(queue);
+                        let plan =
+                            decide::failure(policy, &facts, attempts, &failure, &mut sampler);
+                        (plan, Held::readable(body, ctx.envelope().clone()), facts)
+                    }
+                }
             }
         };
         let outcome = self
             .execute(&delivery, &held, &facts, plan, &mut sampler)
             .await;
         self.observe(&delivery, &urn, outcome, handler_run);
-        outcome
+        Dispatched::settled(outcome)
     }
 
     fn observe(

@@ -78,6 +78,8 @@ struct Inner {
     handlers: HashMap<String, Arc<dyn Handler>>,
     fallback: Option<Arc<dyn Handler>>,
     concurrency: usize,
+    /// Deliveries held at once, running or waiting for a slot (at least `concurrency`).
+    prefetch: usize,
     shutdown_timeout: Duration,
     poll_timeout: Duration,
     rewind_pause: Duration,
@@ -150,7 +152,8 @@ impl App {
     pub async fn dispatch(&self, delivery: crate::Delivery) -> Outcome {
         self.inner
             .clone()
-            .dispatch(delivery, dispatch::Deadline::never())
+            .dispatch(delivery, dispatch::Deadline::never(), false)
             .await
+            .outcome
     }
 }

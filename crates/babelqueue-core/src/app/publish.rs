@@ -74,6 +74,45 @@ impl App {
         Ok(())
     }
 
+    /// Publishes many envelopes to `queue`, in order: in one step when the transport can
+    /// ([`BatchPublisher`](crate::BatchPublisher): one pipeline, one batch request), else one
+    /// by one. Every envelope is encoded before anything is sent, so an envelope that cannot be
+    /// encoded fails the call with nothing published. On a transport error some envelopes may
+    /// have been published; sending the batch again may duplicate them (at-least-once).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::Error> {
+    /// use babelqueue_core::{App, MemoryTransport};
+    ///
+    /// let memory = MemoryTransport::new();
+    /// let app = App::builder(memory.clone()).queue("orders").build()?;
+    /// let envelopes = (0..100)
+    ///     .map(|id| app.envelope("urn:babel:orders:created").data(&serde_json::json!({"order_id": id})).build())
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// app.publish_batch("orders", &envelopes).await?;
+    /// assert_eq!(memory.len("orders"), 100);
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish_batch(&self, queue: &str, envelopes: &[Envelope]) -> Result<()> {
+        let bodies = envelopes
+            .iter()
+            .map(Envelope::encode)
+            .collect::<std::result::Result<Vec<String>, _>>()?;
+        let transport = &self.inner.transport;
+        match transport.capabilities().batch_publisher() {
+            Some(publisher) => {
+                let slices: Vec<&[u8]> = bodies.iter().map(String::as_bytes).collect();
+                publisher.publish_batch(queue, &slices).await?;
+            }
+            None => {
+                for body in &bodies {
+                    transport.publish(queue, body.as_bytes()).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Publishes an envelope that becomes deliverable after `delay` (needs the transport's
     /// [`DelayedPublisher`](crate::DelayedPublisher) capability).
     pub async fn publish_delayed(

@@ -16,7 +16,8 @@ use crate::transport::{Delivery, Redeliver, Redelivery, publish_keeping_route, p
 /// What the runtime holds of a delivery while it settles it: the decoded envelope and the body
 /// with `attempts` reconciled, for a readable one.
 pub(super) struct Held {
-    readable: Option<(Vec<u8>, Envelope)>,
+    /// The reconciled body (`None` when it is the delivery's, unchanged) and the envelope.
+    readable: Option<(Option<Vec<u8>>, Envelope)>,
 }
 
 impl Held {
@@ -25,8 +26,8 @@ impl Held {
         Held { readable: None }
     }
 
-    /// A readable delivery: its reconciled body and its envelope.
-    pub(super) fn readable(body: Vec<u8>, envelope: Envelope) -> Held {
+    /// A readable delivery: its reconciled body (`None` when unchanged) and its envelope.
+    pub(super) fn readable(body: Option<Vec<u8>>, envelope: Envelope) -> Held {
         Held {
             readable: Some((body, envelope)),
         }
@@ -37,9 +38,10 @@ impl Held {
     }
 
     fn body<'a>(&'a self, delivery: &'a Delivery) -> &'a [u8] {
-        self.readable
-            .as_ref()
-            .map_or(delivery.body(), |(body, _)| body.as_slice())
+        match &self.readable {
+            Some((Some(body), _)) => body,
+            _ => delivery.body(),
+        }
     }
 }
 
@@ -149,7 +151,30 @@ impl Inner {
         })
     }
 
-    async fn ack(&self, delivery: &Delivery) {
+    /// Sends the acknowledgements the consume loop gathered, in one step when the transport
+    /// can ([`BatchAcker`](crate::BatchAcker)), else one by one; empties `gathered`.
+    pub(super) async fn ack_gathered(&self, gathered: &mut Vec<Delivery>) {
+        if gathered.is_empty() {
+            return;
+        }
+        match self.transport.capabilities().batch_acker() {
+            Some(batch) => {
+                if let Err(e) = batch.ack_batch(gathered).await {
+                    tracing::error!(target: LOG, error = %e, count = gathered.len(),
+                        "Failed to acknowledge {} processed messages; those not acknowledged were NOT released and will be redelivered by the broker",
+                        gathered.len());
+                }
+            }
+            None => {
+                for delivery in gathered.iter() {
+                    self.ack(delivery).await;
+                }
+            }
+        }
+        gathered.clear();
+    }
+
+    pub(super) async fn ack(&self, delivery: &Delivery) {
         if let Err(e) = self.transport.ack(delivery).await {
             tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
                 "Failed to acknowledge a processed message on queue {:?}; it was NOT released and will be redelivered by the broker",

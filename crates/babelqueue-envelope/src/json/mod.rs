@@ -4,6 +4,7 @@
 mod object;
 mod raw;
 pub(crate) mod scan;
+pub(crate) mod text;
 pub(crate) mod write;
 
 pub use object::{Key, Object};

@@ -5,6 +5,7 @@ use core::fmt;
 
 use super::raw::{JsonKind, RawJson};
 use super::scan::{self, Scanner};
+use super::text::Text;
 use super::write;
 
 /// An object member name, kept as its escaped JSON text so it re-emits byte for byte.
@@ -14,7 +15,9 @@ use super::write;
 /// decode lossily to U+FFFD) and are case-sensitive (`"JOB"` is not `"job"`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Key {
-    raw: String,
+    raw: Text,
+    /// Whether `raw` holds no escape (then it is the name itself), found once at construction.
+    plain: bool,
 }
 
 impl Key {
@@ -22,13 +25,17 @@ impl Key {
     pub fn new(name: &str) -> Key {
         let mut raw = String::with_capacity(name.len());
         write::push_escaped(&mut raw, name);
-        Key { raw }
+        Key::from_text(Text::owned(raw))
     }
 
-    pub(crate) fn from_raw(raw: &str) -> Key {
-        Key {
-            raw: String::from(raw),
-        }
+    fn from_text(raw: Text) -> Key {
+        let plain = !raw.as_bytes().contains(&b'\\');
+        Key { raw, plain }
+    }
+
+    /// The key `s` read between `start` and `end` (a slice of its shared text, when it has one).
+    pub(crate) fn scanned(s: &Scanner<'_>, start: usize, end: usize) -> Key {
+        Key::from_text(s.text_of(start, end))
     }
 
     /// The decoded member name.
@@ -43,26 +50,26 @@ impl Key {
 
     /// Whether this key names `name` (case-sensitive, after unescaping).
     pub fn is(&self, name: &str) -> bool {
-        if self.raw.as_bytes().contains(&b'\\') {
-            scan::code_units(&self.raw).eq(name.encode_utf16())
+        if self.plain {
+            self.raw.as_str() == name
         } else {
-            self.raw == name
+            scan::code_units(&self.raw).eq(name.encode_utf16())
         }
     }
 
     /// Whether this key and `other` name the same member (equal code units).
     pub fn same_member(&self, other: &Key) -> bool {
-        if self.raw.as_bytes().contains(&b'\\') || other.raw.as_bytes().contains(&b'\\') {
-            scan::code_units(&self.raw).eq(scan::code_units(&other.raw))
-        } else {
+        if self.plain && other.plain {
             self.raw == other.raw
+        } else {
+            scan::code_units(&self.raw).eq(scan::code_units(&other.raw))
         }
     }
 }
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "\"{}\"", self.raw)
+        write!(f, "\"{}\"", self.raw.as_str())
     }
 }
 
@@ -115,14 +122,15 @@ impl Object {
         depth: usize,
         visit: &mut dyn FnMut(&Key, &RawJson),
     ) -> Result<Object, scan::SyntaxError> {
-        let mut object = Object::new();
-        let text = s.text();
+        let mut object = Object {
+            entries: Vec::with_capacity(8),
+        };
         let mut first = true;
         while let Some(key) = s.next_key(first)? {
             first = false;
             let span = s.value(depth, &mut |_| {})?;
-            let key = Key::from_raw(&text[key.start..key.end]);
-            let value = RawJson::from_span(text, span);
+            let key = Key::scanned(s, key.start, key.end);
+            let value = RawJson::scanned(s, span);
             visit(&key, &value);
             object.insert_key(key, value);
         }
@@ -200,15 +208,7 @@ impl Object {
     pub fn to_raw(&self) -> RawJson {
         let mut text = String::new();
         self.write_into(&mut text);
-        RawJson::from_span(
-            &text,
-            scan::ValueSpan {
-                start: 0,
-                end: text.len(),
-                kind: JsonKind::Object,
-                spaced: false,
-            },
-        )
+        RawJson::from_owned(text, JsonKind::Object)
     }
 }
 

@@ -2,7 +2,8 @@ use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
 use core::fmt;
 
-use super::scan;
+use super::scan::{self, Scanner};
+use super::text::Text;
 use super::write;
 
 /// The JSON type of a value.
@@ -58,9 +59,12 @@ impl fmt::Display for JsonKind {
 /// assert_eq!(raw.kind(), JsonKind::Object);
 /// # Ok::<(), babelqueue_envelope::Error>(())
 /// ```
+///
+/// A value decoded from a body shares that body's text (see [`Envelope`](crate::Envelope)):
+/// cloning it copies nothing.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct RawJson {
-    text: String,
+    text: Text,
     kind: JsonKind,
 }
 
@@ -81,8 +85,27 @@ impl RawJson {
             slice.to_string()
         };
         RawJson {
-            text,
+            text: Text::owned(text),
             kind: span.kind,
+        }
+    }
+
+    /// A value `s` read: a slice of the scanner's shared text when it has one and the value
+    /// holds no insignificant whitespace, else its own minified copy.
+    pub(crate) fn scanned(s: &Scanner<'_>, span: scan::ValueSpan) -> RawJson {
+        if span.spaced {
+            return RawJson::from_span(s.text(), span);
+        }
+        RawJson {
+            text: s.text_of(span.start, span.end),
+            kind: span.kind,
+        }
+    }
+
+    pub(crate) fn from_owned(text: String, kind: JsonKind) -> RawJson {
+        RawJson {
+            text: Text::owned(text),
+            kind,
         }
     }
 
@@ -99,7 +122,7 @@ impl RawJson {
     /// `null`.
     pub fn null() -> RawJson {
         RawJson {
-            text: String::from("null"),
+            text: Text::from_static("null"),
             kind: JsonKind::Null,
         }
     }
@@ -108,15 +131,21 @@ impl RawJson {
     pub fn bool(value: bool) -> RawJson {
         let text = if value { "true" } else { "false" };
         RawJson {
-            text: String::from(text),
+            text: Text::from_static(text),
             kind: JsonKind::Bool,
         }
     }
 
     /// An integer.
     pub fn integer(value: i64) -> RawJson {
+        // The counts the runtime writes most (`attempts`) need no allocation.
+        const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+        let text = match usize::try_from(value) {
+            Ok(digit) if digit < SMALL.len() => Text::from_static(SMALL[digit]),
+            _ => Text::owned(value.to_string()),
+        };
         RawJson {
-            text: value.to_string(),
+            text,
             kind: JsonKind::Number,
         }
     }
@@ -126,7 +155,7 @@ impl RawJson {
         let mut text = String::with_capacity(value.len() + 2);
         write::push_string(&mut text, value);
         RawJson {
-            text,
+            text: Text::owned(text),
             kind: JsonKind::String,
         }
     }
@@ -134,19 +163,19 @@ impl RawJson {
     /// The empty object `{}`.
     pub fn empty_object() -> RawJson {
         RawJson {
-            text: String::from("{}"),
+            text: Text::from_static("{}"),
             kind: JsonKind::Object,
         }
     }
 
     /// The compact JSON text.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.text.as_str()
     }
 
     /// The compact JSON text, by value.
     pub fn into_string(self) -> String {
-        self.text
+        self.text.into_string()
     }
 
     /// The JSON type of the value.
@@ -185,7 +214,7 @@ impl RawJson {
 
     /// The value as a boolean.
     pub fn as_bool(&self) -> Option<bool> {
-        match self.text.as_str() {
+        match self.as_str() {
             "true" => Some(true),
             "false" => Some(false),
             _ => None,
@@ -206,7 +235,7 @@ impl RawJson {
 
 impl fmt::Debug for RawJson {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RawJson({})", self.text)
+        write!(f, "RawJson({})", self.as_str())
     }
 }
 

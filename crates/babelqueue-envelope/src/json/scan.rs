@@ -93,6 +93,8 @@ pub(crate) fn is_json_ws(b: u8) -> bool {
 /// Cursor over the bytes of a `str` (so every multi-byte sequence is valid UTF-8).
 pub(crate) struct Scanner<'a> {
     src: &'a str,
+    /// The same text, shared, when the values read are to be slices of it.
+    shared: Option<&'a alloc::sync::Arc<str>>,
     b: &'a [u8],
     pub(crate) pos: usize,
     /// Set when a string literal (key or value) holds a `\uD800`–`\uDFFF` escape that is not
@@ -100,13 +102,63 @@ pub(crate) struct Scanner<'a> {
     pub(crate) unpaired_surrogate: bool,
 }
 
+/// The position of the first byte at or after `pos` that ends a run of plain string
+/// characters (a quote, a backslash or a control character), or `b.len()`.
+///
+/// Eight bytes at a time: for each of the three tests, a byte that matches makes the
+/// classic "has a zero byte" expression set that byte's high bit. The lowest flagged byte is
+/// always a true match (a borrow only flags bytes above it), and the words are read
+/// little-endian, so it is the first match in the text.
+#[inline]
+fn plain_run(b: &[u8], mut pos: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(pos..pos + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let zero_in = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        let found = zero_in(w ^ (ONES * u64::from(b'"')))
+            | zero_in(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+        if found != 0 {
+            return pos + (found.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    while let Some(&n) = b.get(pos) {
+        if n == b'"' || n == b'\\' || n < 0x20 {
+            break;
+        }
+        pos += 1;
+    }
+    pos
+}
+
 impl<'a> Scanner<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
         Scanner {
             src: text,
+            shared: None,
             b: text.as_bytes(),
             pos: 0,
             unpaired_surrogate: false,
+        }
+    }
+
+    /// A scanner whose keys and values are read as slices of `text`, sharing it.
+    pub(crate) fn shared(text: &'a alloc::sync::Arc<str>) -> Self {
+        Scanner {
+            shared: Some(text),
+            ..Scanner::new(text)
+        }
+    }
+
+    /// `text()[start..end]`, shared with the text when the scanner has it shared.
+    pub(crate) fn text_of(&self, start: usize, end: usize) -> super::text::Text {
+        match self.shared {
+            Some(source) => super::text::Text::slice(source, start, end),
+            None => super::text::Text::owned(alloc::string::String::from(&self.src[start..end])),
         }
     }
 
@@ -247,14 +299,7 @@ impl<'a> Scanner<'a> {
                         self.unpaired_surrogate = true;
                         pending_high = false;
                     }
-                    self.pos += 1;
-                    // Fast path over plain characters.
-                    while let Some(&n) = self.b.get(self.pos) {
-                        if n == b'"' || n == b'\\' || n < 0x20 {
-                            break;
-                        }
-                        self.pos += 1;
-                    }
+                    self.pos = plain_run(self.b, self.pos + 1);
                 }
             }
         }
@@ -624,6 +669,37 @@ pub(crate) fn code_units(inner: &str) -> impl Iterator<Item = u16> + '_ {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_plain_run_stops_at_the_first_quote_backslash_or_control_character() {
+        let naive = |b: &[u8], pos: usize| {
+            (pos..b.len())
+                .find(|&i| b[i] == b'"' || b[i] == b'\\' || b[i] < 0x20)
+                .unwrap_or(b.len())
+        };
+        // Every stop byte at every offset, behind plain bytes of every kind (ASCII, the bytes
+        // of multi-byte characters, 0x7F, 0x20, and the bytes one above and below the stops).
+        let fillers: &[u8] = &[b'a', 0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F, 0x80, 0xC3, 0xFF];
+        for &stop in &[b'"', b'\\', 0x00, 0x1F, 0x0A] {
+            for &filler in fillers {
+                for len in 0..20 {
+                    for at in 0..=len {
+                        let mut text = alloc::vec![filler; len];
+                        if at < len {
+                            text[at] = stop;
+                        }
+                        for start in 0..=len.min(3) {
+                            assert_eq!(
+                                super::plain_run(&text, start),
+                                naive(&text, start),
+                                "stop {stop:#x} filler {filler:#x} len {len} at {at} from {start}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     use super::*;
     use alloc::string::String;
 

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use crate::features::{Features, MIB};
 use crate::suite::{BoxFuture, Make, TestInfo};
 
+mod batch;
 mod dead_letter;
 mod delivery;
 mod extras;
@@ -144,6 +145,13 @@ pub(crate) static TESTS: &[Test] = &[
         "a handled, acknowledged message never comes back, even to a new consumer after redelivery_after",
         always,
         lifecycle::ack_removes
+    ),
+    test!(
+        "batch_receive_and_settle",
+        "-",
+        "seven messages (published with BatchPublisher where offered) come back through receive(queue, 3) at most three at a time, in order where ordered; acknowledged together (BatchAcker where offered), none comes back",
+        always,
+        batch::batch_receive_and_settle
     ),
     test!(
         "release_counts_attempts",

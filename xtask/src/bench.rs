@@ -1,0 +1,268 @@
+//! `cargo xtask bench`: every benchmark of the workspace, or `bench runtime`, the runtime and
+//! codec figures side by side with the Python SDK, in one run.
+//!
+//! `bench runtime` runs, one after the other on the same machine:
+//!
+//! 1. the codec benchmark (`crates/babelqueue-envelope/benches/codec.rs`), which writes its three
+//!    sized bodies (small ≈ 400 bytes, medium ≈ 1.5 KB, large ≈ 40 KB) to
+//!    `<cache>/bench/bodies` and times this codec's consume-side hop and a `serde_json` `Value`
+//!    round trip on each;
+//! 2. `xtask/bench/python_hop.py` under the Python SDK 1.24.0 of `<cache>/venv` (installed by
+//!    `scripts/brokers.sh up python`), timing the same hop on the same files;
+//! 3. the runtime benchmark (`crates/babelqueue-core/benches/runtime.rs`): memory:// messages/s
+//!    at concurrency 1 and 8 with the RSS before and after, and a worker's RSS after 100 000
+//!    and 1 000 000 messages;
+//!
+//! then prints the ratios and says, for each target of issue 16, whether this run met it. The
+//! benchmarks print `BQ-FIGURE` lines; this module only reads them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{cargo, root, status, tools};
+
+/// `cargo xtask bench [--quick]` or `cargo xtask bench runtime`.
+pub(crate) fn bench(args: &[String]) -> Result<(), String> {
+    match args.first().map(String::as_str) {
+        Some("runtime") => runtime(),
+        Some(other) if !other.starts_with("--") => Err(format!(
+            "unknown benchmark {other:?}: `cargo xtask bench [--quick]` runs them all, `cargo xtask bench runtime` the side-by-side runtime figures"
+        )),
+        _ => {
+            let quick = args.iter().any(|a| a == "--quick");
+            let mut cmd = cargo();
+            cmd.args(["bench", "--workspace", "--benches", "--"]);
+            if quick {
+                cmd.args(["--warm-up-time", "1", "--measurement-time", "2"]);
+            }
+            status(cmd)
+        }
+    }
+}
+
+/// The `BQ-FIGURE` lines of a benchmark's output, each split into words after the marker.
+fn figures(output: &str) -> Vec<Vec<String>> {
+    output
+        .lines()
+        .filter_map(|line| line.strip_prefix("BQ-FIGURE "))
+        .map(|rest| rest.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+/// Runs `cmd`, echoes its human lines, and returns its figures.
+fn run_figures(mut cmd: Command) -> Result<Vec<Vec<String>>, String> {
+    let shown = format!("{cmd:?}");
+    let output = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{shown} could not start: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with("BQ-FIGURE") && !l.trim().is_empty())
+    {
+        println!("  {line}");
+    }
+    if !output.status.success() {
+        return Err(format!("{shown} exited with {}", output.status));
+    }
+    Ok(figures(&text))
+}
+
+fn number(words: &[String], at: usize) -> f64 {
+    words
+        .get(at)
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("BQ_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| tools::cache_dir().join("venv"))
+        .join("bin/python")
+}
+
+/// Codec hop per message, by body name: (bytes, babelqueue ns, serde_json ns).
+type Hops = BTreeMap<String, (f64, f64, f64)>;
+
+fn runtime() -> Result<(), String> {
+    let bodies = tools::cache_dir().join("bench/bodies");
+    println!("== 1/3 codec hop: babelqueue against serde_json");
+    let mut codec = cargo();
+    codec
+        .args([
+            "bench",
+            "--package",
+            "babelqueue-envelope",
+            "--bench",
+            "codec",
+        ])
+        .env("BQ_BENCH_FIGURES_ONLY", "1")
+        .env("BQ_BENCH_BODIES_OUT", &bodies);
+    let hops: Hops = run_figures(codec)?
+        .into_iter()
+        .filter(|f| f.first().is_some_and(|k| k == "codec_hop_ns"))
+        .map(|f| (f[1].clone(), (number(&f, 2), number(&f, 3), number(&f, 4))))
+        .collect();
+
+    println!("== 2/3 codec hop: the Python SDK 1.24.0 on the same bodies");
+    let python_hops = python_hops(&bodies);
+
+    println!("== 3/3 runtime on memory://");
+    let mut bench = cargo();
+    bench
+        .args([
+            "bench",
+            "--package",
+            "babelqueue-core",
+            "--bench",
+            "runtime",
+        ])
+        .env("BQ_BENCH_FIGURES_ONLY", "1");
+    let runtime = run_figures(bench)?;
+
+    report(&hops, &python_hops, &runtime);
+    Ok(())
+}
+
+/// The Python SDK's hop per body name, in ns; empty (with the reason printed) without the venv.
+fn python_hops(bodies: &Path) -> BTreeMap<String, f64> {
+    let python = python();
+    if !python.exists() {
+        println!(
+            "  {} is missing: run `scripts/brokers.sh up python` to install the Python SDK 1.24.0; the Python column stays empty",
+            python.display()
+        );
+        return BTreeMap::new();
+    }
+    let mut cmd = Command::new(&python);
+    cmd.arg(root().join("xtask/bench/python_hop.py"))
+        .arg(bodies)
+        .arg("2");
+    match run_figures(cmd) {
+        Ok(figures) => figures
+            .into_iter()
+            .filter(|f| f.first().is_some_and(|k| k == "python_hop_ns"))
+            .map(|f| (f[1].clone(), number(&f, 2)))
+            .collect(),
+        Err(e) => {
+            println!("  the Python hop failed ({e}); the Python column stays empty");
+            BTreeMap::new()
+        }
+    }
+}
+
+fn report(hops: &Hops, python: &BTreeMap<String, f64>, runtime: &[Vec<String>]) {
+    println!();
+    println!(
+        "codec hop per message (verdict + decode in one pass, attempts + 1, encode), one run:"
+    );
+    println!(
+        "  {:<8} {:>7} {:>12} {:>12} {:>14} {:>14} {:>11}",
+        "body", "bytes", "babelqueue", "serde_json", "python 1.24.0", "vs serde_json", "vs python"
+    );
+    for (name, (bytes, ours, serde)) in hops {
+        let py = python.get(name).copied();
+        println!(
+            "  {:<8} {:>7} {:>9.2} µs {:>9.2} µs {:>14} {:>13.2}x {:>11}",
+            name,
+            bytes,
+            ours / 1e3,
+            serde / 1e3,
+            py.map_or("-".to_owned(), |p| format!("{:.1} µs", p / 1e3)),
+            ours / serde,
+            py.map_or("-".to_owned(), |p| format!("{:.1}x", p / ours)),
+        );
+    }
+    if let Some((_, ours, serde)) = hops.get("small") {
+        match python.get("small") {
+            Some(py) => println!(
+                "  target: small body at least 30x the Python SDK: {:.1}x, {}",
+                py / ours,
+                verdict(py / ours >= 30.0)
+            ),
+            None => println!("  target: small body at least 30x the Python SDK: not measured"),
+        }
+        println!(
+            "  target: small body at most 1.0x serde_json's Value round trip: {:.2}x, {}",
+            ours / serde,
+            verdict(ours / serde <= 1.0)
+        );
+    }
+
+    println!();
+    println!("runtime on memory://, no-op handler (classify, decode, route, handle, acknowledge):");
+    println!(
+        "  {:>11} {:>8} {:>12} {:>9} {:>18} {:>14}",
+        "concurrency", "prefetch", "messages/s", "µs/msg", "in serde_json hops", "RSS before/after"
+    );
+    let serde_small = hops.get("small").map(|h| h.2);
+    let mut rates: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    for f in runtime
+        .iter()
+        .filter(|f| f.first().is_some_and(|k| k == "runtime"))
+    {
+        let (concurrency, prefetch, rate) = (number(f, 1), number(f, 2), number(f, 3));
+        let key = |at: usize| f.get(at).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
+        rates.insert((key(1), key(2)), rate);
+        let per = 1e6 / rate;
+        println!(
+            "  {:>11} {:>8} {:>12.0} {:>9.2} {:>18} {:>7.0}/{:.0} MiB",
+            concurrency,
+            prefetch,
+            rate,
+            per,
+            serde_small.map_or("-".to_owned(), |s| format!("{:.2}", per * 1e3 / s)),
+            number(f, 4) / 1024.0,
+            number(f, 5) / 1024.0,
+        );
+    }
+    if let Some(c1) = rates.get(&(1, 1)) {
+        println!(
+            "  target: at least 500 000 messages/s at concurrency 1: {c1:.0}, {}",
+            verdict(*c1 >= 500_000.0)
+        );
+        if let Some(c8) = rates.get(&(8, 8)) {
+            println!(
+                "  target: concurrency 8 not slower than concurrency 1: {:.2}x, {}",
+                c8 / c1,
+                verdict(c8 >= c1)
+            );
+        }
+    }
+    if let Some(f) = runtime
+        .iter()
+        .find(|f| f.first().is_some_and(|k| k == "rss"))
+    {
+        let (early, late) = (number(f, 2), number(f, 4));
+        println!(
+            "  target: a worker's RSS after 1 000 000 messages within 10% of after 100 000: {:.0} -> {:.0} KiB ({:+.1}%), {}",
+            early,
+            late,
+            (late / early - 1.0) * 100.0,
+            verdict(late <= early * 1.1)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_are_read_from_the_marked_lines_only() {
+        let out = "codec hop, small: ...\nBQ-FIGURE codec_hop_ns small 419 3500 5900\nnoise BQ-FIGURE x\n";
+        assert_eq!(
+            figures(out),
+            vec![vec!["codec_hop_ns", "small", "419", "3500", "5900"]]
+        );
+        assert!(number(&figures(out)[0], 4) == 5900.0);
+        assert!(number(&figures(out)[0], 9).is_nan());
+    }
+}
