@@ -122,6 +122,7 @@ impl fmt::Debug for App {
             .field("queue", &self.inner.queue)
             .field("policy", &self.inner.policy)
             .field("concurrency", &self.inner.concurrency)
+            .field("prefetch", &self.inner.prefetch)
             .field("handlers", &urns)
             .finish_non_exhaustive()
     }
