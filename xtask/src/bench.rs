@@ -223,6 +223,16 @@ fn report(hops: &Hops, python: &BTreeMap<String, f64>, runtime: &[Vec<String>]) 
             number(f, 5) / 1024.0,
         );
     }
+    if let Some(f) = runtime
+        .iter()
+        .find(|f| f.first().is_some_and(|k| k == "publish"))
+    {
+        println!(
+            "  publishing (build, encode, publish): {:.0} envelopes/s one by one, {:.0} in batches of 100",
+            number(f, 1),
+            number(f, 2)
+        );
+    }
     if let Some(c1) = rates.get(&(1, 1)) {
         println!(
             "  target: at least 500 000 messages/s at concurrency 1: {c1:.0}, {}",

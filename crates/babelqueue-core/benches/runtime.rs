@@ -150,6 +150,33 @@ async fn flat_memory(early: u64, total: u64) -> (u64, u64) {
     (rss_early.load(Ordering::Relaxed), rss_kib())
 }
 
+/// Envelopes built, encoded and published per second: one `App::publish` each, then
+/// `App::publish_batch` by 100.
+async fn publishing(n: u64) {
+    let memory = MemoryTransport::new();
+    let app = app(&memory, 1, None);
+    let data = serde_json::json!({"order_id": 1042, "total": 99.9, "currency": "EUR"});
+    let started = Instant::now();
+    for _ in 0..n {
+        app.publish(URN, &data).await.expect("published");
+    }
+    let one = n as f64 / started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    for _ in 0..n / 100 {
+        let batch: Vec<Envelope> = (0..100)
+            .map(|_| app.envelope(URN).data(&data).build().expect("an envelope"))
+            .collect();
+        app.publish_batch("orders", &batch)
+            .await
+            .expect("published");
+    }
+    let batched = (n / 100 * 100) as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "publish on memory://: {one:.0} envelopes/s one by one, {batched:.0} envelopes/s in batches of 100"
+    );
+    println!("BQ-FIGURE publish {one:.0} {batched:.0}");
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -201,6 +228,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
+    if only.is_none() {
+        runtime.block_on(publishing(n.min(100_000)));
+    }
     for (concurrency, prefetch) in [(1, None), (1, Some(64)), (8, None), (8, Some(64))] {
         if only.as_ref().is_some_and(|only| {
             *only != format!("{concurrency}:{}", prefetch.unwrap_or(concurrency))

@@ -9,7 +9,6 @@
 //! The scanner never recurses: nesting is tracked on an explicit stack, bounded by
 //! [`MAX_DEPTH`].
 
-use alloc::vec::Vec;
 use core::fmt;
 
 use super::JsonKind;
@@ -395,7 +394,7 @@ impl<'a> Scanner<'a> {
         let mut kind = None;
         let mut spaced = false;
         // Open containers: `true` for an object, `false` for an array.
-        let mut stack: Vec<bool> = Vec::new();
+        let mut stack = Containers::default();
         'value: loop {
             // Parse one value.
             let Some(c) = self.peek() else {
@@ -469,7 +468,7 @@ impl<'a> Scanner<'a> {
             }
             // After a value: close containers or move to the next element.
             loop {
-                let Some(&object) = stack.last() else {
+                let Some(object) = stack.last() else {
                     return Ok(ValueSpan {
                         start,
                         end: self.pos,
@@ -508,6 +507,50 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
+    }
+}
+
+/// The open containers of a value being scanned, one bit each (`true` for an object), on the
+/// stack: no allocation, however deep (up to [`MAX_DEPTH`], which `value` enforces first).
+struct Containers {
+    bits: [u64; MAX_DEPTH.div_ceil(64)],
+    len: usize,
+}
+
+impl Default for Containers {
+    fn default() -> Containers {
+        Containers {
+            bits: [0; MAX_DEPTH.div_ceil(64)],
+            len: 0,
+        }
+    }
+}
+
+impl Containers {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, object: bool) {
+        let (word, bit) = (self.len / 64, self.len % 64);
+        if let Some(w) = self.bits.get_mut(word) {
+            if object {
+                *w |= 1 << bit;
+            } else {
+                *w &= !(1 << bit);
+            }
+            self.len += 1;
+        }
+    }
+
+    fn pop(&mut self) {
+        self.len = self.len.saturating_sub(1);
+    }
+
+    fn last(&self) -> Option<bool> {
+        let top = self.len.checked_sub(1)?;
+        let word = self.bits.get(top / 64)?;
+        Some(word & (1 << (top % 64)) != 0)
     }
 }
 
@@ -669,6 +712,40 @@ pub(crate) fn code_units(inner: &str) -> impl Iterator<Item = u16> + '_ {
 
 #[cfg(test)]
 mod tests {
+    /// Alternating objects and arrays `levels` deep, closed in order (or, with `swap_at`, with
+    /// the wrong bracket at that level).
+    fn nested(levels: usize, swap_at: Option<usize>) -> alloc::string::String {
+        let mut text = alloc::string::String::new();
+        for level in 0..levels {
+            text.push_str(if level % 3 == 0 { "[" } else { "{\"k\":" });
+        }
+        text.push('1');
+        for level in (0..levels).rev() {
+            let object = level % 3 != 0;
+            let wrong = swap_at == Some(level);
+            text.push(if object != wrong { '}' } else { ']' });
+        }
+        text
+    }
+
+    #[test]
+    fn containers_are_tracked_to_the_depth_limit_across_words() {
+        for levels in [1, 63, 64, 65, 128, 129, 999, 1000] {
+            let text = nested(levels, None);
+            let span = super::validate(&text).unwrap_or_else(|e| panic!("{levels}: {e:?}"));
+            assert_eq!(span.end, text.len());
+        }
+        let too_deep = super::validate(&nested(1001, None)).unwrap_err();
+        assert_eq!(too_deep.kind, super::SyntaxErrorKind::TooDeep);
+        // A container closed with the other bracket is refused at every depth, on either side
+        // of a 64-bit word boundary.
+        for at in [0, 1, 62, 63, 64, 65, 500, 998] {
+            assert!(
+                super::validate(&nested(999, Some(at))).is_err(),
+                "swapped at {at}"
+            );
+        }
+    }
     #[test]
     fn a_plain_run_stops_at_the_first_quote_backslash_or_control_character() {
         let naive = |b: &[u8], pos: usize| {
