@@ -84,8 +84,9 @@
 //! `retry_after` (the reference behaves the same; the runtime never crashes on it). A
 //! header-carrying publish of a body that is not UTF-8 stores the bare body (a frame is text).
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -94,6 +95,7 @@ use babelqueue_core::{
     Redeliver, Redeliverer, Redelivery, Transport, TransportError,
 };
 
+mod batch;
 pub mod client;
 mod error;
 pub mod idempotency;
@@ -134,7 +136,13 @@ pub struct RedisTransport {
     client: Arc<dyn RedisClient>,
     options: RedisOptions,
     clock: Clock,
+    /// When each queue was last swept or migrated, by `clock` (shared by clones).
+    swept: Arc<Mutex<HashMap<String, f64>>>,
 }
+
+/// How often a consumer sweeps (reliable layout) or migrates (Laravel layout) a queue it
+/// receives from: expired reservations and due delayed messages are back within this.
+pub const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
 
 impl fmt::Debug for RedisTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -317,6 +325,7 @@ impl RedisTransport {
             client,
             options,
             clock: Arc::new(system_clock),
+            swept: Arc::default(),
         }
     }
 
@@ -346,7 +355,8 @@ impl RedisTransport {
     }
 
     /// Laravel layout: moves due delayed messages, then (unless recovery is off) expired
-    /// reservations, back to the ready list. Runs before every reserve; public for tools.
+    /// reservations, back to the ready list. A consumer runs it before a reserve when the last
+    /// pass is [`SWEEP_INTERVAL`] old; public for tools.
     pub async fn migrate(&self, queue: &str) -> Result<i64, RedisError> {
         let o = &self.options;
         let now = bytes(layout::whole_seconds(self.now()).to_string());
@@ -379,8 +389,9 @@ impl RedisTransport {
         Ok(moved)
     }
 
-    /// Reliable layout: returns lapsed reservations to the end of the ready list. Runs before
-    /// every reserve (also with recovery off: a foreign finite deadline is still swept).
+    /// Reliable layout: returns lapsed reservations to the end of the ready list. A consumer
+    /// runs it before a reserve when the last pass is [`SWEEP_INTERVAL`] old (also with
+    /// recovery off: a foreign finite deadline is still swept).
     pub async fn sweep(&self, queue: &str) -> Result<i64, RedisError> {
         let o = &self.options;
         let now = bytes(layout::whole_seconds(self.now()).to_string());
@@ -423,9 +434,11 @@ impl RedisTransport {
         }
     }
 
-    async fn reserve_reliable(&self, queue: &str) -> Result<Option<Delivery>, RedisError> {
+    async fn reserve_reliable(&self, queue: &str, max: usize) -> Result<Vec<Delivery>, RedisError> {
         let o = &self.options;
-        let token = layout::new_token();
+        let tokens: Vec<String> = (0..max.max(1)).map(|_| layout::new_token()).collect();
+        let mut args = vec![bytes(layout::deadline_score(self.now(), o.retry_after))];
+        args.extend(tokens.iter().map(|t| bytes(t.clone())));
         let reply = self
             .client
             .eval(
@@ -435,18 +448,23 @@ impl RedisTransport {
                     bytes(o.processing(queue)),
                     bytes(o.deadlines(queue)),
                 ],
-                vec![
-                    bytes(layout::deadline_score(self.now(), o.retry_after)),
-                    bytes(token.clone()),
-                ],
+                args,
             )
             .await?;
-        Ok(reply
-            .into_bytes()
-            .map(|stored| self.reservation(queue, &token, &stored)))
+        let Reply::Array(raws) = reply else {
+            return Ok(Vec::new());
+        };
+        Ok(raws
+            .into_iter()
+            .zip(&tokens)
+            .filter_map(|(raw, token)| {
+                raw.into_bytes()
+                    .map(|stored| self.reservation(queue, token, &stored))
+            })
+            .collect())
     }
 
-    async fn reserve_laravel(&self, queue: &str) -> Result<Option<Delivery>, RedisError> {
+    async fn reserve_laravel(&self, queue: &str, max: usize) -> Result<Vec<Delivery>, RedisError> {
         let o = &self.options;
         let reply = self
             .client
@@ -457,25 +475,92 @@ impl RedisTransport {
                     bytes(o.reserved(queue)),
                     bytes(o.notify(queue)),
                 ],
-                vec![bytes(layout::deadline_score(self.now(), o.retry_after))],
+                vec![
+                    bytes(layout::deadline_score(self.now(), o.retry_after)),
+                    bytes(max.max(1).to_string()),
+                ],
             )
             .await?;
-        let Reply::Array(pair) = reply else {
-            return Ok(None);
+        let Reply::Array(pairs) = reply else {
+            return Ok(Vec::new());
         };
-        let mut pair = pair.into_iter();
-        match (pair.next(), pair.next()) {
-            (Some(Reply::Bytes(job)), Some(Reply::Bytes(member))) => {
-                let counted = layout::laravel_counted(&job, &member);
-                let delivery = Delivery::new(queue, job).poison_always_dead_lettered();
-                let delivery = if counted {
-                    delivery
-                } else {
-                    delivery.attempts_not_counted()
-                };
-                Ok(Some(delivery.with_handle(Handle::Laravel { member })))
+        let mut reserved = Vec::with_capacity(pairs.len() / 2);
+        let mut pairs = pairs.into_iter();
+        while let (Some(Reply::Bytes(job)), Some(Reply::Bytes(member))) =
+            (pairs.next(), pairs.next())
+        {
+            let counted = layout::laravel_counted(&job, &member);
+            let delivery = Delivery::new(queue, job).poison_always_dead_lettered();
+            let delivery = if counted {
+                delivery
+            } else {
+                delivery.attempts_not_counted()
+            };
+            reserved.push(delivery.with_handle(Handle::Laravel { member }));
+        }
+        Ok(reserved)
+    }
+
+    /// Sweeps (reliable layout) or migrates (Laravel layout) `queue` when the last pass is at
+    /// least [`SWEEP_INTERVAL`] old by the transport's clock: recovered reservations and due
+    /// delayed messages are on time within that interval, without a script before every reserve.
+    async fn sweep_if_due(&self, queue: &str) -> Result<(), RedisError> {
+        let now = self.now();
+        {
+            let swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(&last) = swept.get(queue)
+                && (0.0..SWEEP_INTERVAL.as_secs_f64()).contains(&(now - last))
+            {
+                return Ok(());
             }
-            _ => Ok(None),
+        }
+        match self.options.layout {
+            Layout::Reliable => self.sweep(queue).await?,
+            Layout::Laravel => self.migrate(queue).await?,
+        };
+        self.swept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(queue.to_owned(), now);
+        Ok(())
+    }
+
+    /// Reserves up to `max` deliveries of `queue`, waiting up to `timeout` (or `block_for`) for
+    /// the first.
+    async fn receive_up_to(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, RedisError> {
+        let budget = self.options.block_for.unwrap_or(timeout);
+        let deadline = tokio::time::Instant::now() + budget;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            self.sweep_if_due(queue).await?;
+            let reserved = match self.options.layout {
+                Layout::Reliable => self.reserve_reliable(queue, max).await?,
+                Layout::Laravel => self.reserve_laravel(queue, max).await?,
+            };
+            if !reserved.is_empty() {
+                return Ok(reserved);
+            }
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining < Duration::from_millis(1) {
+                return Ok(Vec::new());
+            }
+            match self.options.layout {
+                Layout::Reliable => {
+                    tokio::time::sleep(pause.min(remaining)).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Layout::Laravel => {
+                    let notify = self.options.notify(queue);
+                    self.client
+                        .blpop(notify.as_bytes(), remaining.min(Duration::from_secs(1)))
+                        .await?;
+                }
+            }
         }
     }
 
@@ -557,40 +642,16 @@ impl Transport for RedisTransport {
         queue: &str,
         timeout: Duration,
     ) -> Result<Option<Delivery>, TransportError> {
-        let budget = self.options.block_for.unwrap_or(timeout);
-        let deadline = tokio::time::Instant::now() + budget;
-        let mut pause = Duration::from_millis(100);
-        loop {
-            let delivery = match self.options.layout {
-                Layout::Reliable => {
-                    self.sweep(queue).await?;
-                    self.reserve_reliable(queue).await?
-                }
-                Layout::Laravel => {
-                    self.migrate(queue).await?;
-                    self.reserve_laravel(queue).await?
-                }
-            };
-            if delivery.is_some() {
-                return Ok(delivery);
-            }
-            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if remaining < Duration::from_millis(1) {
-                return Ok(None);
-            }
-            match self.options.layout {
-                Layout::Reliable => {
-                    tokio::time::sleep(pause.min(remaining)).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-                Layout::Laravel => {
-                    let notify = self.options.notify(queue);
-                    self.client
-                        .blpop(notify.as_bytes(), remaining.min(Duration::from_secs(1)))
-                        .await?;
-                }
-            }
-        }
+        Ok(self.receive_up_to(queue, 1, timeout).await?.pop())
+    }
+
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        Ok(self.receive_up_to(queue, max, timeout).await?)
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -617,7 +678,9 @@ impl Transport for RedisTransport {
         let capabilities = Capabilities::none()
             .redelivery(Redelivery::Native(self))
             .dead_letter(self)
-            .browse(self);
+            .browse(self)
+            .batch_ack(self)
+            .batch_publish(self);
         match self.options.layout {
             // Laravel reads the stored job itself: headers cannot ride, so the layout does not
             // claim to carry them (a replay's bypass header would be reported sent and lost).

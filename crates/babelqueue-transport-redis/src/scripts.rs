@@ -45,38 +45,56 @@ end
     };
 }
 
-/// Laravel layout publish. KEYS = \[ready, notify\]; ARGV = \[body\].
-/// Appends the body, then one wake-up token.
+/// Laravel layout publish. KEYS = \[ready, notify\]; ARGV = \[body, …\] (one or more).
+/// Appends the bodies in order, then one wake-up token per body; returns how many.
 pub static PUSH: LuaScript = LuaScript {
     name: "push",
     lua: guarded!(
         r"
 local bad = bq_types({KEYS[1], 'list', KEYS[2], 'list'})
 if bad then return bad end
-redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('RPUSH', KEYS[2], 1)
-return 1
+for first = 1, #ARGV, 100 do
+  local last = math.min(first + 99, #ARGV)
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, first, last))
+  local tokens = {}
+  for n = first, last do tokens[#tokens + 1] = 1 end
+  redis.call('RPUSH', KEYS[2], unpack(tokens))
+end
+return #ARGV
 "
     ),
 };
 
-/// Laravel layout reserve. KEYS = \[ready, reserved, notify\]; ARGV = \[deadline score or +inf\].
+/// Default layout publish of several bodies. KEYS = \[ready\]; ARGV = \[value, …\]. Appends
+/// them in order; returns how many.
+pub static PUSH_LIST: LuaScript = LuaScript {
+    name: "push_list",
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'list'})
+if bad then return bad end
+for first = 1, #ARGV, 100 do
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, first, math.min(first + 99, #ARGV)))
+end
+return #ARGV
+"
+    ),
+};
+
+/// Laravel layout reserve. KEYS = \[ready, reserved, notify\]; ARGV = \[deadline score or +inf,
+/// most to reserve (1 when absent)\]. For each job reserved, from the head:
 /// Reads the head job; the reserved member is the job with its top-level `attempts` token
 /// replaced by `attempts + 1` (every other byte kept) when cjson decodes it to an object with a
 /// numeric `attempts` and could re-encode it, else the raw job (poison). The decode and the
 /// re-encode run under `pcall` and only decide; the member is never cjson's encoding. The
 /// reservation is recorded before the job leaves the ready list; one wake-up token is consumed.
-/// Returns `{job, member}` (`{false, false}` when empty).
+/// Returns `{job, member, job, member, …}`, empty when the list is.
 pub static RESERVE_ZSET: LuaScript = LuaScript {
     name: "reserve_zset",
     lua: guarded!(
         r#"
 local bad = bq_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'list'})
 if bad then return bad end
-local job = redis.call('LINDEX', KEYS[1], 0)
-if not job then
-  return {false, false}
-end
 -- The value span [from, to] of the last top-level member named attempts, in a text cjson
 -- already decoded as an object. Strings are skipped with their escapes; names holding an
 -- escape are compared after cjson decodes them.
@@ -122,6 +140,7 @@ local function attempts_span(s)
   end
   return from, to
 end
+local function counted_member(job)
 local member = job
 local decoded_ok, decoded = pcall(cjson.decode, job)
 if decoded_ok and type(decoded) == 'table' and type(decoded['attempts']) == 'number' then
@@ -140,10 +159,20 @@ if decoded_ok and type(decoded) == 'table' and type(decoded['attempts']) == 'num
     end
   end
 end
-redis.call('ZADD', KEYS[2], ARGV[1], member)
-redis.call('LPOP', KEYS[1])
-redis.call('LPOP', KEYS[3])
-return {job, member}
+return member
+end
+local out = {}
+for _ = 1, tonumber(ARGV[2] or '1') do
+  local job = redis.call('LINDEX', KEYS[1], 0)
+  if not job then break end
+  local member = counted_member(job)
+  redis.call('ZADD', KEYS[2], ARGV[1], member)
+  redis.call('LPOP', KEYS[1])
+  redis.call('LPOP', KEYS[3])
+  out[#out + 1] = job
+  out[#out + 1] = member
+end
+return out
 "#
     ),
 };
@@ -209,21 +238,24 @@ return n
 };
 
 /// Default layout reserve. KEYS = \[ready, processing, deadlines\]; ARGV = \[deadline score or
-/// +inf, token]. Records `<token>:<raw>` with its deadline for the head, then moves the head to
-/// the processing list; returns the raw value, or false when empty.
+/// +inf, token, token, …\]: one reservation per token at most. For each: records
+/// `<token>:<raw>` with its deadline for the head, then moves the head to the processing list.
+/// Returns the raw values reserved, in order (empty when the list is).
 pub static RESERVE_LEGACY: LuaScript = LuaScript {
     name: "reserve_legacy",
     lua: guarded!(
         r"
 local bad = bq_types({KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'zset'})
 if bad then return bad end
-local raw = redis.call('LINDEX', KEYS[1], 0)
-if not raw then
-  return false
+local out = {}
+for n = 2, #ARGV do
+  local raw = redis.call('LINDEX', KEYS[1], 0)
+  if not raw then break end
+  redis.call('ZADD', KEYS[3], ARGV[1], ARGV[n] .. ':' .. raw)
+  redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+  out[#out + 1] = raw
 end
-redis.call('ZADD', KEYS[3], ARGV[1], ARGV[2] .. ':' .. raw)
-redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
-return raw
+return out
 "
     ),
 };
@@ -287,6 +319,46 @@ return 1
     ),
 };
 
+/// Default layout acknowledgement of several reservations. KEYS = \[processing, deadlines\];
+/// ARGV = \[token, raw, token, raw, …\]. Each reservation whose member still exists is dropped
+/// with one copy of raw from processing (as [`SETTLE_LEGACY`] without a target); a lapsed one
+/// is left alone. Returns how many were settled.
+pub static ACK_LEGACY: LuaScript = LuaScript {
+    name: "ack_legacy",
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'list', KEYS[2], 'zset'})
+if bad then return bad end
+local settled = 0
+for n = 1, #ARGV, 2 do
+  local member = ARGV[n] .. ':' .. ARGV[n + 1]
+  if redis.call('ZREM', KEYS[2], member) == 1 then
+    redis.call('LREM', KEYS[1], 1, ARGV[n + 1])
+    settled = settled + 1
+  end
+end
+return settled
+"
+    ),
+};
+
+/// Laravel layout acknowledgement of several reservations. KEYS = \[reserved\]; ARGV =
+/// \[member, …\]. Removes them; returns how many were there.
+pub static ACK_ZSET: LuaScript = LuaScript {
+    name: "ack_zset",
+    lua: guarded!(
+        r"
+local bad = bq_types({KEYS[1], 'zset'})
+if bad then return bad end
+local removed = 0
+for first = 1, #ARGV, 100 do
+  removed = removed + redis.call('ZREM', KEYS[1], unpack(ARGV, first, math.min(first + 99, #ARGV)))
+end
+return removed
+"
+    ),
+};
+
 /// Idempotency claim. `KEYS = [key]`; `ARGV = [in-flight marker, claim lifetime in ms (0 = none)]`.
 /// `SET key marker NX PX ttl`: returns 1 when this call created the key (the claim is ours), 0
 /// when the key holds the in-flight marker (another delivery is running), 2 when it holds
@@ -346,8 +418,11 @@ return redis.call('DEL', KEYS[1])
 };
 
 /// Every script, for loading and tests.
-pub static ALL: [&LuaScript; 12] = [
+pub static ALL: [&LuaScript; 15] = [
     &PUSH,
+    &PUSH_LIST,
+    &ACK_LEGACY,
+    &ACK_ZSET,
     &RESERVE_ZSET,
     &RELEASE_ZSET,
     &DEAD_LETTER_ZSET,

@@ -28,6 +28,10 @@ const URN: &str = "urn:babel:orders:created";
 #[path = "it/idempotency.rs"]
 mod idempotency;
 
+/// Reserve, acknowledge and publish in batches.
+#[path = "it/batching.rs"]
+mod batching;
+
 /// Settle scripts that never lose a message, and a Laravel reserve that keeps the bytes.
 #[path = "it/reliability.rs"]
 mod reliability;
