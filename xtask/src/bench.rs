@@ -22,12 +22,14 @@ use std::process::Command;
 
 use crate::{cargo, root, status, tools};
 
-/// `cargo xtask bench [--quick]` or `cargo xtask bench runtime`.
+/// `cargo xtask bench [--quick]`, `cargo xtask bench runtime` or
+/// `cargo xtask bench brokers [--broker NAME]...`.
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("runtime") => runtime(),
+        Some("brokers") => brokers(&args[1..]),
         Some(other) if !other.starts_with("--") => Err(format!(
-            "unknown benchmark {other:?}: `cargo xtask bench [--quick]` runs them all, `cargo xtask bench runtime` the side-by-side runtime figures"
+            "unknown benchmark {other:?}: `cargo xtask bench [--quick]` runs them all, `cargo xtask bench runtime` the side-by-side runtime figures, `cargo xtask bench brokers [--broker NAME]` the side-by-side broker figures"
         )),
         _ => {
             let quick = args.iter().any(|a| a == "--quick");
@@ -258,6 +260,130 @@ fn report(hops: &Hops, python: &BTreeMap<String, f64>, runtime: &[Vec<String>]) 
             (late / early - 1.0) * 100.0,
             verdict(late <= early * 1.1)
         );
+    }
+}
+
+/// A broker benchmark: the name `--broker` takes, its package and bench target, and the targets
+/// of issue 17 at concurrency 8 (times the Python SDK, share of the raw client loop).
+struct BrokerBench {
+    name: &'static str,
+    package: &'static str,
+    bench: &'static str,
+    /// The `BQ-FIGURE broker <row>` names it prints.
+    rows: &'static [&'static str],
+    python_times: f64,
+    raw_share: f64,
+}
+
+const BROKERS: &[BrokerBench] = &[BrokerBench {
+    name: "redis",
+    package: "babelqueue-transport-redis",
+    bench: "redis",
+    rows: &["redis", "redis-laravel"],
+    python_times: 10.0,
+    raw_share: 0.5,
+}];
+
+/// The brokers whose benchmarks do not print side-by-side figures yet.
+const NOT_YET: &[&str] = &["amqp", "sqs", "kafka", "pulsar", "artemis", "nats"];
+
+/// `cargo xtask bench brokers [--broker NAME]...`: each broker's side-by-side benchmark on the
+/// local broker (`scripts/brokers.sh up` first), then its ratios and targets.
+fn brokers(args: &[String]) -> Result<(), String> {
+    let mut wanted: Vec<&str> = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--broker" => wanted.push(it.next().ok_or("--broker needs a name")?.as_str()),
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    for name in &wanted {
+        if NOT_YET.contains(name) {
+            println!(
+                "{name}: its benchmark does not print side-by-side figures yet (issue 17); run `cargo bench -p babelqueue-transport-{name}` for its own figures"
+            );
+        } else if !BROKERS.iter().any(|b| b.name == *name) {
+            return Err(format!("unknown broker {name:?}"));
+        }
+    }
+    for broker in BROKERS
+        .iter()
+        .filter(|b| wanted.is_empty() || wanted.contains(&b.name))
+    {
+        println!("== {}", broker.name);
+        let mut cmd = cargo();
+        cmd.args([
+            "bench",
+            "--package",
+            broker.package,
+            "--bench",
+            broker.bench,
+        ])
+        .env("BQ_BENCH_FIGURES_ONLY", "1")
+        .env("BQ_REQUIRE_BROKERS", "1");
+        let figures = run_figures(cmd)?;
+        for row in broker.rows {
+            report_broker(broker, row, &figures);
+        }
+    }
+    if wanted.is_empty() {
+        println!(
+            "not measured by this command yet: {} (their benchmarks print their own figures)",
+            NOT_YET.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
+    let rate = |phase: &str, who: &str| {
+        figures
+            .iter()
+            .find(|f| {
+                f.first().is_some_and(|k| k == "broker")
+                    && f.get(1).is_some_and(|b| b == row)
+                    && f.get(2).is_some_and(|p| p == phase)
+                    && f.get(3).is_some_and(|w| w == who)
+            })
+            .map(|f| number(f, 4))
+    };
+    println!();
+    println!("{row}: messages/s, one run");
+    println!("  {:<20} {:>12} {:>12}", "", "publish", "consume+ack");
+    for who in ["rust-c1", "rust-c8", "rust-c8-prefetch64", "raw", "python"] {
+        let (p, c) = (rate("publish", who), rate("consume", who));
+        if p.is_none() && c.is_none() {
+            continue;
+        }
+        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
+        println!("  {who:<20} {:>12} {:>12}", show(p), show(c));
+    }
+    for phase in ["publish", "consume"] {
+        let (Some(ours), raw, python) = (
+            rate(phase, "rust-c8"),
+            rate(phase, "raw"),
+            rate(phase, "python"),
+        ) else {
+            continue;
+        };
+        match python {
+            Some(py) => println!(
+                "  target: {phase} at concurrency 8 at least {:.0}x the Python SDK: {:.1}x, {}",
+                broker.python_times,
+                ours / py,
+                verdict(ours / py >= broker.python_times)
+            ),
+            None => println!("  target: {phase} against the Python SDK: not measured"),
+        }
+        if let Some(raw) = raw {
+            println!(
+                "  target: {phase} at concurrency 8 at least {:.0}% of the raw client loop: {:.0}%, {}",
+                broker.raw_share * 100.0,
+                ours / raw * 100.0,
+                verdict(ours / raw >= broker.raw_share)
+            );
+        }
     }
 }
 

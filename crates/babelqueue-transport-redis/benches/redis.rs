@@ -1,19 +1,32 @@
-//! Publish + consume + ack messages/s on the same local Redis: the Rust worker (both layouts)
-//! against the Python reference SDK 1.24.0, and their ratio.
+//! Publish and consume+ack messages/s on the same local Redis, both layouts, side by side: this
+//! SDK (concurrency 1 and 8), the Python reference SDK 1.24.0, and a raw client loop with the
+//! same durability (the same reserve and settle scripts, one message per round trip, no
+//! runtime), then the ratios.
 //!
 //! `cargo bench -p babelqueue-transport-redis --bench redis` (Redis from `scripts/brokers.sh up
-//! redis`, the Python SDK from `scripts/brokers.sh up python`; `BQ_REDIS_URL`, `BQ_PYTHON`).
-//! Each side publishes N messages one by one, then consumes them with a no-op handler; the
-//! figure is N / (publish time + consume time).
+//! redis`, the Python SDK from `scripts/brokers.sh up python`; `BQ_REDIS_URL`, `BQ_PYTHON`,
+//! `BQ_BENCH_MESSAGES` (3 000 by default)). With `BQ_BENCH_FIGURES_ONLY=1` criterion is
+//! skipped; every figure is also a `BQ-FIGURE broker <name> <publish|consume> <who> <msg/s>`
+//! line, which `cargo xtask bench brokers` reads.
+//!
+//! Publishing: this SDK publishes `App::publish_batch` in batches of 100 (`rust-c8` rows) and
+//! `App::publish` one by one (`rust-c1` row); Python and the raw loop publish one by one
+//! (`RPUSH`, or the Laravel push script). Consuming: a no-op handler, every message acknowledged;
+//! `rust-c8` with the default prefetch (8), `rust-c8-prefetch64` with `.prefetch(64)`.
 
 #![allow(missing_docs, clippy::print_stdout)]
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError};
-use babelqueue_transport_redis::RedisTransport;
+use babelqueue_envelope::Envelope;
+use babelqueue_transport_redis::client::Reply;
+use babelqueue_transport_redis::{
+    FredClient, Layout, RedisClient, RedisOptions, RedisTransport, layout, scripts,
+};
 use criterion::{Criterion, Throughput};
 
 const URN: &str = "urn:babel:bench:noop";
@@ -30,7 +43,18 @@ fn url(laravel: bool) -> String {
     }
 }
 
-async fn rust_round(laravel: bool, n: u64, concurrency: usize) -> (Duration, Duration) {
+fn data() -> serde_json::Value {
+    serde_json::json!({"order_id": 1042, "total": 99.9})
+}
+
+/// This SDK: publish `n` (one by one, or in batches of 100), then consume them all.
+async fn rust_round(
+    laravel: bool,
+    n: u64,
+    concurrency: usize,
+    prefetch: usize,
+    batched: bool,
+) -> (Duration, Duration) {
     let queue = format!("bq-bench-{:08x}", fastrand::u32(..));
     let transport = RedisTransport::connect(&url(laravel))
         .await
@@ -38,22 +62,141 @@ async fn rust_round(laravel: bool, n: u64, concurrency: usize) -> (Duration, Dur
     let app = App::builder(transport)
         .queue(queue.clone())
         .concurrency(concurrency)
+        .prefetch(prefetch)
         .poll_timeout(Duration::from_millis(200))
         .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
         .build()
-        .unwrap();
-    let data = serde_json::json!({"order_id": 1042, "total": 99.9});
+        .expect("an app");
+    let data = data();
     let started = Instant::now();
-    for _ in 0..n {
-        app.publish(URN, &data).await.unwrap();
+    if batched {
+        let mut left = n;
+        while left > 0 {
+            let take = left.min(100);
+            let batch: Vec<Envelope> = (0..take)
+                .map(|_| app.envelope(URN).data(&data).build().expect("an envelope"))
+                .collect();
+            app.publish_batch(&queue, &batch).await.expect("published");
+            left -= take;
+        }
+    } else {
+        for _ in 0..n {
+            app.publish(URN, &data).await.expect("published");
+        }
     }
     let published = started.elapsed();
     let started = Instant::now();
     let summary = app
         .consume(Consume::new().max_messages(n).handle_signals(false))
         .await
-        .unwrap();
+        .expect("consumed");
     assert_eq!(summary.processed, n);
+    (published, started.elapsed())
+}
+
+/// The raw loop: the same scripts the transport runs, one message per round trip, no runtime
+/// (publish: RPUSH or the push script; consume: reserve, then settle, per message).
+async fn raw_round(laravel: bool, n: u64) -> (Duration, Duration) {
+    let queue = format!("bq-bench-raw-{:08x}", fastrand::u32(..));
+    let client: Arc<dyn RedisClient> =
+        Arc::new(FredClient::connect(&base_url()).await.expect("connect"));
+    let options = RedisOptions {
+        layout: if laravel {
+            Layout::Laravel
+        } else {
+            Layout::Reliable
+        },
+        ..RedisOptions::default()
+    };
+    let body = Envelope::builder(URN)
+        .queue(queue.clone())
+        .data(&data())
+        .build()
+        .expect("an envelope")
+        .encode()
+        .expect("encodes")
+        .into_bytes();
+    let (ready, notify) = (options.ready(&queue), options.notify(&queue));
+    let started = Instant::now();
+    for _ in 0..n {
+        if laravel {
+            client
+                .eval(
+                    &scripts::PUSH,
+                    vec![ready.clone().into(), notify.clone().into()],
+                    vec![body.clone()],
+                )
+                .await
+                .expect("pushed");
+        } else {
+            client.rpush(ready.as_bytes(), &body).await.expect("pushed");
+        }
+    }
+    let published = started.elapsed();
+    let started = Instant::now();
+    let mut consumed = 0;
+    while consumed < n {
+        let deadline = layout::deadline_score(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+            options.retry_after,
+        )
+        .into_bytes();
+        if laravel {
+            let reply = client
+                .eval(
+                    &scripts::RESERVE_ZSET,
+                    vec![
+                        ready.clone().into(),
+                        options.reserved(&queue).into(),
+                        notify.clone().into(),
+                    ],
+                    vec![deadline, b"1".to_vec()],
+                )
+                .await
+                .expect("reserved");
+            let Reply::Array(pair) = reply else { break };
+            let Some(Reply::Bytes(member)) = pair.into_iter().nth(1) else {
+                break;
+            };
+            client
+                .zrem(options.reserved(&queue).as_bytes(), &member)
+                .await
+                .expect("acknowledged");
+        } else {
+            let token = layout::new_token();
+            let reply = client
+                .eval(
+                    &scripts::RESERVE_LEGACY,
+                    vec![
+                        ready.clone().into(),
+                        options.processing(&queue).into(),
+                        options.deadlines(&queue).into(),
+                    ],
+                    vec![deadline, token.clone().into_bytes()],
+                )
+                .await
+                .expect("reserved");
+            let Reply::Array(raws) = reply else { break };
+            let Some(Reply::Bytes(raw)) = raws.into_iter().next() else {
+                break;
+            };
+            client
+                .eval(
+                    &scripts::SETTLE_LEGACY,
+                    vec![
+                        options.processing(&queue).into(),
+                        options.deadlines(&queue).into(),
+                    ],
+                    vec![token.into_bytes(), raw],
+                )
+                .await
+                .expect("acknowledged");
+        }
+        consumed += 1;
+    }
+    assert_eq!(consumed, n);
     (published, started.elapsed())
 }
 
@@ -84,8 +227,14 @@ fn python_round(laravel: bool, n: u64) -> Option<(Duration, Duration)> {
     ))
 }
 
-fn rate(n: u64, (p, c): (Duration, Duration)) -> f64 {
-    n as f64 / (p + c).as_secs_f64()
+fn print(broker: &str, who: &str, n: u64, (publish, consume): (Duration, Duration)) {
+    let (p, c) = (
+        n as f64 / publish.as_secs_f64(),
+        n as f64 / consume.as_secs_f64(),
+    );
+    println!("{broker}, {who}: publish {p:.0} msg/s, consume+ack {c:.0} msg/s ({n} messages)");
+    println!("BQ-FIGURE broker {broker} publish {who} {p:.0}");
+    println!("BQ-FIGURE broker {broker} consume {who} {c:.0}");
 }
 
 fn main() {
@@ -93,7 +242,7 @@ fn main() {
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
+        .expect("a runtime");
     let reachable = runtime.block_on(async {
         tokio::time::timeout(Duration::from_secs(3), RedisTransport::connect(&base_url()))
             .await
@@ -108,54 +257,59 @@ fn main() {
         println!("SKIPPED: Redis not reachable at {}", base_url());
         return;
     }
-    let mut criterion = Criterion::default().configure_from_args();
-    let mut group = criterion.benchmark_group("redis_round_trip");
-    const BATCH: u64 = 200;
-    group.throughput(Throughput::Elements(BATCH));
-    group.sample_size(10);
-    for laravel in [false, true] {
-        let name = if laravel { "laravel" } else { "reliable" };
-        group.bench_function(format!("publish_consume_ack_{name}"), |b| {
-            b.to_async(&runtime).iter_custom(|iters| async move {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let (p, c) = rust_round(laravel, BATCH, 1).await;
-                    total += p + c;
-                }
-                total
-            });
-        });
-    }
-    group.finish();
-    criterion.final_summary();
-
-    if std::env::args().any(|a| a == "--bench") {
-        const N: u64 = 3_000;
+    let figures_only = std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some();
+    if !figures_only {
+        let mut criterion = Criterion::default().configure_from_args();
+        let mut group = criterion.benchmark_group("redis_round_trip");
+        const BATCH: u64 = 200;
+        group.throughput(Throughput::Elements(BATCH));
+        group.sample_size(10);
         for laravel in [false, true] {
-            let layout = if laravel {
-                "laravel layout"
-            } else {
-                "reliable layout"
-            };
-            let rust1 = runtime.block_on(rust_round(laravel, N, 1));
-            let rust8 = runtime.block_on(rust_round(laravel, N, 8));
-            let python = python_round(laravel, N);
-            println!(
-                "redis {layout}, {N} messages: rust {:.0} msg/s (publish {:?}, consume+ack {:?}), rust concurrency 8 {:.0} msg/s",
-                rate(N, rust1),
-                rust1.0,
-                rust1.1,
-                rate(N, rust8)
+            let name = if laravel { "laravel" } else { "reliable" };
+            group.bench_function(format!("publish_consume_ack_{name}"), |b| {
+                b.to_async(&runtime).iter_custom(|iters| async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let (p, c) = rust_round(laravel, BATCH, 1, 1, false).await;
+                        total += p + c;
+                    }
+                    total
+                });
+            });
+        }
+        group.finish();
+        criterion.final_summary();
+    }
+
+    if figures_only || std::env::args().any(|a| a == "--bench") {
+        let n: u64 = std::env::var("BQ_BENCH_MESSAGES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3_000);
+        for laravel in [false, true] {
+            let broker = if laravel { "redis-laravel" } else { "redis" };
+            print(
+                broker,
+                "rust-c1",
+                n,
+                runtime.block_on(rust_round(laravel, n, 1, 1, false)),
             );
-            match python {
-                Some(py) => println!(
-                    "redis {layout}, {N} messages: python {:.0} msg/s (publish {:?}, consume+ack {:?}); rust/python = {:.2}x",
-                    rate(N, py),
-                    py.0,
-                    py.1,
-                    rate(N, rust1) / rate(N, py)
-                ),
-                None => println!("redis {layout}: the Python SDK could not run (see above)"),
+            print(
+                broker,
+                "rust-c8",
+                n,
+                runtime.block_on(rust_round(laravel, n, 8, 8, true)),
+            );
+            print(
+                broker,
+                "rust-c8-prefetch64",
+                n,
+                runtime.block_on(rust_round(laravel, n, 8, 64, true)),
+            );
+            print(broker, "raw", n, runtime.block_on(raw_round(laravel, n)));
+            match python_round(laravel, n) {
+                Some(py) => print(broker, "python", n, py),
+                None => println!("{broker}: the Python SDK could not run (see above)"),
             }
         }
     }
