@@ -359,6 +359,13 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
         let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
         println!("  {who:<20} {:>12} {:>12}", show(p), show(c));
     }
+    if let Some(latency) = rate("latency", "rust-c1") {
+        println!(
+            "  target: idle-to-handled latency below 5 ms at the median: {:.2} ms, {}",
+            latency / 1e3,
+            verdict(latency < 5_000.0)
+        );
+    }
     for phase in ["publish", "consume"] {
         let (Some(ours), raw, python) = (
             rate(phase, "rust-c8"),

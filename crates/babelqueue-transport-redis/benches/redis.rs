@@ -12,7 +12,9 @@
 //! Publishing: this SDK publishes `App::publish_batch` in batches of 100 (`rust-c8` rows) and
 //! `App::publish` one by one (`rust-c1` row); Python and the raw loop publish one by one
 //! (`RPUSH`, or the Laravel push script). Consuming: a no-op handler, every message acknowledged;
-//! `rust-c8` with the default prefetch (8), `rust-c8-prefetch64` with `.prefetch(64)`.
+//! `rust-c8` with the default prefetch (8), `rust-c8-prefetch64` with `.prefetch(64)`. Then the
+//! idle-to-handled latency: the median time from publishing into an empty queue to the waiting
+//! worker's handler starting.
 
 #![allow(missing_docs, clippy::print_stdout)]
 
@@ -200,6 +202,48 @@ async fn raw_round(laravel: bool, n: u64) -> (Duration, Duration) {
     (published, started.elapsed())
 }
 
+/// Idle-to-handled latency: a worker waits on an empty queue; a message is published every
+/// 30 ms; the median time from before `publish` to the handler's start, over 31 messages.
+async fn idle_latency(laravel: bool) -> Duration {
+    let queue = format!("bq-bench-idle-{:08x}", fastrand::u32(..));
+    let transport = RedisTransport::connect(&url(laravel))
+        .await
+        .expect("Redis is reachable");
+    let (handled_tx, mut handled) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let app = App::builder(transport)
+        .queue(queue.clone())
+        .poll_timeout(Duration::from_secs(1))
+        .handle(URN, move |_ctx: Context| {
+            let _ = handled_tx.send(Instant::now());
+            async { Ok::<(), HandlerError>(()) }
+        })
+        .build()
+        .expect("an app");
+    let worker = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            app.consume(
+                Consume::new()
+                    .max_messages(31)
+                    .idle_timeout(Duration::from_secs(10))
+                    .handle_signals(false),
+            )
+            .await
+        })
+    };
+    let mut samples = Vec::new();
+    for _ in 0..31 {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let sent = Instant::now();
+        app.publish(URN, &data()).await.expect("published");
+        let at = handled.recv().await.expect("handled");
+        samples.push(at.saturating_duration_since(sent));
+    }
+    worker.await.expect("the worker").expect("consumed");
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
 fn python_round(laravel: bool, n: u64) -> Option<(Duration, Duration)> {
     let python = std::env::var_os("BQ_PYTHON")
         .map(PathBuf::from)
@@ -307,6 +351,12 @@ fn main() {
                 runtime.block_on(rust_round(laravel, n, 8, 64, true)),
             );
             print(broker, "raw", n, runtime.block_on(raw_round(laravel, n)));
+            let p50 = runtime.block_on(idle_latency(laravel));
+            println!("{broker}, rust-c1: idle-to-handled latency {p50:.2?} at the median");
+            println!(
+                "BQ-FIGURE broker {broker} latency rust-c1 {}",
+                p50.as_micros()
+            );
             match python_round(laravel, n) {
                 Some(py) => print(broker, "python", n, py),
                 None => println!("{broker}: the Python SDK could not run (see above)"),

@@ -83,12 +83,20 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
     async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, RedisError>;
     /// BLPOP one key for up to `timeout`, discarding what it pops (a wake-up token).
     async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError>;
+    /// Waits up to `timeout` until the list `key` holds an item, leaving the list as it is (the
+    /// default layout's idle wait: the reserve script then takes the item). The default sleeps
+    /// `timeout`, at most 100 ms, so a client without a blocking connection polls.
+    async fn wait_for_items(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError> {
+        let _ = key;
+        tokio::time::sleep(timeout.min(Duration::from_millis(100))).await;
+        Ok(())
+    }
     /// Closes the connections.
     async fn quit(&self) -> Result<(), RedisError>;
 }
 
 /// [`RedisClient`] over `fred`: one connection for commands and scripts, and a second one for
-/// BLPOP so a blocked wait never delays a settle. Both reconnect on their own (exponential
+/// the blocking waits (BLPOP, BLMOVE) so a blocked wait never delays a settle. Both reconnect on their own (exponential
 /// back-off up to 5 s), so a Redis restart does not stop a worker.
 pub struct FredClient {
     commands: fred::clients::Client,
@@ -273,6 +281,29 @@ impl RedisClient for FredClient {
             Ok(_) => Ok(()),
             // fred reports the server's nil reply (nothing arrived within the timeout) as a
             // Timeout error; for a wake-up wait that is the ordinary outcome.
+            Err(e) if *e.kind() == fred::error::ErrorKind::Timeout => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn wait_for_items(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError> {
+        // BLMOVE from a list's tail to its own tail blocks until the list holds an item, then
+        // puts that item back where it was, in one atomic command: the order is unchanged and
+        // nothing leaves the list (unlike BLPOP), so the reserve script that follows decides.
+        let key = Bytes::copy_from_slice(key);
+        let moved = self
+            .blocking
+            .blmove::<Value, _, _>(
+                key.clone(),
+                key,
+                fred::types::lists::LMoveDirection::Right,
+                fred::types::lists::LMoveDirection::Right,
+                timeout.as_secs_f64(),
+            )
+            .await;
+        match moved {
+            Ok(_) => Ok(()),
+            // As for BLPOP: the nil reply of a wait that timed out comes back as Timeout.
             Err(e) if *e.kind() == fred::error::ErrorKind::Timeout => Ok(()),
             Err(e) => Err(e.into()),
         }

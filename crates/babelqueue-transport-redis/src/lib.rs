@@ -535,7 +535,6 @@ impl RedisTransport {
     ) -> Result<Vec<Delivery>, RedisError> {
         let budget = self.options.block_for.unwrap_or(timeout);
         let deadline = tokio::time::Instant::now() + budget;
-        let mut pause = Duration::from_millis(100);
         loop {
             self.sweep_if_due(queue).await?;
             let reserved = match self.options.layout {
@@ -551,8 +550,12 @@ impl RedisTransport {
             }
             match self.options.layout {
                 Layout::Reliable => {
-                    tokio::time::sleep(pause.min(remaining)).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
+                    // Woken as soon as the ready list holds an item; at most every
+                    // SWEEP_INTERVAL, so that lapsed reservations are swept back on time.
+                    let ready = self.options.ready(queue);
+                    self.client
+                        .wait_for_items(ready.as_bytes(), remaining.min(SWEEP_INTERVAL))
+                        .await?;
                 }
                 Layout::Laravel => {
                     let notify = self.options.notify(queue);

@@ -221,3 +221,37 @@ async fn a_batch_native_worker_handles_every_message_once() {
         assert!(list(&raw, &t.options().ready(&q)).await.is_empty());
     }
 }
+
+#[tokio::test]
+async fn an_idle_receive_wakes_when_work_arrives_and_keeps_the_order() {
+    let Some(raw) = redis().await else { return };
+    for laravel in [false, true] {
+        let q = queue("batch-idle");
+        let t = transport(laravel, None).await;
+        let waiting = {
+            let (t, q) = (t.clone(), q.clone());
+            tokio::spawn(async move {
+                let got = t.receive(&q, 10, Duration::from_secs(5)).await.unwrap();
+                (got, tokio::time::Instant::now())
+            })
+        };
+        // Long enough for a polling wait to back off (100, 200, 400 ms pauses: it would look
+        // again only at 1.5 s).
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let published = bodies(3);
+        let slices: Vec<&[u8]> = published.iter().map(Vec::as_slice).collect();
+        let sent = tokio::time::Instant::now();
+        t.publish_batch(&q, &slices).await.unwrap();
+        let (got, at) = waiting.await.unwrap();
+        let late = at.saturating_duration_since(sent);
+        assert!(
+            late < Duration::from_millis(300),
+            "woken {late:?} after the publish"
+        );
+        // The wait moved nothing: whatever the first receive did not take is still in order.
+        let mut all: Vec<Vec<u8>> = got.iter().map(|d| d.body().to_vec()).collect();
+        all.extend(list(&raw, &t.options().ready(&q)).await);
+        assert_eq!(all, published);
+        t.ack_batch(&got).await.unwrap();
+    }
+}
