@@ -290,6 +290,81 @@ mod redis {
     }
 
     #[test]
+    fn publish_count_goes_out_in_batches_and_a_prefetched_consume_takes_each_once() {
+        for laravel in [false, true] {
+            let Some(url) = url(laravel) else { return };
+            let queue = format!(
+                "bq-cli-count-{:08x}",
+                std::process::id() ^ u32::from(laravel)
+            );
+            // 250 envelopes: three publish_batch calls (100, 100, 50), one line each.
+            let published = babelqueue(
+                &[
+                    "publish",
+                    &url,
+                    "--queue",
+                    &queue,
+                    "--urn",
+                    "urn:cli:ok",
+                    "--count",
+                    "250",
+                ],
+                None,
+            );
+            assert!(
+                published.status.success(),
+                "{}",
+                String::from_utf8_lossy(&published.stderr)
+            );
+            let ids: Vec<String> = stdout(&published)
+                .lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    v["meta"]["id"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            assert_eq!(ids.len(), 250);
+
+            let consumed = babelqueue(
+                &[
+                    "consume",
+                    &url,
+                    "--queue",
+                    &queue,
+                    "--urn",
+                    "urn:cli:ok",
+                    "--concurrency",
+                    "4",
+                    "--prefetch",
+                    "32",
+                    "--idle-timeout",
+                    "1",
+                ],
+                None,
+            );
+            assert!(
+                consumed.status.success(),
+                "{}",
+                String::from_utf8_lossy(&consumed.stderr)
+            );
+            let mut seen: Vec<String> = stdout(&consumed)
+                .lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    v["meta"]["id"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            seen.sort();
+            let mut expected = ids.clone();
+            expected.sort();
+            assert_eq!(
+                seen, expected,
+                "laravel={laravel}: every message handled once"
+            );
+        }
+    }
+
+    #[test]
     fn publish_consume_retry_and_dead_letter_against_redis() {
         for laravel in [false, true] {
             let Some(url) = url(laravel) else { return };
