@@ -275,17 +275,27 @@ struct BrokerBench {
     raw_share: f64,
 }
 
-const BROKERS: &[BrokerBench] = &[BrokerBench {
-    name: "redis",
-    package: "babelqueue-transport-redis",
-    bench: "redis",
-    rows: &["redis", "redis-laravel"],
-    python_times: 10.0,
-    raw_share: 0.5,
-}];
+const BROKERS: &[BrokerBench] = &[
+    BrokerBench {
+        name: "redis",
+        package: "babelqueue-transport-redis",
+        bench: "redis",
+        rows: &["redis", "redis-laravel"],
+        python_times: 10.0,
+        raw_share: 0.5,
+    },
+    BrokerBench {
+        name: "amqp",
+        package: "babelqueue-transport-amqp",
+        bench: "amqp",
+        rows: &["rabbitmq"],
+        python_times: 10.0,
+        raw_share: 0.5,
+    },
+];
 
 /// The brokers whose benchmarks do not print side-by-side figures yet.
-const NOT_YET: &[&str] = &["amqp", "sqs", "kafka", "pulsar", "artemis", "nats"];
+const NOT_YET: &[&str] = &["sqs", "kafka", "pulsar", "artemis", "nats"];
 
 /// `cargo xtask bench brokers [--broker NAME]...`: each broker's side-by-side benchmark on the
 /// local broker (`scripts/brokers.sh up` first), then its ratios and targets.

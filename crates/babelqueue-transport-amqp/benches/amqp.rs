@@ -9,7 +9,9 @@
 //!   work at all: the ceiling the transport can approach.
 //!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
-//! and then prints one messages/s line per loop and the ratios (`BQ_BENCH_N` messages per
+//! (skipped with `BQ_BENCH_FIGURES_ONLY=1`, as `cargo xtask bench brokers --broker amqp` runs
+//! it) and then prints one messages/s line per loop and the ratios, and `BQ-FIGURE` lines (the
+//! `raw` row is the bare lapin loop with prefetch 8) (`BQ_BENCH_N` messages per
 //! run, default 5000). Under `cargo test` it runs a 50-message smoke pass of each loop.
 //! Needs `BQ_AMQP_URL` (default the loopback broker) and `BQ_PYTHON` (default the project
 //! venv); a missing broker fails when `BQ_REQUIRE_BROKERS` is set and is skipped otherwise.
@@ -277,7 +279,8 @@ fn main() {
     let transport = runtime
         .block_on(AmqpTransport::connect(&url))
         .expect("connect");
-    let benching = std::env::args().any(|a| a == "--bench");
+    let figures_only = std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some();
+    let benching = figures_only || std::env::args().any(|a| a == "--bench");
     if !benching {
         // `cargo test --benches`: a smoke pass that every loop still works.
         let rust = runtime.block_on(rust_worker(&transport, 50, 1));
@@ -289,6 +292,13 @@ fn main() {
         return;
     }
 
+    if !figures_only {
+        criterion_runs(&runtime, &transport);
+    }
+    figures(&runtime, &transport, &url);
+}
+
+fn criterion_runs(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) {
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("amqp_publish_consume_ack");
     const BATCH: u64 = 500;
@@ -296,7 +306,7 @@ fn main() {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(10));
     group.bench_function("rust_worker_concurrency_1", |b| {
-        b.to_async(&runtime).iter_custom(|iters| {
+        b.to_async(runtime).iter_custom(|iters| {
             let transport = transport.clone();
             async move {
                 let mut total = Duration::ZERO;
@@ -310,7 +320,10 @@ fn main() {
     });
     group.finish();
     criterion.final_summary();
+}
 
+/// The side-by-side runs, printed as lines and as `BQ-FIGURE broker rabbitmq …` figures.
+fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &str) {
     let n: u64 = std::env::var("BQ_BENCH_N")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -319,9 +332,9 @@ fn main() {
     println!(
         "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); Rust publishes keep {WINDOW} confirms in flight"
     );
-    let rust_1 = runtime.block_on(rust_worker(&transport, n, 1));
+    let rust_1 = runtime.block_on(rust_worker(transport, n, 1));
     let lapin_1 = runtime.block_on(bare_lapin(n, 1));
-    let rust_8 = runtime.block_on(rust_worker(&transport, n, 8));
+    let rust_8 = runtime.block_on(rust_worker(transport, n, 8));
     let lapin_8 = runtime.block_on(bare_lapin(n, 8));
     let python = python_sdk(n);
     println!(
@@ -352,4 +365,20 @@ fn main() {
         "consume+ack only, rust worker / python SDK:     {:.2}x",
         (python.consume.as_secs_f64()) / (rust_1.consume.as_secs_f64())
     );
+    for (who, run) in [
+        ("rust-c1", rust_1),
+        ("rust-c8", rust_8),
+        ("raw", lapin_8),
+        ("python", python),
+    ] {
+        let per = |d: Duration| run.n as f64 / d.as_secs_f64();
+        println!(
+            "BQ-FIGURE broker rabbitmq publish {who} {:.0}",
+            per(run.publish)
+        );
+        println!(
+            "BQ-FIGURE broker rabbitmq consume {who} {:.0}",
+            per(run.consume)
+        );
+    }
 }

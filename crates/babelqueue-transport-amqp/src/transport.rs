@@ -790,6 +790,29 @@ impl Transport for AmqpTransport {
         Ok(self.inner.pop(queue, timeout).await?)
     }
 
+    /// The first delivery waits up to `timeout`; then whatever the consumer already holds (its
+    /// prefetch), up to `max`, without waiting.
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let Some(first) = self.inner.pop(queue, timeout).await? else {
+            return Ok(Vec::new());
+        };
+        let mut received = vec![first];
+        while received.len() < max {
+            match self.inner.pop(queue, Duration::ZERO).await {
+                Ok(Some(delivery)) => received.push(delivery),
+                // Nothing more at hand, or the consumer failed: what is held is handed out,
+                // and the next receive meets the failure again.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        Ok(received)
+    }
+
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
         Ok(self.inner.settle(delivery, false).await?)
     }
