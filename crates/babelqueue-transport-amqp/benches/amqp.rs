@@ -80,7 +80,7 @@ impl Run {
     }
 }
 
-async fn rust_worker(transport: &AmqpTransport, n: u64, concurrency: usize) -> Run {
+async fn rust_worker(transport: &AmqpTransport, n: u64, concurrency: usize, batched: bool) -> Run {
     let q = queue("rust");
     let app = App::builder(transport.clone())
         .queue(&q)
@@ -90,8 +90,24 @@ async fn rust_worker(transport: &AmqpTransport, n: u64, concurrency: usize) -> R
         .build()
         .expect("valid configuration");
     let started = Instant::now();
-    // Up to WINDOW confirmed publishes in flight, as a producer with concurrent requests has.
-    let mut sent = 0;
+    // Batched: App::publish_batch by 256 (one window of confirms in flight per call).
+    let mut sent = if batched { n } else { 0 };
+    let mut left = if batched { n } else { 0 };
+    while left > 0 {
+        let take = left.min(256);
+        let batch: Vec<babelqueue_core::Envelope> = (0..take)
+            .map(|i| {
+                app.envelope(URN)
+                    .data(&serde_json::json!({"i": i, "total": 99.9}))
+                    .build()
+                    .expect("an envelope")
+            })
+            .collect();
+        app.publish_batch(&q, &batch).await.expect("publish_batch");
+        left -= take;
+    }
+    // Else up to WINDOW confirmed publishes in flight, as a producer with concurrent requests
+    // has.
     while sent < n {
         let batch = WINDOW.min(n - sent);
         let mut tasks = tokio::task::JoinSet::new();
@@ -283,7 +299,7 @@ fn main() {
     let benching = figures_only || std::env::args().any(|a| a == "--bench");
     if !benching {
         // `cargo test --benches`: a smoke pass that every loop still works.
-        let rust = runtime.block_on(rust_worker(&transport, 50, 1));
+        let rust = runtime.block_on(rust_worker(&transport, 50, 1, false));
         let lapin = runtime.block_on(bare_lapin(50, 1));
         let python = python_sdk(50);
         for (name, run) in [("rust", rust), ("lapin", lapin), ("python", python)] {
@@ -311,7 +327,7 @@ fn criterion_runs(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) 
             async move {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let run = rust_worker(&transport, BATCH, 1).await;
+                    let run = rust_worker(&transport, BATCH, 1, false).await;
                     total += run.publish + run.consume;
                 }
                 total
@@ -332,9 +348,9 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
     println!(
         "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); Rust publishes keep {WINDOW} confirms in flight"
     );
-    let rust_1 = runtime.block_on(rust_worker(transport, n, 1));
+    let rust_1 = runtime.block_on(rust_worker(transport, n, 1, false));
     let lapin_1 = runtime.block_on(bare_lapin(n, 1));
-    let rust_8 = runtime.block_on(rust_worker(transport, n, 8));
+    let rust_8 = runtime.block_on(rust_worker(transport, n, 8, true));
     let lapin_8 = runtime.block_on(bare_lapin(n, 8));
     let python = python_sdk(n);
     println!(
@@ -342,7 +358,10 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         rust_1.line("rust worker (App + AmqpTransport), concurrency 1")
     );
     println!("{}", lapin_1.line("bare lapin loop, confirms, prefetch 1"));
-    println!("{}", rust_8.line("rust worker, concurrency 8 (prefetch 8)"));
+    println!(
+        "{}",
+        rust_8.line("rust worker, concurrency 8 (prefetch 8), publish_batch")
+    );
     println!("{}", lapin_8.line("bare lapin loop, confirms, prefetch 8"));
     println!(
         "{}",

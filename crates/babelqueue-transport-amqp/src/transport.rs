@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Capabilities, Delivery, HeaderPublisher, Headers, Rewinder, SettlePublisher, Transport,
-    TransportError,
+    BatchPublisher, Capabilities, Delivery, HeaderPublisher, Headers, Rewinder, SettlePublisher,
+    Transport, TransportError,
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -572,6 +572,30 @@ impl Inner {
         }
     }
 
+    /// Publishes `messages` to `queue` with their confirms in flight together (one attempt: a
+    /// lost connection fails the batch, and the caller may send it again).
+    async fn publish_many(
+        &self,
+        queue: &str,
+        messages: &[(&[u8], lapin::BasicProperties)],
+    ) -> Result<(), AmqpError> {
+        let deadline = Instant::now() + self.options.reconnect_wait;
+        let live = self.link(Role::Publishing, deadline).await?;
+        self.declare(&live, queue).await?;
+        let result = bounded(
+            self.options.operation_timeout,
+            "confirmed publishes",
+            live.link.publish_many(queue, messages),
+        )
+        .await;
+        if let Err(e) = &result
+            && (e.connection_lost() || !live.link.is_open())
+        {
+            self.lost(Role::Publishing, live.generation).await;
+        }
+        result
+    }
+
     async fn subscription(&self, queue: &str, deadline: Instant) -> Result<Arc<Sub>, AmqpError> {
         let live = self.link(Role::Consuming, deadline).await?;
         if let Some(sub) = lock(&self.subs).get(queue)
@@ -837,6 +861,24 @@ impl Transport for AmqpTransport {
             .headers(self)
             .settle_publish(self)
             .rewind(self)
+            .batch_publish(self)
+    }
+}
+
+/// Bodies per window of confirms in flight.
+const PUBLISH_WINDOW: usize = 256;
+
+#[async_trait]
+impl BatchPublisher for AmqpTransport {
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        for window in bodies.chunks(PUBLISH_WINDOW) {
+            let messages = window
+                .iter()
+                .map(|body| Ok((*body, projection::properties(body, &Headers::new())?)))
+                .collect::<Result<Vec<_>, AmqpError>>()?;
+            self.inner.publish_many(queue, &messages).await?;
+        }
+        Ok(())
     }
 }
 
