@@ -482,9 +482,11 @@ pub trait BatchPopper: Send + Sync {
 /// Acknowledge several deliveries in one step (one lock, one pipelined call, one multiple-ack).
 ///
 /// When a transport offers it, the consume loop gathers the acknowledgements of deliveries
-/// whose handlers succeeded and sends them together: when it has gathered a batch, and before
-/// it waits for anything (a receive, a running handler), so that an acknowledgement is never
-/// held back while the loop is idle. Only plain acknowledgements are gathered; every other
+/// whose handlers succeeded and sends them together: when it has gathered a batch, before it
+/// asks the transport for more deliveries (a broker that orders by group, such as SQS FIFO,
+/// holds the next ones back while one is unsettled), and before it waits for anything, so that
+/// an acknowledgement is never held back while the loop is idle. With a `prefetch` above 1 a
+/// batch is what one receive brought. Only plain acknowledgements are gathered; every other
 /// settlement (a retry, a dead-letter write, a release) is carried out at once. A delivery whose
 /// acknowledgement is lost comes back, as with [`Transport::ack`].
 #[async_trait]

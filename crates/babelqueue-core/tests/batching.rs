@@ -23,6 +23,8 @@ struct Recording {
     /// Offer the batch capabilities (else the runtime must fall back to one call each).
     batches: bool,
     receives: Mutex<Vec<usize>>,
+    /// Deliveries still unsettled at each receive.
+    unsettled_at_receive: Mutex<Vec<usize>>,
     acks: Mutex<usize>,
     ack_batches: Mutex<Vec<usize>>,
     publishes: Mutex<usize>,
@@ -35,6 +37,7 @@ impl Recording {
             inner: inner.clone(),
             batches,
             receives: Mutex::default(),
+            unsettled_at_receive: Mutex::default(),
             acks: Mutex::default(),
             ack_batches: Mutex::default(),
             publishes: Mutex::default(),
@@ -66,6 +69,10 @@ impl Transport for Recording {
         timeout: Duration,
     ) -> Result<Vec<Delivery>, TransportError> {
         self.receives.lock().unwrap().push(max);
+        self.unsettled_at_receive
+            .lock()
+            .unwrap()
+            .push(self.inner.in_flight());
         self.inner.receive(queue, max, timeout).await
     }
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -168,6 +175,7 @@ async fn acknowledgements_are_gathered_and_sent_before_the_loop_waits() {
     let app = App::builder_arc(recording.clone())
         .queue("orders")
         .poll_timeout(Duration::from_millis(20))
+        .prefetch(16)
         .handle(URN, move |ctx: Context| {
             s.record(&ctx);
             async { Ok::<(), HandlerError>(()) }
@@ -210,7 +218,36 @@ async fn acknowledgements_are_gathered_and_sent_before_the_loop_waits() {
         batches.iter().any(|&n| n > 1),
         "never gathered: {batches:?}"
     );
+    assert!(batches.iter().all(|&n| n <= 16), "{batches:?}");
     assert_eq!(*recording.acks.lock().unwrap(), 0, "no single ack");
+}
+
+#[tokio::test]
+async fn every_acknowledgement_is_sent_before_the_next_receive() {
+    // A broker that orders by group (SQS FIFO) holds the next message back while one is
+    // unsettled: the loop must not ask for more with acknowledgements still gathered.
+    for prefetch in [1, 4] {
+        let memory = MemoryTransport::new();
+        let recording = Recording::new(&memory, true);
+        let app = App::builder_arc(recording.clone())
+            .queue("orders")
+            .poll_timeout(Duration::from_millis(20))
+            .prefetch(prefetch)
+            .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+            .build()
+            .unwrap();
+        app.publish_batch("orders", &envelopes(30)).await.unwrap();
+        let summary = app
+            .consume(Consume::new().max_messages(30).handle_signals(false))
+            .await
+            .unwrap();
+        assert_eq!(summary.processed, 30);
+        let unsettled = recording.unsettled_at_receive.lock().unwrap().clone();
+        assert!(
+            unsettled.iter().all(|&n| n == 0),
+            "prefetch {prefetch}: deliveries unsettled at a receive: {unsettled:?}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -79,6 +79,54 @@ pub trait SqsClient: Send + Sync + fmt::Debug {
         receipt_handle: &str,
         visibility_timeout: i32,
     ) -> Result<(), SqsError>;
+    /// `SendMessageBatch` of up to 10 requests to one queue (`queue_url`). `Ok` only when
+    /// every entry was sent. The default sends them one by one.
+    async fn send_message_batch(
+        &self,
+        queue_url: &str,
+        requests: Vec<SendMessage>,
+    ) -> Result<(), SqsError> {
+        let _ = queue_url;
+        for request in requests {
+            self.send_message(request).await?;
+        }
+        Ok(())
+    }
+    /// `DeleteMessageBatch` of up to 10 receipt handles of one queue. `Ok` only when every
+    /// entry was deleted. The default deletes them one by one (all attempted; the first error
+    /// is returned).
+    async fn delete_message_batch(
+        &self,
+        queue_url: &str,
+        receipt_handles: Vec<String>,
+    ) -> Result<(), SqsError> {
+        let mut first_error = None;
+        for handle in receipt_handles {
+            if let Err(e) = self.delete_message(queue_url, &handle).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The error of a batch call that SQS answered with failed entries.
+fn failed_entries(
+    operation: &'static str,
+    failed: &[aws_sdk_sqs::types::BatchResultErrorEntry],
+) -> Result<(), SqsError> {
+    match failed.first() {
+        None => Ok(()),
+        Some(first) => Err(SqsError::Service {
+            operation,
+            code: first.code().to_owned(),
+            message: format!(
+                "{} of the batch's entries failed; the first: {}",
+                failed.len(),
+                first.message().unwrap_or("no message")
+            ),
+        }),
+    }
 }
 
 /// [`SqsClient`] on `aws-sdk-sqs`.
@@ -243,6 +291,59 @@ impl SqsClient for AwsSqs {
             .into_iter()
             .map(from_sdk_message)
             .collect())
+    }
+
+    async fn send_message_batch(
+        &self,
+        queue_url: &str,
+        requests: Vec<SendMessage>,
+    ) -> Result<(), SqsError> {
+        let mut call = self.client.send_message_batch().queue_url(queue_url);
+        for (n, request) in requests.into_iter().enumerate() {
+            let mut entry = aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                .id(n.to_string())
+                .message_body(request.body)
+                .set_delay_seconds(request.delay_seconds)
+                .set_message_group_id(request.group_id)
+                .set_message_deduplication_id(request.deduplication_id);
+            for (name, value) in &request.attributes {
+                entry = entry.message_attributes(name, to_sdk(value)?);
+            }
+            call = call.entries(entry.build().map_err(|e| SqsError::Other {
+                operation: "SendMessageBatch",
+                message: e.to_string(),
+            })?);
+        }
+        let out = call
+            .send()
+            .await
+            .map_err(|e| from_sdk("SendMessageBatch", queue_url, &self.endpoint, &e))?;
+        failed_entries("SendMessageBatch", out.failed())
+    }
+
+    async fn delete_message_batch(
+        &self,
+        queue_url: &str,
+        receipt_handles: Vec<String>,
+    ) -> Result<(), SqsError> {
+        let mut call = self.client.delete_message_batch().queue_url(queue_url);
+        for (n, handle) in receipt_handles.into_iter().enumerate() {
+            call = call.entries(
+                aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                    .id(n.to_string())
+                    .receipt_handle(handle)
+                    .build()
+                    .map_err(|e| SqsError::Other {
+                        operation: "DeleteMessageBatch",
+                        message: e.to_string(),
+                    })?,
+            );
+        }
+        let out = call
+            .send()
+            .await
+            .map_err(|e| from_sdk("DeleteMessageBatch", queue_url, &self.endpoint, &e))?;
+        failed_entries("DeleteMessageBatch", out.failed())
     }
 
     async fn delete_message(&self, queue_url: &str, receipt_handle: &str) -> Result<(), SqsError> {

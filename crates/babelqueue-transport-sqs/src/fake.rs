@@ -43,6 +43,8 @@ struct State {
     visibility_changes: Vec<(String, String, i32)>,
     receives: Vec<ReceiveMessage>,
     url_lookups: Vec<String>,
+    /// Every request the fake answered, by API name (`SendMessageBatch`, `DeleteMessage` …).
+    requests: HashMap<&'static str, usize>,
     failing_sends: HashSet<String>,
     failing_receives: bool,
     next: u64,
@@ -133,6 +135,13 @@ impl FakeSqs {
         self.state().receives.clone()
     }
 
+    /// How many requests of each API the fake answered (`SendMessage`, `SendMessageBatch`,
+    /// `ReceiveMessage`, `DeleteMessage`, `DeleteMessageBatch`, `ChangeMessageVisibility`,
+    /// `GetQueueUrl`).
+    pub fn requests(&self) -> HashMap<&'static str, usize> {
+        self.state().requests.clone()
+    }
+
     /// The names looked up with GetQueueUrl, in order.
     pub fn url_lookups(&self) -> Vec<String> {
         self.state().url_lookups.clone()
@@ -147,20 +156,8 @@ impl FakeSqs {
             .unwrap_or_default()
     }
 
-    /// Messages received and neither deleted nor released.
-    pub fn in_flight(&self) -> usize {
-        self.state().in_flight.len()
-    }
-}
-
-#[async_trait]
-impl SqsClient for FakeSqs {
-    async fn get_queue_url(&self, name: &str) -> Result<String, SqsError> {
-        self.state().url_lookups.push(name.to_owned());
-        Ok(FakeSqs::url(name))
-    }
-
-    async fn send_message(&self, request: SendMessage) -> Result<(), SqsError> {
+    /// Stores a sent message (SendMessage and each SendMessageBatch entry).
+    fn store(&self, request: SendMessage) -> Result<(), SqsError> {
         let mut state = self.state();
         if state.failing_sends.contains(&request.queue_url) {
             return Err(SqsError::Connection {
@@ -184,11 +181,72 @@ impl SqsClient for FakeSqs {
         Ok(())
     }
 
+    /// Messages received and neither deleted nor released.
+    pub fn in_flight(&self) -> usize {
+        self.state().in_flight.len()
+    }
+}
+
+#[async_trait]
+impl SqsClient for FakeSqs {
+    async fn get_queue_url(&self, name: &str) -> Result<String, SqsError> {
+        let mut state = self.state();
+        *state.requests.entry("GetQueueUrl").or_default() += 1;
+        state.url_lookups.push(name.to_owned());
+        Ok(FakeSqs::url(name))
+    }
+
+    async fn send_message(&self, request: SendMessage) -> Result<(), SqsError> {
+        *self.state().requests.entry("SendMessage").or_default() += 1;
+        self.store(request)
+    }
+
+    async fn send_message_batch(
+        &self,
+        queue_url: &str,
+        requests: Vec<SendMessage>,
+    ) -> Result<(), SqsError> {
+        *self.state().requests.entry("SendMessageBatch").or_default() += 1;
+        if requests.len() > 10 || requests.iter().any(|r| r.queue_url != queue_url) {
+            return Err(SqsError::Service {
+                operation: "SendMessageBatch",
+                code: "TooManyEntriesInBatchRequest".to_owned(),
+                message: "fake: at most 10 entries, all for the queue of the call".to_owned(),
+            });
+        }
+        for request in requests {
+            self.store(request)?;
+        }
+        Ok(())
+    }
+
+    async fn delete_message_batch(
+        &self,
+        queue_url: &str,
+        receipt_handles: Vec<String>,
+    ) -> Result<(), SqsError> {
+        let mut state = self.state();
+        *state.requests.entry("DeleteMessageBatch").or_default() += 1;
+        if receipt_handles.len() > 10 {
+            return Err(SqsError::Service {
+                operation: "DeleteMessageBatch",
+                code: "TooManyEntriesInBatchRequest".to_owned(),
+                message: "fake: at most 10 entries".to_owned(),
+            });
+        }
+        for handle in receipt_handles {
+            state.in_flight.remove(&handle);
+            state.deleted.push((queue_url.to_owned(), handle));
+        }
+        Ok(())
+    }
+
     async fn receive_message(
         &self,
         request: ReceiveMessage,
     ) -> Result<Vec<ReceivedMessage>, SqsError> {
         let mut state = self.state();
+        *state.requests.entry("ReceiveMessage").or_default() += 1;
         state.receives.push(request.clone());
         if state.failing_receives {
             return Err(SqsError::Connection {
@@ -218,6 +276,7 @@ impl SqsClient for FakeSqs {
 
     async fn delete_message(&self, queue_url: &str, receipt_handle: &str) -> Result<(), SqsError> {
         let mut state = self.state();
+        *state.requests.entry("DeleteMessage").or_default() += 1;
         state
             .deleted
             .push((queue_url.to_owned(), receipt_handle.to_owned()));
@@ -232,6 +291,7 @@ impl SqsClient for FakeSqs {
         visibility_timeout: i32,
     ) -> Result<(), SqsError> {
         let mut state = self.state();
+        *state.requests.entry("ChangeMessageVisibility").or_default() += 1;
         let Some((url, mut message)) = state.in_flight.remove(receipt_handle) else {
             return Err(SqsError::Service {
                 operation: "ChangeMessageVisibility",

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Capabilities, DeadLetterNamer, DelayedPublisher, Delivery, HeaderPublisher, Headers,
-    NativeSettler, Redeliver, Redeliverer, Redelivery, Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, DeadLetterNamer, DelayedPublisher, Delivery,
+    HeaderPublisher, Headers, NativeSettler, Redeliver, Redeliverer, Redelivery, Transport,
+    TransportError,
 };
 use tokio::sync::OnceCell;
 
@@ -154,6 +155,19 @@ impl SqsTransport {
         headers: Option<&Headers>,
         delay: Option<Duration>,
     ) -> Result<(), SqsError> {
+        let request = self.request(queue, body, headers, delay).await?;
+        self.client.send_message(request).await
+    }
+
+    /// The SendMessage request for `body`: the body as text, the contract attributes (and
+    /// `headers`), the delay, the FIFO group and deduplication ids.
+    async fn request(
+        &self,
+        queue: &str,
+        body: &[u8],
+        headers: Option<&Headers>,
+        delay: Option<Duration>,
+    ) -> Result<SendMessage, SqsError> {
         let fifo = self.is_fifo(queue);
         let delay_seconds = projection::publish_delay(delay, fifo)?;
         let text = std::str::from_utf8(body).map_err(|e| {
@@ -183,16 +197,14 @@ impl SqsTransport {
             (None, None)
         };
         let queue_url = self.queue_url(queue).await?;
-        self.client
-            .send_message(SendMessage {
-                queue_url,
-                body: text.to_owned(),
-                attributes,
-                delay_seconds,
-                group_id,
-                deduplication_id,
-            })
-            .await
+        Ok(SendMessage {
+            queue_url,
+            body: text.to_owned(),
+            attributes,
+            delay_seconds,
+            group_id,
+            deduplication_id,
+        })
     }
 
     /// Turns one received message into a delivery: the body exactly as received, with what SQS
@@ -261,14 +273,32 @@ impl Transport for SqsTransport {
         queue: &str,
         timeout: Duration,
     ) -> Result<Option<Delivery>, TransportError> {
-        if let Some(delivery) = self.buffer().get_mut(queue).and_then(VecDeque::pop_front) {
-            return Ok(Some(delivery));
+        Ok(self.receive(queue, 1, timeout).await?.into_iter().next())
+    }
+
+    /// Buffered messages first; else one ReceiveMessage of up to 10 (the runtime's `max`, or
+    /// the fixed `max_messages`), long-polling; what is beyond `max` waits in the buffer.
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let max = max.max(1);
+        {
+            let mut buffer = self.buffer();
+            if let Some(buffered) = buffer.get_mut(queue).filter(|b| !b.is_empty()) {
+                let take = max.min(buffered.len());
+                return Ok(buffered.drain(..take).collect());
+            }
         }
         let queue_url = self.queue_url(queue).await?;
-        let batch = self
-            .batch
-            .load(Ordering::Relaxed)
-            .clamp(1, MAX_RECEIVE_BATCH);
+        let batch = if self.follow_concurrency.load(Ordering::Relaxed) {
+            max.max(self.batch.load(Ordering::Relaxed))
+        } else {
+            self.batch.load(Ordering::Relaxed)
+        }
+        .clamp(1, MAX_RECEIVE_BATCH);
         let messages = self
             .client
             .receive_message(ReceiveMessage {
@@ -278,16 +308,18 @@ impl Transport for SqsTransport {
                 visibility_timeout: self.config.visibility_timeout,
             })
             .await?;
-        let mut deliveries = messages.into_iter().map(|m| self.delivery(queue, m));
-        let first = deliveries.next();
-        let rest: VecDeque<Delivery> = deliveries.collect();
-        if !rest.is_empty() {
+        let mut deliveries: Vec<Delivery> = messages
+            .into_iter()
+            .map(|m| self.delivery(queue, m))
+            .collect();
+        if deliveries.len() > max {
+            let rest = deliveries.split_off(max);
             self.buffer()
                 .entry(queue.to_owned())
                 .or_default()
                 .extend(rest);
         }
-        Ok(first)
+        Ok(deliveries)
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -315,6 +347,53 @@ impl Transport for SqsTransport {
             .redelivery(Redelivery::Native(self))
             .dead_letter_names(self)
             .native_settle(self)
+            .batch_ack(self)
+            .batch_publish(self)
+    }
+}
+
+/// Entries per SendMessageBatch and DeleteMessageBatch: SQS's own limit.
+const SQS_BATCH: usize = 10;
+
+#[async_trait]
+impl BatchAcker for SqsTransport {
+    /// One DeleteMessageBatch per queue and per 10 messages.
+    async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
+        let mut by_queue: HashMap<&str, Vec<String>> = HashMap::new();
+        for delivery in deliveries {
+            if let Some(handle) = delivery.handle::<Receipt>().and_then(|r| r.handle.clone()) {
+                by_queue.entry(delivery.queue()).or_default().push(handle);
+            }
+        }
+        let mut first_error = None;
+        for (queue, handles) in by_queue {
+            let url = self.queue_url(queue).await?;
+            for chunk in handles.chunks(SQS_BATCH) {
+                if let Err(e) = self.client.delete_message_batch(&url, chunk.to_vec()).await {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), |e| Err(e.into()))
+    }
+}
+
+#[async_trait]
+impl BatchPublisher for SqsTransport {
+    /// One SendMessageBatch per 10 bodies; every body is checked (UTF-8, SQS's character set)
+    /// before the first is sent.
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        let mut requests = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            requests.push(self.request(queue, body, None, None).await?);
+        }
+        let url = self.queue_url(queue).await?;
+        let mut requests = requests.into_iter().peekable();
+        while requests.peek().is_some() {
+            let chunk: Vec<SendMessage> = requests.by_ref().take(SQS_BATCH).collect();
+            self.client.send_message_batch(&url, chunk).await?;
+        }
+        Ok(())
     }
 }
 

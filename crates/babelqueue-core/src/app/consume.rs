@@ -183,7 +183,8 @@ impl App {
         // round.
         let mut receiving: Option<Receiving<'_>> = None;
         // Acknowledgements gathered for a transport that sends them in batches; sent when a
-        // batch is full and before the loop waits for anything.
+        // batch is full, before the loop asks for more deliveries, and before it waits for
+        // anything.
         let gather = capabilities.batch_acker().is_some();
         let mut gathered: Vec<Delivery> = Vec::new();
         let ack_batch = inner.prefetch.max(ACK_BATCH);
@@ -225,6 +226,11 @@ impl App {
                     () = inner.stop.notify.notified() => {}
                 }
                 continue;
+            }
+            if receiving.is_none() {
+                // Before asking the broker for more, it hears what was handled: a broker that
+                // orders by group (SQS FIFO) holds the next messages back while one is unsettled.
+                inner.ack_gathered(&mut gathered).await;
             }
             let receive = receiving.get_or_insert_with(|| {
                 receive_started = tokio::time::Instant::now();
