@@ -790,3 +790,35 @@ async fn negative_attempts_with_tiers_run_the_handler_max_attempts_times() {
         assert_eq!(firsts, ["1", "2"], "attempts {attempts}: counted from 0");
     }
 }
+
+#[tokio::test]
+async fn a_batch_of_acknowledgements_commits_each_partition_once() {
+    use babelqueue_core::BatchAcker as _;
+    let kafka = FakeKafka::new();
+    let t = transport(&kafka, &[]);
+    for n in 0..6 {
+        t.publish("orders", &envelope(n)).await.unwrap();
+    }
+    let mut received = Vec::new();
+    while received.len() < 6 {
+        let got = t
+            .receive("orders", 4, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(!got.is_empty() && got.len() <= 4, "{}", got.len());
+        received.extend(got);
+    }
+    let before = kafka.commits().len();
+    // The last four first: the first two are still in flight, so nothing can be committed.
+    t.ack_batch(&received[2..]).await.unwrap();
+    assert_eq!(
+        kafka.commits().len(),
+        before,
+        "held back by records in flight"
+    );
+    // Then the first two: one commit covers all six.
+    t.ack_batch(&received[..2]).await.unwrap();
+    let commits = kafka.commits();
+    assert_eq!(commits.len(), before + 1, "{commits:?}");
+    assert_eq!(kafka.committed("babelqueue", "orders", 0), Some(6));
+}

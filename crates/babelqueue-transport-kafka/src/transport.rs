@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchPopper, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Redeliver,
-    Redeliverer, Redelivery, Rewinder, SettlePublisher, Transport, TransportError,
+    BatchAcker, BatchPopper, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers,
+    Redeliver, Redeliverer, Redelivery, Rewinder, SettlePublisher, Transport, TransportError,
     TransportErrorKind,
 };
 
@@ -375,6 +375,29 @@ impl Transport for KafkaTransport {
         }
     }
 
+    /// The first record waits up to `timeout`; then what the consumer has at hand, up to
+    /// `max`, without waiting.
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let Some(first) = self.pop(queue, timeout).await? else {
+            return Ok(Vec::new());
+        };
+        let q = self.queue(queue)?;
+        let mut received = vec![first];
+        while received.len() < max {
+            match self.poll_one(&q, Duration::ZERO).await {
+                Ok(Some(delivery)) => received.push(delivery),
+                // Nothing at hand, or an error the next receive meets again.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        Ok(received)
+    }
+
     async fn close(&self) -> Result<(), TransportError> {
         Ok(self.shutdown().await?)
     }
@@ -395,6 +418,38 @@ impl Transport for KafkaTransport {
             .redelivery(redelivery)
             .rewind(self)
             .batch_pop(self)
+            .batch_ack(self)
+    }
+}
+
+#[async_trait]
+impl BatchAcker for KafkaTransport {
+    /// Marks every record settled, then commits each partition once, as far as its settled
+    /// records reach (a record still in flight before them holds the commit back, as for one
+    /// acknowledgement).
+    async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
+        let mut touched: Vec<(Arc<Queue>, TopicPartition)> = Vec::new();
+        for held in deliveries.iter().filter_map(|d| d.handle::<Held>()) {
+            let queue = &held.queue;
+            if lock(&queue.book).settle(&held.partition, held.offset, held.ticket)
+                && !touched
+                    .iter()
+                    .any(|(q, p)| Arc::ptr_eq(q, queue) && *p == held.partition)
+            {
+                touched.push((queue.clone(), held.partition.clone()));
+            }
+        }
+        let mut first_error = None;
+        for (queue, partition) in touched {
+            let _serial = queue.commits.lock().await;
+            let next = lock(&queue.book).take_committable(&partition);
+            if let Some(next) = next
+                && let Err(e) = queue.consumer.commit(&partition, next).await
+            {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 }
 
