@@ -23,14 +23,19 @@ def hop(body: bytes) -> int:
 
 
 def per_message(body: bytes, budget: float) -> float:
+    """The best of seven rounds of budget/7 seconds each: on a shared machine other work only
+    ever adds time (the Rust side of the benchmark is timed the same way)."""
     hop(body)
-    rounds = 0
-    started = time.perf_counter()
-    while time.perf_counter() - started < budget:
-        for _ in range(16):
-            hop(body)
-        rounds += 16
-    return (time.perf_counter() - started) / rounds
+    best = float("inf")
+    for _ in range(7):
+        rounds = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < budget / 7:
+            for _ in range(16):
+                hop(body)
+            rounds += 16
+        best = min(best, (time.perf_counter() - started) / rounds)
+    return best
 
 
 def main() -> None:
