@@ -285,6 +285,14 @@ const BROKERS: &[BrokerBench] = &[
         raw_share: 0.5,
     },
     BrokerBench {
+        name: "kafka",
+        package: "babelqueue-transport-kafka",
+        bench: "throughput",
+        rows: &["kafka"],
+        python_times: 5.0,
+        raw_share: 0.7,
+    },
+    BrokerBench {
         name: "amqp",
         package: "babelqueue-transport-amqp",
         bench: "amqp",
@@ -295,7 +303,7 @@ const BROKERS: &[BrokerBench] = &[
 ];
 
 /// The brokers whose benchmarks do not print side-by-side figures yet.
-const NOT_YET: &[&str] = &["sqs", "kafka", "pulsar", "artemis", "nats"];
+const NOT_YET: &[&str] = &["sqs", "pulsar", "artemis", "nats"];
 
 /// `cargo xtask bench brokers [--broker NAME]...`: each broker's side-by-side benchmark on the
 /// local broker (`scripts/brokers.sh up` first), then its ratios and targets.

@@ -11,7 +11,9 @@
 //! the last, so joining the group is not counted.
 //!
 //! Without `--bench` (`cargo test --all-targets`) it runs the criterion functions once and a
-//! 200-record smoke run of the two Rust consumers.
+//! 200-record smoke run of the two Rust consumers. With `BQ_BENCH_FIGURES_ONLY=1` (as
+//! `cargo xtask bench brokers --broker kafka` runs it) it skips criterion and also prints
+//! `BQ-FIGURE broker kafka consume <who> <msg/s>` lines.
 
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -247,6 +249,14 @@ fn sample_record() -> Record {
 }
 
 fn main() {
+    let figures_only = std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some();
+    if !figures_only {
+        criterion_runs();
+    }
+    live(figures_only);
+}
+
+fn criterion_runs() {
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("kafka_record");
     group.throughput(Throughput::Elements(1));
@@ -268,7 +278,11 @@ fn main() {
     });
     group.finish();
     criterion.final_summary();
+}
 
+/// The live consume rates; with `figures_only` (`cargo xtask bench brokers --broker kafka`)
+/// the full run, with `BQ-FIGURE` lines.
+fn live(figures_only: bool) {
     if !reachable() {
         println!(
             "SKIPPED: kafka not reachable at {} (scripts/brokers.sh up kafka); live throughput not measured",
@@ -276,7 +290,7 @@ fn main() {
         );
         return;
     }
-    let full = std::env::args().any(|a| a == "--bench");
+    let full = figures_only || std::env::args().any(|a| a == "--bench");
     let n: u64 = if full {
         std::env::var("BQ_BENCH_MESSAGES")
             .ok()
@@ -323,4 +337,14 @@ fn main() {
         rust1 / bare,
         rust8 / bare
     );
+    for (who, rate) in [
+        ("rust-c1", Some(rust1)),
+        ("rust-c8", Some(rust8)),
+        ("raw", Some(bare)),
+        ("python", python),
+    ] {
+        if let Some(rate) = rate {
+            println!("BQ-FIGURE broker kafka consume {who} {rate:.0}");
+        }
+    }
 }
