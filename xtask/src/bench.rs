@@ -293,6 +293,14 @@ const BROKERS: &[BrokerBench] = &[
         raw_share: 0.7,
     },
     BrokerBench {
+        name: "artemis",
+        package: "babelqueue-transport-artemis",
+        bench: "artemis",
+        rows: &["artemis"],
+        python_times: 5.0,
+        raw_share: 0.7,
+    },
+    BrokerBench {
         name: "amqp",
         package: "babelqueue-transport-amqp",
         bench: "amqp",
@@ -303,7 +311,7 @@ const BROKERS: &[BrokerBench] = &[
 ];
 
 /// The brokers whose benchmarks do not print side-by-side figures yet.
-const NOT_YET: &[&str] = &["sqs", "pulsar", "artemis", "nats"];
+const NOT_YET: &[&str] = &["sqs", "pulsar", "nats"];
 
 /// `cargo xtask bench brokers [--broker NAME]...`: each broker's side-by-side benchmark on the
 /// local broker (`scripts/brokers.sh up` first), then its ratios and targets.
@@ -383,6 +391,9 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
             latency / 1e3,
             verdict(latency < 5_000.0)
         );
+    }
+    if rate("consume", "raw").is_none() {
+        println!("  (no raw client loop in this broker's benchmark yet)");
     }
     for phase in ["publish", "consume"] {
         let (Some(ours), raw, python) = (

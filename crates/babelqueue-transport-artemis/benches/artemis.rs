@@ -116,8 +116,9 @@ fn python_driver(python: &PathBuf, args: &[&str]) -> serde_json::Value {
 
 const ROUNDS: usize = 3;
 
-/// One line: the median run as messages/s, and the range over the runs.
-fn report(who: &str, n: u64, mut runs: Vec<Duration>) {
+/// One line: the median run as messages/s, and the range over the runs; with `figure`
+/// (`phase who`), also a `BQ-FIGURE broker artemis <phase> <who> <msg/s>` line.
+fn report(who: &str, n: u64, mut runs: Vec<Duration>, figure: Option<&str>) {
     runs.sort();
     let rate = |d: &Duration| n as f64 / d.as_secs_f64();
     let median = runs[runs.len() / 2];
@@ -127,6 +128,9 @@ fn report(who: &str, n: u64, mut runs: Vec<Duration>) {
         rate(runs.last().unwrap()),
         rate(&runs[0]),
     );
+    if let Some(figure) = figure {
+        println!("BQ-FIGURE broker artemis {figure} {:.0}", rate(&median));
+    }
 }
 
 fn with_option(url: &str, option: &str) -> String {
@@ -167,6 +171,16 @@ fn main() {
         .unwrap();
     let transport = runtime.block_on(ArtemisTransport::connect(&url)).unwrap();
 
+    let figures_only = std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some();
+    if !figures_only {
+        criterion_runs(&runtime, &transport);
+    }
+    if figures_only || std::env::args().any(|a| a == "--bench") {
+        figures(&runtime, &transport, &url);
+    }
+}
+
+fn criterion_runs(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport) {
     let mut criterion = Criterion::default()
         .configure_from_args()
         .sample_size(10)
@@ -176,7 +190,7 @@ fn main() {
     const BATCH: u64 = 200;
     group.throughput(Throughput::Elements(BATCH));
     group.bench_function("rust_worker_concurrency_1", |b| {
-        b.to_async(&runtime).iter_custom(|iters| {
+        b.to_async(runtime).iter_custom(|iters| {
             let t = transport.clone();
             async move {
                 let mut total = Duration::ZERO;
@@ -191,22 +205,22 @@ fn main() {
     });
     group.finish();
     criterion.final_summary();
+}
 
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
+/// The side-by-side runs.
+fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url: &str) {
     let n = messages();
     println!(
         "\nRust worker vs Python SDK 1.24.0 worker, {n} messages per run, {ROUNDS} runs each (median, min..max), same broker ({url}):"
     );
     let credit2 = runtime
-        .block_on(ArtemisTransport::connect(&with_option(&url, "credit=2")))
+        .block_on(ArtemisTransport::connect(&with_option(url, "credit=2")))
         .unwrap();
     runtime.block_on(async {
         // Warm up the connection and the broker's JIT.
         let warm = queue("warm");
-        fill(&transport, &warm, 500).await;
-        consume(&transport, &warm, 500, 1).await;
+        fill(transport, &warm, 500).await;
+        consume(transport, &warm, 500, 1).await;
 
         let mut publish = Vec::new();
         let mut c1 = Vec::new();
@@ -214,23 +228,39 @@ fn main() {
         let mut c8 = Vec::new();
         for _ in 0..ROUNDS {
             let q = queue("rust-c1");
-            publish.push(fill(&transport, &q, n).await);
-            c1.push(consume(&transport, &q, n, 1).await);
+            publish.push(fill(transport, &q, n).await);
+            c1.push(consume(transport, &q, n, 1).await);
             let q = queue("rust-c1-credit2");
-            fill(&transport, &q, n).await;
+            fill(transport, &q, n).await;
             c1_credit2.push(consume(&credit2, &q, n, 1).await);
             let q = queue("rust-c8");
-            fill(&transport, &q, n).await;
-            c8.push(consume(&transport, &q, n, 8).await);
+            fill(transport, &q, n).await;
+            c8.push(consume(transport, &q, n, 8).await);
         }
-        report("publish, Rust (one at a time, each accepted)", n, publish);
-        report("worker, Rust, concurrency 1 (credit 1)", n, c1);
+        report(
+            "publish, Rust (one at a time, each accepted)",
+            n,
+            publish,
+            Some("publish rust-c1"),
+        );
+        report(
+            "worker, Rust, concurrency 1 (credit 1)",
+            n,
+            c1,
+            Some("consume rust-c1"),
+        );
         report(
             "worker, Rust, concurrency 1, credit=2 (one prefetched)",
             n,
             c1_credit2,
+            None,
         );
-        report("worker, Rust, concurrency 8 (credit follows: 8)", n, c8);
+        report(
+            "worker, Rust, concurrency 8 (credit follows: 8)",
+            n,
+            c8,
+            Some("consume rust-c8"),
+        );
     });
     match python() {
         None => println!("SKIPPED: the Python SDK (BQ_PYTHON) is missing; no Python figures"),
@@ -240,11 +270,11 @@ fn main() {
             let mut work = Vec::new();
             for _ in 0..ROUNDS {
                 let q = queue("python");
-                let out = python_driver(&py, &["publish", &url, &q, URN, &n.to_string(), data]);
+                let out = python_driver(&py, &["publish", url, &q, URN, &n.to_string(), data]);
                 publish.push(Duration::from_secs_f64(
                     out["seconds"].as_f64().unwrap_or(f64::NAN),
                 ));
-                let out = python_driver(&py, &["bench-consume", &url, &q, &n.to_string(), URN]);
+                let out = python_driver(&py, &["bench-consume", url, &q, &n.to_string(), URN]);
                 assert_eq!(
                     out["messages"].as_u64(),
                     Some(n),
@@ -254,8 +284,18 @@ fn main() {
                     out["seconds"].as_f64().unwrap_or(f64::NAN),
                 ));
             }
-            report("publish, Python SDK (one at a time)", n, publish);
-            report("worker, Python SDK (credit 1)", n, work);
+            report(
+                "publish, Python SDK (one at a time)",
+                n,
+                publish,
+                Some("publish python"),
+            );
+            report(
+                "worker, Python SDK (credit 1)",
+                n,
+                work,
+                Some("consume python"),
+            );
         }
     }
 }
