@@ -301,6 +301,14 @@ const BROKERS: &[BrokerBench] = &[
         raw_share: 0.7,
     },
     BrokerBench {
+        name: "pulsar",
+        package: "babelqueue-transport-pulsar",
+        bench: "throughput",
+        rows: &["pulsar"],
+        python_times: 5.0,
+        raw_share: 0.7,
+    },
+    BrokerBench {
         name: "amqp",
         package: "babelqueue-transport-amqp",
         bench: "amqp",
@@ -311,7 +319,7 @@ const BROKERS: &[BrokerBench] = &[
 ];
 
 /// The brokers whose benchmarks do not print side-by-side figures yet.
-const NOT_YET: &[&str] = &["sqs", "pulsar", "nats"];
+const NOT_YET: &[&str] = &["sqs", "nats"];
 
 /// `cargo xtask bench brokers [--broker NAME]...`: each broker's side-by-side benchmark on the
 /// local broker (`scripts/brokers.sh up` first), then its ratios and targets.

@@ -179,6 +179,14 @@ fn live(runtime: &tokio::runtime::Runtime) {
         rust_pub / py_pub,
         rust_con / py_con
     );
+    for (who, (publish, consume)) in [
+        ("rust-c1", rust[0]),
+        ("rust-c8", rust[1]),
+        ("python", (py_pub, py_con)),
+    ] {
+        println!("BQ-FIGURE broker pulsar publish {who} {publish:.0}");
+        println!("BQ-FIGURE broker pulsar consume {who} {consume:.0}");
+    }
     // The `pulsar` crate's producers spawn a task when dropped: close and drop inside the runtime.
     runtime.block_on(async move {
         let _ = client.close().await;
@@ -192,6 +200,11 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some() {
+        // `cargo xtask bench brokers --broker pulsar`: the live side-by-side runs only.
+        live(&runtime);
+        return;
+    }
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("pulsar_fake_client");
     group.throughput(Throughput::Elements(BATCH));
