@@ -93,6 +93,7 @@
 mod battery;
 mod env;
 mod features;
+mod latency;
 mod python;
 mod report;
 mod suite;
@@ -104,6 +105,7 @@ pub use env::{
     skip_or_fail, unique_queue,
 };
 pub use features::{Features, MIB};
+pub use latency::idle_to_handled;
 pub use python::{PYTHON_ENV, PeerProcess, PythonPeer, REFERENCE_SDK_VERSION, json_lines};
 pub use report::{Report, TestOutcome, TestResult};
 pub use suite::{Suite, TestInfo, suite, tests};

@@ -139,46 +139,15 @@ async fn rust_worker(transport: &AmqpTransport, n: u64, concurrency: usize, batc
     }
 }
 
-/// Idle-to-handled latency: a worker waits on an empty queue; a message is published every
-/// 30 ms; the median time from before `publish` to the handler's start, over 31 messages.
+/// Idle-to-handled latency (the testkit's helper): the median over 31 messages.
 async fn idle_latency(transport: &AmqpTransport) -> Duration {
     let q = queue("idle");
-    let (handled_tx, mut handled) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let app = App::builder(transport.clone())
+    let builder = App::builder(transport.clone())
         .queue(&q)
-        .poll_timeout(Duration::from_secs(1))
-        .handle(URN, move |_ctx: Context| {
-            let _ = handled_tx.send(Instant::now());
-            async { Ok::<(), HandlerError>(()) }
-        })
-        .build()
-        .expect("valid configuration");
-    let worker = {
-        let app = app.clone();
-        tokio::spawn(async move {
-            app.consume(
-                Consume::new()
-                    .max_messages(31)
-                    .idle_timeout(Duration::from_secs(10))
-                    .handle_signals(false),
-            )
-            .await
-        })
-    };
-    let mut samples = Vec::new();
-    for _ in 0..31 {
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        let sent = Instant::now();
-        app.publish(URN, &serde_json::json!({"ping": true}))
-            .await
-            .expect("publish");
-        let at = handled.recv().await.expect("handled");
-        samples.push(at.saturating_duration_since(sent));
-    }
-    worker.await.expect("the worker").expect("consume");
+        .poll_timeout(Duration::from_secs(1));
+    let median = babelqueue_testkit::idle_to_handled(builder, URN, 31).await;
     delete(&q).await;
-    samples.sort_unstable();
-    samples[samples.len() / 2]
+    median
 }
 
 async fn delete(q: &str) {

@@ -202,46 +202,16 @@ async fn raw_round(laravel: bool, n: u64) -> (Duration, Duration) {
     (published, started.elapsed())
 }
 
-/// Idle-to-handled latency: a worker waits on an empty queue; a message is published every
-/// 30 ms; the median time from before `publish` to the handler's start, over 31 messages.
+/// Idle-to-handled latency (the testkit's helper): the median over 31 messages.
 async fn idle_latency(laravel: bool) -> Duration {
     let queue = format!("bq-bench-idle-{:08x}", fastrand::u32(..));
     let transport = RedisTransport::connect(&url(laravel))
         .await
         .expect("Redis is reachable");
-    let (handled_tx, mut handled) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let app = App::builder(transport)
-        .queue(queue.clone())
-        .poll_timeout(Duration::from_secs(1))
-        .handle(URN, move |_ctx: Context| {
-            let _ = handled_tx.send(Instant::now());
-            async { Ok::<(), HandlerError>(()) }
-        })
-        .build()
-        .expect("an app");
-    let worker = {
-        let app = app.clone();
-        tokio::spawn(async move {
-            app.consume(
-                Consume::new()
-                    .max_messages(31)
-                    .idle_timeout(Duration::from_secs(10))
-                    .handle_signals(false),
-            )
-            .await
-        })
-    };
-    let mut samples = Vec::new();
-    for _ in 0..31 {
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        let sent = Instant::now();
-        app.publish(URN, &data()).await.expect("published");
-        let at = handled.recv().await.expect("handled");
-        samples.push(at.saturating_duration_since(sent));
-    }
-    worker.await.expect("the worker").expect("consumed");
-    samples.sort_unstable();
-    samples[samples.len() / 2]
+    let builder = App::builder(transport)
+        .queue(queue)
+        .poll_timeout(Duration::from_secs(1));
+    babelqueue_testkit::idle_to_handled(builder, URN, 31).await
 }
 
 fn python_round(laravel: bool, n: u64) -> Option<(Duration, Duration)> {
