@@ -31,6 +31,7 @@ use fe2o3_amqp_cbs::token::CbsToken;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::credential::{AccessToken, EnvironmentCredential, SERVICE_BUS_SCOPE, TokenCredential};
 use crate::error::AsbError;
 use crate::projection::{self, AmqpValue, Outgoing};
 
@@ -214,11 +215,14 @@ impl AsbOptions {
             return AsbOptions::from_connection_string(text);
         }
         let Some((key_name, key)) = userinfo.and_then(|u| u.split_once(':')) else {
-            return Err(AsbError::Config(format!(
-                "no credentials for {host}: set {CONNECTION_STRING_ENV} to the namespace's connection string, \
-                 or put the shared access key in the URL (sb://<key name>:<url-encoded key>@{host}); \
-                 Azure AD credentials are not supported"
-            )));
+            // No key: Azure AD, as the reference SDK's default (`DefaultAzureCredential`).
+            return Ok(AsbOptions {
+                host,
+                port: port.unwrap_or(5671),
+                tls: true,
+                key_name: String::new(),
+                key: String::new(),
+            });
         };
         Ok(AsbOptions {
             host,
@@ -227,6 +231,13 @@ impl AsbOptions {
             key_name: percent_decode(key_name),
             key: percent_decode(key),
         })
+    }
+}
+
+impl AsbOptions {
+    /// Whether these options authenticate with Azure AD (no shared access key is set).
+    pub fn uses_azure_ad(&self) -> bool {
+        self.key.is_empty()
     }
 }
 
@@ -284,11 +295,61 @@ const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 /// Tokens are put again when less than this is left.
 const TOKEN_RENEW_MARGIN: Duration = Duration::from_secs(300);
 
+/// The token put on the `$cbs` node for one entity.
+#[derive(Clone, PartialEq, Eq)]
+struct Grant {
+    token: String,
+    token_type: &'static str,
+    expires_at: SystemTime,
+}
+
+impl fmt::Debug for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Grant")
+            .field("token", &"***")
+            .field("token_type", &self.token_type)
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
+}
+
+/// A SAS token for `resource`, valid for [`TOKEN_LIFETIME`] from `now`.
+fn sas_grant(config: &AsbOptions, resource: &str, now: SystemTime) -> Grant {
+    let expiry = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .saturating_add(TOKEN_LIFETIME);
+    Grant {
+        token: sas_token(resource, &config.key_name, &config.key, expiry.as_secs()),
+        token_type: "servicebus.windows.net:sastoken",
+        expires_at: UNIX_EPOCH + Duration::from_secs(expiry.as_secs()),
+    }
+}
+
+/// An Azure AD token, put with the CBS token type `jwt`.
+fn aad_grant(token: &AccessToken) -> Grant {
+    Grant {
+        token: token.token.clone(),
+        token_type: "jwt",
+        expires_at: token.expires_at,
+    }
+}
+
+/// Whether `token` has more than [`TOKEN_RENEW_MARGIN`] left at `now`.
+fn fresh(token: &AccessToken, now: SystemTime) -> bool {
+    token
+        .expires_at
+        .duration_since(now)
+        .is_ok_and(|left| left > TOKEN_RENEW_MARGIN)
+}
+
 struct Link {
     connection: ConnectionHandle<()>,
     session: SessionHandle<()>,
     cbs: CbsClient,
     tokens: HashMap<String, Instant>,
+    /// The Azure AD token last obtained (one serves every entity of the namespace).
+    aad: Option<AccessToken>,
 }
 
 /// [`ServiceBusClient`] over AMQP 1.0: one connection and session, a CBS link for SAS
@@ -296,6 +357,7 @@ struct Link {
 /// per queue, created on first use and cached.
 pub struct AmqpServiceBus {
     config: AsbOptions,
+    credential: Option<Arc<dyn TokenCredential>>,
     link: Mutex<Link>,
     senders: Mutex<HashMap<String, Arc<Mutex<Sender>>>>,
     receivers: Mutex<HashMap<String, Arc<Mutex<Receiver>>>>,
@@ -307,6 +369,7 @@ impl fmt::Debug for AmqpServiceBus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AmqpServiceBus")
             .field("config", &self.config)
+            .field("credential", &self.credential)
             .finish_non_exhaustive()
     }
 }
@@ -330,8 +393,41 @@ fn token_refused(context: &str, e: &fe2o3_amqp_management::error::Error) -> AsbE
 }
 
 impl AmqpServiceBus {
-    /// Opens the connection, the session and the CBS link.
+    /// Opens the connection, the session and the CBS link. Without a shared access key the
+    /// client authenticates with Azure AD through [`EnvironmentCredential::from_env`] (the
+    /// standard `AZURE_TENANT_ID`, `AZURE_CLIENT_ID`, `AZURE_CLIENT_SECRET` or
+    /// `AZURE_FEDERATED_TOKEN_FILE` variables).
     pub async fn connect(config: AsbOptions) -> Result<AmqpServiceBus, AsbError> {
+        let credential = if config.uses_azure_ad() {
+            let found = EnvironmentCredential::from_env().ok_or_else(|| {
+                AsbError::Config(format!(
+                    "no credentials for {}: set {CONNECTION_STRING_ENV} to the namespace's connection string, \
+                     put the shared access key in the URL (sb://<key name>:<url-encoded key>@{}), \
+                     or set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or \
+                     AZURE_FEDERATED_TOKEN_FILE) for Azure AD",
+                    config.host, config.host
+                ))
+            })?;
+            Some(Arc::new(found) as Arc<dyn TokenCredential>)
+        } else {
+            None
+        };
+        AmqpServiceBus::open(config, credential).await
+    }
+
+    /// Like [`connect`](Self::connect), authenticating with Azure AD tokens from `credential`
+    /// (the options' shared access key, if any, is not used).
+    pub async fn connect_with_credential(
+        config: AsbOptions,
+        credential: Arc<dyn TokenCredential>,
+    ) -> Result<AmqpServiceBus, AsbError> {
+        AmqpServiceBus::open(config, Some(credential)).await
+    }
+
+    async fn open(
+        config: AsbOptions,
+        credential: Option<Arc<dyn TokenCredential>>,
+    ) -> Result<AmqpServiceBus, AsbError> {
         let scheme = if config.tls { "amqps" } else { "amqp" };
         let url = format!("{scheme}://{}:{}", config.host, config.port);
         let container = format!("babelqueue-rust-{}", std::process::id());
@@ -353,11 +449,13 @@ impl AmqpServiceBus {
             .map_err(|e| amqp_err("attaching the $cbs link", e))?;
         Ok(AmqpServiceBus {
             config,
+            credential,
             link: Mutex::new(Link {
                 connection,
                 session,
                 cbs,
                 tokens: HashMap::new(),
+                aad: None,
             }),
             senders: Mutex::new(HashMap::new()),
             receivers: Mutex::new(HashMap::new()),
@@ -366,7 +464,8 @@ impl AmqpServiceBus {
         })
     }
 
-    /// Puts (or renews) the SAS token for `queue`.
+    /// Puts (or renews) the token for `queue`: a SAS token signed with the key, or the
+    /// Azure AD token.
     async fn authorize(&self, link: &mut Link, queue: &str) -> Result<(), AsbError> {
         if link.tokens.get(queue).is_some_and(|until| {
             until.saturating_duration_since(Instant::now()) > TOKEN_RENEW_MARGIN
@@ -374,38 +473,49 @@ impl AmqpServiceBus {
             return Ok(());
         }
         let resource = format!("sb://{}/{queue}", self.config.host);
-        let expiry = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .saturating_add(TOKEN_LIFETIME);
-        let token = sas_token(
-            &resource,
-            &self.config.key_name,
-            &self.config.key,
-            expiry.as_secs(),
-        );
-        let millis = i64::try_from(expiry.as_millis()).unwrap_or(i64::MAX);
+        let now = SystemTime::now();
+        let grant = match &self.credential {
+            None => sas_grant(&self.config, &resource, now),
+            Some(credential) => {
+                let token = match link.aad.take().filter(|t| fresh(t, now)) {
+                    Some(token) => token,
+                    None => credential.get_token(SERVICE_BUS_SCOPE).await?,
+                };
+                let grant = aad_grant(&token);
+                link.aad = Some(token);
+                grant
+            }
+        };
+        let millis = i64::try_from(
+            grant
+                .expires_at
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis(),
+        )
+        .unwrap_or(i64::MAX);
         link.cbs
             .put_token(
                 resource.clone(),
                 CbsToken::new(
-                    token,
-                    "servicebus.windows.net:sastoken",
+                    grant.token,
+                    grant.token_type,
                     Timestamp::from_milliseconds(millis),
                 ),
             )
             .await
             .map_err(|e| {
+                let whose = match &self.credential {
+                    None => format!("the SAS token of the key {:?}", self.config.key_name),
+                    Some(_) => "the Azure AD token".to_owned(),
+                };
                 token_refused(
-                    &format!(
-                        "{} refused the SAS token of the key {:?} for {resource}",
-                        self.config.host, self.config.key_name
-                    ),
+                    &format!("{} refused {whose} for {resource}", self.config.host),
                     &e,
                 )
             })?;
-        link.tokens
-            .insert(queue.to_owned(), Instant::now() + TOKEN_LIFETIME);
+        let valid = grant.expires_at.duration_since(now).unwrap_or_default();
+        link.tokens.insert(queue.to_owned(), Instant::now() + valid);
         Ok(())
     }
 
@@ -701,6 +811,48 @@ mod tests {
         let err = AsbOptions::from_url("kafka://x", None).unwrap_err();
         assert!(err.to_string().contains("not an Azure Service Bus scheme"));
         assert!(AsbOptions::from_url("sb://", Some("")).is_err());
+    }
+
+    #[test]
+    fn a_url_without_a_key_means_azure_ad() {
+        if std::env::var_os(CONNECTION_STRING_ENV).is_some() {
+            return; // the environment's connection string would win
+        }
+        let c = AsbOptions::from_url("sb://acme.servicebus.windows.net", None).unwrap();
+        assert!(c.uses_azure_ad());
+        assert_eq!(
+            (c.host.as_str(), c.port, c.tls),
+            ("acme.servicebus.windows.net", 5671, true)
+        );
+        let c = AsbOptions::from_url("sb://k:v@acme.servicebus.windows.net", None).unwrap();
+        assert!(!c.uses_azure_ad());
+    }
+
+    #[test]
+    fn a_key_puts_a_sas_token_and_a_credential_a_jwt() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let options = AsbOptions::from_url("sb://k:v@ns.servicebus.windows.net", None).unwrap();
+        let sas = sas_grant(&options, "sb://ns.servicebus.windows.net/q", now);
+        assert_eq!(sas.token_type, "servicebus.windows.net:sastoken");
+        assert!(
+            sas.token.starts_with("SharedAccessSignature sr="),
+            "{sas:?}"
+        );
+        assert!(sas.token.contains("&se=1700003600&skn=k"), "{}", sas.token);
+        assert_eq!(sas.expires_at, now + TOKEN_LIFETIME);
+        let token = AccessToken {
+            token: "ey.aad".into(),
+            expires_at: now + Duration::from_secs(3599),
+        };
+        let jwt = aad_grant(&token);
+        assert_eq!((jwt.token.as_str(), jwt.token_type), ("ey.aad", "jwt"));
+        assert_eq!(jwt.expires_at, token.expires_at);
+        assert!(!format!("{jwt:?}{sas:?}").contains("ey.aad"));
+        assert!(!format!("{jwt:?}{sas:?}").contains("sig="));
+        // an Azure AD token is asked for again within the renewal margin of its expiry
+        assert!(fresh(&token, now));
+        assert!(!fresh(&token, token.expires_at - TOKEN_RENEW_MARGIN));
+        assert!(!fresh(&token, token.expires_at + Duration::from_secs(1)));
     }
 
     #[test]

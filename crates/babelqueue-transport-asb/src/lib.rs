@@ -87,7 +87,13 @@
 //! string (`Endpoint=sb://…;SharedAccessKeyName=…;SharedAccessKey=…`, read into [`AsbOptions`]
 //! with [`AsbOptions::from_connection_string`] and given to [`AsbTransport::connect_with`], else
 //! read from `AZURE_SERVICEBUS_CONNECTION_STRING`) takes precedence over the URL; otherwise the URL carries the key
-//! (`sb://<key name>:<url-encoded key>@<host>`). `UseDevelopmentEmulator=true` in a connection
+//! (`sb://<key name>:<url-encoded key>@<host>`); a URL without a key authenticates with Azure
+//! AD, as the reference SDK's `DefaultAzureCredential` does: [`EnvironmentCredential`] reads
+//! the standard `AZURE_TENANT_ID`, `AZURE_CLIENT_ID` and `AZURE_CLIENT_SECRET` (or
+//! `AZURE_FEDERATED_TOKEN_FILE`, a workload identity) variables, and
+//! [`AmqpServiceBus::connect_with_credential`] takes any other [`TokenCredential`]. The bearer
+//! token is put on the `$cbs` node with the token type `jwt` and renewed before it expires.
+//! `UseDevelopmentEmulator=true` in a connection
 //! string selects plain AMQP on port 5672 (the Service Bus emulator); everything else is
 //! `amqps` on 5671 through rustls with the aws-lc-rs provider.
 //!
@@ -100,7 +106,10 @@
 //!   feature), with the real runtime in front; the AMQP client ([`AmqpServiceBus`]) is
 //!   compiled and its pure parts (connection strings, URLs, SAS signatures) are unit-tested,
 //!   but its wire exchange with a namespace has not been exercised.
-//! * Azure AD (`DefaultAzureCredential`) is not supported: shared access keys only.
+//! * Azure AD: of `DefaultAzureCredential`'s chain only the environment links (a client
+//!   secret, a workload identity's federated token) are built in; a managed identity or the
+//!   Azure CLI is a [`TokenCredential`] of the application's own. The token request is tested
+//!   against a local HTTP endpoint, the CBS put-token only through its pure parts.
 //! * Settling waits for a receive in progress on the same queue (one receiver per queue
 //!   behind a lock), so with `concurrency` above 1 a settle can wait up to the poll timeout.
 //! * No lock renewal, as in the reference: a handler that outlives the lock duration makes
@@ -119,6 +128,7 @@ use babelqueue_core::{
 };
 
 pub mod client;
+pub mod credential;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -131,6 +141,9 @@ pub mod projection;
 pub use client::ConnectionConfig;
 pub use client::{
     AmqpServiceBus, AsbOptions, CONNECTION_STRING_ENV, LockToken, Received, ServiceBusClient,
+};
+pub use credential::{
+    AccessToken, ClientProof, EnvironmentCredential, SERVICE_BUS_SCOPE, TokenCredential,
 };
 pub use error::AsbError;
 pub use projection::{AmqpValue, Outgoing};
@@ -164,6 +177,17 @@ impl AsbTransport {
     pub async fn connect_with(url: &str, options: AsbOptions) -> Result<AsbTransport, AsbError> {
         client::check_scheme(url)?;
         let client = AmqpServiceBus::connect(options).await?;
+        Ok(AsbTransport::with_client(Arc::new(client)))
+    }
+
+    /// Connects to the namespace a `sb://` URL names, authenticating with Azure AD tokens from
+    /// `credential` (a key in the URL is not used).
+    pub async fn connect_with_credential(
+        url: &str,
+        credential: Arc<dyn TokenCredential>,
+    ) -> Result<AsbTransport, AsbError> {
+        let options = AsbOptions::from_url(url, Some(""))?;
+        let client = AmqpServiceBus::connect_with_credential(options, credential).await?;
         Ok(AsbTransport::with_client(Arc::new(client)))
     }
 

@@ -20,6 +20,7 @@ use pulsar::{
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::auth::PulsarAuth;
 use crate::error::PulsarError;
 use crate::projection::Properties;
 
@@ -92,7 +93,7 @@ pub trait PulsarClient: Send + Sync + fmt::Debug {
 /// The options of a Pulsar transport (and of its [`NativeClient`]), for
 /// [`PulsarTransport::connect_with`](crate::PulsarTransport::connect_with) or the
 /// [`Builder`](crate::Builder).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PulsarOptions {
     /// The subscription name (default `babelqueue`).
     pub subscription: String,
@@ -104,8 +105,26 @@ pub struct PulsarOptions {
     /// How long one broker operation may take.
     pub operation_timeout: Duration,
     /// A PEM file of extra CA certificates to trust for `pulsar+ssl://` (beside the webpki
-    /// roots), for a broker whose certificate a private CA signed.
-    pub tls_trust_certs_file: Option<std::path::PathBuf>,
+    /// roots), for a broker whose certificate a private CA signed (the URL query key
+    /// `ca_file`; default: the file `BQ_PULSAR_TLS_TRUST_CERTS` names).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// How the client authenticates (the URL query key `token`; default: the token
+    /// `BQ_PULSAR_TOKEN` holds, else none).
+    pub auth: Option<PulsarAuth>,
+}
+
+impl fmt::Debug for PulsarOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `PulsarAuth`'s own Debug masks the token.
+        f.debug_struct("PulsarOptions")
+            .field("subscription", &self.subscription)
+            .field("initial_position_earliest", &self.initial_position_earliest)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("operation_timeout", &self.operation_timeout)
+            .field("ca_file", &self.ca_file)
+            .field("auth", &self.auth)
+            .finish()
+    }
 }
 
 /// The old name of [`PulsarOptions`].
@@ -119,15 +138,16 @@ impl Default for PulsarOptions {
             initial_position_earliest: true,
             connect_timeout: Duration::from_secs(5),
             operation_timeout: Duration::from_secs(30),
-            tls_trust_certs_file: std::env::var_os(TLS_TRUST_CERTS_ENV)
+            ca_file: std::env::var_os(TLS_TRUST_CERTS_ENV)
                 .filter(|v| !v.is_empty())
                 .map(std::path::PathBuf::from),
+            auth: crate::auth::auth_from_env(),
         }
     }
 }
 
 /// The environment variable naming a PEM file of extra CA certificates to trust for
-/// `pulsar+ssl://` ([`PulsarOptions::tls_trust_certs_file`]'s default), so `connect(url)` and
+/// `pulsar+ssl://` ([`PulsarOptions::ca_file`]'s default), so `connect(url)` and
 /// the CLI can reach a broker with a privately signed certificate.
 pub const TLS_TRUST_CERTS_ENV: &str = "BQ_PULSAR_TLS_TRUST_CERTS";
 
@@ -149,8 +169,10 @@ impl fmt::Debug for NativeClient {
 }
 
 impl NativeClient {
-    /// Connects to `url` (`pulsar://host:6650` or `pulsar+ssl://host:6651`).
+    /// Connects to `url` (`pulsar://host:6650` or `pulsar+ssl://host:6651`, with the query
+    /// keys `token` and `ca_file`: see [`ClientSettings`]).
     pub async fn connect(url: &str, options: PulsarOptions) -> Result<NativeClient, PulsarError> {
+        let settings = crate::auth::settings(url, &options)?;
         let retry = ConnectionRetryOptions {
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
@@ -163,16 +185,17 @@ impl NativeClient {
             retry_delay: Duration::from_millis(200),
             max_retries: Some(10),
         };
-        let mut builder = Pulsar::builder(url, TokioExecutor)
+        let mut builder = Pulsar::builder(settings.service_url, TokioExecutor)
             .with_connection_retry_options(retry)
             .with_operation_retry_options(operation);
-        if let Some(file) = &options.tls_trust_certs_file {
-            builder = builder.with_certificate_chain_file(file).map_err(|e| {
-                PulsarError::Config(format!(
-                    "cannot read the TLS trust certificates {}: {e}",
-                    file.display()
-                ))
-            })?;
+        if let Some(pem) = settings.ca_pem {
+            builder = builder.with_certificate_chain(pem);
+        }
+        if let Some(jwt) = settings.token {
+            builder = builder.with_auth(pulsar::Authentication {
+                name: "token".to_owned(),
+                data: jwt.into_bytes(),
+            });
         }
         let pulsar = builder.build().await.map_err(|e| {
             let context = format!("connecting to {}", babelqueue_core::redact::redact(url));

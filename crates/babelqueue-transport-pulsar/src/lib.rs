@@ -116,6 +116,7 @@ use babelqueue_core::{
     TransportError,
 };
 
+pub mod auth;
 pub mod client;
 mod error;
 #[cfg(any(test, feature = "fake"))]
@@ -125,6 +126,7 @@ pub mod fake;
 #[doc(hidden)]
 pub mod projection;
 
+pub use auth::{ClientSettings, PulsarAuth, TOKEN_ENV};
 #[allow(deprecated)]
 pub use client::ClientOptions;
 pub use client::{
@@ -207,10 +209,41 @@ impl Builder {
     }
 
     /// A PEM file of extra CA certificates to trust for `pulsar+ssl://` (default: the file
-    /// `BQ_PULSAR_TLS_TRUST_CERTS` names, if set; the webpki roots are always trusted).
-    pub fn tls_trust_certs_file(mut self, path: impl Into<std::path::PathBuf>) -> Builder {
-        self.options.tls_trust_certs_file = Some(path.into());
+    /// `BQ_PULSAR_TLS_TRUST_CERTS` names, if set; the webpki roots are always trusted). The
+    /// URL query key `ca_file` does the same.
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Builder {
+        self.options.ca_file = Some(path.into());
         self
+    }
+
+    /// The old name of [`Builder::ca_file`].
+    #[deprecated(note = "renamed to ca_file, the name every TLS transport uses")]
+    pub fn tls_trust_certs_file(self, path: impl Into<std::path::PathBuf>) -> Builder {
+        self.ca_file(path)
+    }
+
+    /// Authenticates with a token: a JWT, `token:<jwt>`, or `file:///path` to read it from
+    /// (default: the token `BQ_PULSAR_TOKEN` holds, if set). The URL query key `token` does
+    /// the same.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), babelqueue_transport_pulsar::PulsarError> {
+    /// use babelqueue_transport_pulsar::PulsarTransport;
+    /// let builder = PulsarTransport::builder("pulsar+ssl://broker:6651")?.token("token:ey.J9");
+    /// let settings = builder.settings()?; // what the client is built with
+    /// assert_eq!(settings.token.as_deref(), Some("ey.J9"));
+    /// assert!(!format!("{builder:?}").contains("ey.J9"));
+    /// # Ok(()) }
+    /// ```
+    pub fn token(mut self, token: &str) -> Builder {
+        self.options.auth = Some(PulsarAuth::token(token));
+        self
+    }
+
+    /// What the client would be built with: the service URL, the auth data and the CA
+    /// certificates, with the files read (an error names a file that cannot be read).
+    pub fn settings(&self) -> Result<ClientSettings, PulsarError> {
+        auth::settings(&self.url, &self.options)
     }
 
     /// Connects.

@@ -697,21 +697,27 @@ async fn pulsar_ssl_urls_round_trip_over_tls() {
 
     // without the private CA the broker's certificate is refused: TLS really is in use
     let options = PulsarOptions {
-        tls_trust_certs_file: None,
+        ca_file: None,
         connect_timeout: Duration::from_secs(3),
         ..PulsarOptions::default()
     };
-    let refused = NativeClient::connect(&ssl_url, options).await;
+    let refused = NativeClient::connect(&ssl_url, options.clone()).await;
     assert!(
         refused.is_err(),
         "a certificate from an unknown CA was accepted"
     );
+    // the same CA named by the URL query key `ca_file` (the spelling every TLS transport
+    // shares) is trusted again
+    let with_ca = format!("{ssl_url}?ca_file={ca}");
+    let client = NativeClient::connect(&with_ca, options).await.unwrap();
+    client
+        .send(&format!("{queue}-ca"), b"{}".as_slice(), Properties::new())
+        .await
+        .unwrap();
     // and a trust file that cannot be read is a configuration error
     let missing = PulsarTransport::builder(&ssl_url)
         .unwrap()
-        .tls_trust_certs_file(
-            std::env::temp_dir().join(format!("bq-no-ca-{}.pem", std::process::id())),
-        )
+        .ca_file(std::env::temp_dir().join(format!("bq-no-ca-{}.pem", std::process::id())))
         .connect()
         .await
         .unwrap_err();

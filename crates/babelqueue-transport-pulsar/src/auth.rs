@@ -1,0 +1,238 @@
+//! Authentication and TLS settings: what a Pulsar URL's query and the environment add to
+//! [`PulsarOptions`], and [`ClientSettings`], what the client is then built with (the seam the
+//! offline tests read, since the local broker runs without authentication).
+//!
+//! Query keys (percent-decoded): `token` (a JWT, `token:<jwt>`, or `file:///path` to read it
+//! from), `ca_file` (a PEM file of CA certificates to trust) and `tls_trust_certs_file` (the
+//! deprecated older name of `ca_file`). `cert_file` / `key_file` are refused: the `pulsar`
+//! crate (6.9) cannot present a client certificate. OAuth2 is not offered: the crate's
+//! `auth-oauth2` feature brings a second TLS provider (`ring`) into the build.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::client::PulsarOptions;
+use crate::error::PulsarError;
+
+/// The environment variable holding the token `connect(url)` and the CLI authenticate with
+/// when neither the URL nor the options name one (a JWT, `token:<jwt>` or `file:///path`).
+pub const TOKEN_ENV: &str = "BQ_PULSAR_TOKEN";
+
+/// How the client authenticates with the broker.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PulsarAuth {
+    /// A JWT sent with the `token` auth method.
+    Token(String),
+    /// A file holding the JWT, read when the client connects.
+    TokenFile(PathBuf),
+}
+
+impl PulsarAuth {
+    /// Reads a token the way Pulsar's own clients spell one: `file:///path` names a file that
+    /// holds it, `token:<jwt>` is the JWT, anything else is the JWT itself.
+    ///
+    /// ```
+    /// use babelqueue_transport_pulsar::PulsarAuth;
+    /// assert_eq!(PulsarAuth::token("token:abc"), PulsarAuth::Token("abc".into()));
+    /// assert_eq!(
+    ///     PulsarAuth::token("file:///run/secrets/jwt"),
+    ///     PulsarAuth::TokenFile("/run/secrets/jwt".into())
+    /// );
+    /// assert!(!format!("{:?}", PulsarAuth::token("abc")).contains("abc"));
+    /// ```
+    pub fn token(text: &str) -> PulsarAuth {
+        let text = text.trim();
+        if let Some(path) = text.strip_prefix("file://") {
+            PulsarAuth::TokenFile(PathBuf::from(path))
+        } else {
+            PulsarAuth::Token(text.strip_prefix("token:").unwrap_or(text).to_owned())
+        }
+    }
+}
+
+impl fmt::Debug for PulsarAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PulsarAuth::Token(_) => f.write_str("Token(***)"),
+            PulsarAuth::TokenFile(path) => f.debug_tuple("TokenFile").field(path).finish(),
+        }
+    }
+}
+
+/// What the client is built with: the service URL without BabelQueue's query keys, the token,
+/// and the extra CA certificates (PEM).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientSettings {
+    /// The URL handed to the `pulsar` crate.
+    pub service_url: String,
+    /// The JWT sent with the `token` auth method, when the client authenticates with one.
+    pub token: Option<String>,
+    /// The PEM certificates trusted beside the webpki roots.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for ClientSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientSettings")
+            .field(
+                "service_url",
+                &babelqueue_core::redact::redact(&self.service_url),
+            )
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+/// Splits `url` into the service URL and its BabelQueue query keys, applied onto `options`
+/// (what the URL names wins over the options).
+pub(crate) fn apply_url(url: &str, options: &mut PulsarOptions) -> Result<String, PulsarError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok(url.to_owned());
+    };
+    let mut rest = Vec::new();
+    for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        let value = value.into_owned();
+        match key.as_ref() {
+            "token" => options.auth = Some(PulsarAuth::token(&value)),
+            "ca_file" | "tls_trust_certs_file" => options.ca_file = Some(PathBuf::from(value)),
+            "cert_file" | "key_file" => {
+                return Err(PulsarError::Config(format!(
+                    "{key}: the pulsar crate cannot present a client certificate (mutual TLS); \
+                     authenticate with token= instead"
+                )));
+            }
+            _ => rest.push((key.into_owned(), value)),
+        }
+    }
+    if rest.is_empty() {
+        return Ok(base.to_owned());
+    }
+    let kept = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(rest)
+        .finish();
+    Ok(format!("{base}?{kept}"))
+}
+
+/// The settings for `url` and `options`, with the token file and the CA file read.
+pub(crate) fn settings(url: &str, options: &PulsarOptions) -> Result<ClientSettings, PulsarError> {
+    let mut options = options.clone();
+    let service_url = apply_url(url, &mut options)?;
+    let token = match options.auth {
+        None => None,
+        Some(PulsarAuth::Token(jwt)) => Some(jwt),
+        Some(PulsarAuth::TokenFile(path)) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                PulsarError::Config(format!(
+                    "cannot read the token file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            Some(text.trim().to_owned())
+        }
+    };
+    if token.as_deref().is_some_and(str::is_empty) {
+        return Err(PulsarError::Config("the Pulsar token is empty".into()));
+    }
+    let ca_pem = match &options.ca_file {
+        Some(file) => Some(std::fs::read(file).map_err(|e| {
+            PulsarError::Config(format!("cannot read the CA file {}: {e}", file.display()))
+        })?),
+        None => None,
+    };
+    Ok(ClientSettings {
+        service_url,
+        token,
+        ca_pem,
+    })
+}
+
+/// The token [`TOKEN_ENV`] names, if set and not empty.
+pub(crate) fn auth_from_env() -> Option<PulsarAuth> {
+    std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| PulsarAuth::token(&v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain() -> PulsarOptions {
+        PulsarOptions {
+            auth: None,
+            ca_file: None,
+            ..PulsarOptions::default()
+        }
+    }
+
+    fn temp_file(name: &str, text: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("bq-pulsar-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("write a temporary file");
+        path
+    }
+
+    #[test]
+    fn a_token_in_the_url_reaches_the_client_and_leaves_the_url() {
+        let s = settings("pulsar+ssl://h:6651?token=ey.J%2Bw", &plain()).unwrap();
+        assert_eq!(s.service_url, "pulsar+ssl://h:6651");
+        assert_eq!(s.token.as_deref(), Some("ey.J+w"));
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("ey.J"), "{shown}");
+    }
+
+    #[test]
+    fn the_url_wins_over_the_options_and_keeps_other_keys() {
+        let mut options = plain();
+        options.auth = Some(PulsarAuth::token("from-options"));
+        let s = settings("pulsar://h:6650?token=token:from-url&x=1", &options).unwrap();
+        assert_eq!(s.token.as_deref(), Some("from-url"));
+        assert_eq!(s.service_url, "pulsar://h:6650?x=1");
+        let s = settings("pulsar://h:6650", &options).unwrap();
+        assert_eq!(s.token.as_deref(), Some("from-options"));
+    }
+
+    #[test]
+    fn a_token_file_is_read_and_trimmed() {
+        let path = temp_file("jwt", "  abc.def.ghi\n");
+        let url = format!("pulsar://h:6650?token=file://{}", path.display());
+        let s = settings(&url, &plain()).unwrap();
+        assert_eq!(s.token.as_deref(), Some("abc.def.ghi"));
+        std::fs::remove_file(&path).ok();
+        let err = settings(&url, &plain()).unwrap_err();
+        assert!(
+            err.to_string().contains("cannot read the token file"),
+            "{err}"
+        );
+        assert!(
+            settings("pulsar://h?token=", &plain()).is_err(),
+            "an empty token"
+        );
+    }
+
+    #[test]
+    fn ca_file_and_its_old_name_read_the_pem() {
+        let path = temp_file("ca", "-----BEGIN CERTIFICATE-----\n");
+        for key in ["ca_file", "tls_trust_certs_file"] {
+            let url = format!("pulsar+ssl://h:6651?{key}={}", path.display());
+            let s = settings(&url, &plain()).unwrap();
+            assert_eq!(
+                s.ca_pem.as_deref(),
+                Some(&b"-----BEGIN CERTIFICATE-----\n"[..])
+            );
+            assert_eq!(s.service_url, "pulsar+ssl://h:6651");
+        }
+        std::fs::remove_file(&path).ok();
+        let err = settings("pulsar+ssl://h?ca_file=/nonexistent/ca.pem", &plain()).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+    }
+
+    #[test]
+    fn client_certificates_are_refused_by_name() {
+        let err =
+            settings("pulsar+ssl://h?cert_file=/c.pem&key_file=/k.pem", &plain()).unwrap_err();
+        assert!(err.to_string().contains("client certificate"), "{err}");
+    }
+}
