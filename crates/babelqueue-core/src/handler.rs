@@ -7,14 +7,47 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use babelqueue_envelope::{Envelope, Object, RawJson};
+use babelqueue_envelope::{Builder, Envelope, Message, Object, RawJson};
 
+use crate::app::{App, trace};
+use crate::error::{Error, Result};
 use crate::transport::Headers;
 
 /// The header redrive stamps on a replayed message (`bq-replay-bypass: 1`).
 pub const HEADER_REPLAY_BYPASS: &str = "bq-replay-bypass";
 
 /// What a handler sees of one delivery.
+///
+/// While the handler's future runs, its context is also the *current delivery*
+/// ([`Context::current`]): what the handler publishes, through the context
+/// ([`Context::publish`]) or through the [`App`] ([`App::publish`] and the other helpers),
+/// continues the delivery's `trace_id` and passes its W3C `traceparent`/`tracestate` headers on,
+/// unless the caller sets its own.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::Error> {
+/// use babelqueue_core::{App, Consume, Context, HandlerError, MemoryTransport};
+///
+/// let memory = MemoryTransport::new();
+/// let app = App::builder(memory.clone())
+///     .queue("orders")
+///     .handle("urn:babel:orders:created", |ctx: Context| async move {
+///         // Same trace_id as the order, same traceparent where one arrived.
+///         ctx.publish_to("mail", "urn:babel:mail:confirm", &serde_json::json!({"to": "a@b.c"}))
+///             .await
+///             .map_err(|e| HandlerError::new(e.to_string()))?;
+///         Ok::<(), HandlerError>(())
+///     })
+///     .build()?;
+/// let order = app.envelope("urn:babel:orders:created").trace_id("trace-7").build()?;
+/// app.publish_envelope("orders", &order, &Default::default()).await?;
+/// app.consume(Consume::new().max_messages(1).handle_signals(false)).await?;
+///
+/// let body = memory.bodies("mail").pop().expect("the handler published one");
+/// let mail = babelqueue_core::Envelope::decode(&body)?.envelope;
+/// assert_eq!(mail.trace_id().as_deref(), Some("trace-7"));
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<ContextInner>,
@@ -26,12 +59,17 @@ struct ContextInner {
     headers: Headers,
     route: String,
     native_attempts: i64,
+    app: Option<App>,
+    /// The W3C headers passed on to what is published inside this delivery, when a wrapper set
+    /// them ([`Context::with_trace_headers`]); else the incoming ones are.
+    trace_headers: Option<Headers>,
 }
 
 impl Context {
     /// A context for `envelope` consumed from `queue` (the runtime builds these; handy in tests).
+    /// Such a context has no [`App`]: [`Context::publish`] and its siblings refuse.
     pub fn new(envelope: Envelope, queue: impl Into<String>, headers: Headers) -> Context {
-        Context::with_route(envelope, queue, headers, String::new(), 0)
+        Context::with_route(envelope, queue, headers, String::new(), 0, None)
     }
 
     pub(crate) fn with_route(
@@ -40,6 +78,7 @@ impl Context {
         headers: Headers,
         route: String,
         native_attempts: i64,
+        app: Option<App>,
     ) -> Context {
         Context {
             inner: Arc::new(ContextInner {
@@ -48,8 +87,33 @@ impl Context {
                 headers,
                 route,
                 native_attempts,
+                app,
+                trace_headers: None,
             }),
         }
+    }
+
+    /// The delivery whose handler is running in this task, if any (`None` outside a handler's
+    /// future, and in a task the handler spawned unless it was wrapped with
+    /// [`Context::scope`]).
+    pub fn current() -> Option<Context> {
+        trace::current()
+    }
+
+    /// Runs `future` with this context as the current delivery, so publishes inside it continue
+    /// this delivery's trace. The runtime does this around every handler call; use it for a
+    /// task the handler spawns (task-locals do not cross `tokio::spawn`).
+    ///
+    /// ```
+    /// # async fn handler(ctx: babelqueue_core::Context) {
+    /// let background = ctx.clone().scope(async move {
+    ///     // App::publish here continues ctx's trace_id.
+    /// });
+    /// tokio::spawn(background);
+    /// # }
+    /// ```
+    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        trace::scope(self, future)
     }
 
     /// The same delivery carrying `envelope` instead (queue, headers, out-of-band route and the
@@ -57,13 +121,129 @@ impl Context {
     /// sees it, such as GDPR decryption.
     pub fn with_envelope(&self, envelope: Envelope) -> Context {
         let inner = &self.inner;
-        Context::with_route(
-            envelope,
-            inner.queue.clone(),
-            inner.headers.clone(),
-            inner.route.clone(),
-            inner.native_attempts,
-        )
+        Context {
+            inner: Arc::new(ContextInner {
+                envelope,
+                queue: inner.queue.clone(),
+                headers: inner.headers.clone(),
+                route: inner.route.clone(),
+                native_attempts: inner.native_attempts,
+                app: inner.app.clone(),
+                trace_headers: inner.trace_headers.clone(),
+            }),
+        }
+    }
+
+    /// The same delivery, passing `headers` on (instead of the incoming `traceparent` and
+    /// `tracestate`) to what is published inside it: for wrappers that open a span of their
+    /// own, such as `babelqueue-otel`'s consumer span. Only the W3C trace headers of `headers`
+    /// are kept; [`Context::headers`] still shows what arrived.
+    pub fn with_trace_headers(&self, headers: Headers) -> Context {
+        let inner = &self.inner;
+        let trace_headers = headers
+            .into_iter()
+            .filter(|(k, v)| trace::is_trace_header(k) && !v.is_empty())
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        Context {
+            inner: Arc::new(ContextInner {
+                envelope: inner.envelope.clone(),
+                queue: inner.queue.clone(),
+                headers: inner.headers.clone(),
+                route: inner.route.clone(),
+                native_attempts: inner.native_attempts,
+                app: inner.app.clone(),
+                trace_headers: Some(trace_headers),
+            }),
+        }
+    }
+
+    /// The W3C trace headers (`traceparent`, `tracestate`, lower-case names) this delivery
+    /// passes on to what is published inside it: those set by
+    /// [`Context::with_trace_headers`], else the incoming ones (names matched ignoring ASCII
+    /// case). Empty when none arrived.
+    pub fn trace_headers(&self) -> Headers {
+        if let Some(set) = &self.inner.trace_headers {
+            return set.clone();
+        }
+        self.inner
+            .headers
+            .iter()
+            .filter(|(k, v)| trace::is_trace_header(k) && !v.is_empty())
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect()
+    }
+
+    /// The app that consumed this delivery (`None` for a context built with [`Context::new`]).
+    pub fn app(&self) -> Option<&App> {
+        self.inner.app.as_ref()
+    }
+
+    /// Publishes `data` under `urn` to the app's queue, continuing this delivery's trace: the
+    /// new envelope's `trace_id` is this one's, and [`Context::trace_headers`] ride beside it
+    /// where the transport carries headers. Returns `meta.id`. For your own `trace_id`, build
+    /// the envelope with [`App::envelope`] and publish it with [`App::publish_envelope`].
+    pub async fn publish<T: serde::Serialize + ?Sized>(
+        &self,
+        urn: &str,
+        data: &T,
+    ) -> Result<String> {
+        let queue = self.publishing_app()?.queue().to_owned();
+        self.publish_to(&queue, urn, data).await
+    }
+
+    /// [`Context::publish`] to `queue`.
+    pub async fn publish_to<T: serde::Serialize + ?Sized>(
+        &self,
+        queue: &str,
+        urn: &str,
+        data: &T,
+    ) -> Result<String> {
+        self.send(queue, Envelope::builder(urn).queue(queue).data(data))
+            .await
+    }
+
+    /// [`Context::publish`] for a typed message; the message's own
+    /// [`Message::trace_id`] wins over this delivery's.
+    pub async fn publish_message<M: Message + ?Sized>(&self, message: &M) -> Result<String> {
+        let queue = self.publishing_app()?.queue().to_owned();
+        let builder = Builder::from_message(message).queue(queue.clone());
+        match message.trace_id() {
+            Some(own) => self.send_as_is(&queue, builder.trace_id(own)).await,
+            None => self.send(&queue, builder).await,
+        }
+    }
+
+    fn publishing_app(&self) -> Result<&App> {
+        self.app().ok_or_else(|| {
+            Error::Config(
+                "this context has no app (built with Context::new): publish through an App".into(),
+            )
+        })
+    }
+
+    /// Builds from `builder` continuing this delivery's trace, and publishes.
+    async fn send(&self, queue: &str, builder: Builder) -> Result<String> {
+        let builder = match self.trace_id() {
+            Some(trace_id) => builder.trace_id(trace_id.into_owned()),
+            None => builder,
+        };
+        self.send_as_is(queue, builder).await
+    }
+
+    async fn send_as_is(&self, queue: &str, builder: Builder) -> Result<String> {
+        let app = self.publishing_app()?;
+        let envelope = builder.build()?;
+        let headers = if envelope.trace_id() == self.trace_id() {
+            self.trace_headers()
+        } else {
+            Headers::new()
+        };
+        app.publish_envelope(queue, &envelope, &headers).await?;
+        Ok(envelope
+            .message_id()
+            .map(Cow::into_owned)
+            .unwrap_or_default())
     }
 
     /// The decoded envelope (forbidden keys dropped, `urn` alias folded, unknown keys kept).
@@ -383,7 +563,7 @@ mod tests {
         let env = Envelope::builder("urn:body").build().unwrap();
         let mut headers = Headers::new();
         headers.insert("h".into(), "v".into());
-        let ctx = Context::with_route(env, "q", headers, "urn:routed".into(), 3);
+        let ctx = Context::with_route(env, "q", headers, "urn:routed".into(), 3, None);
         let other = Envelope::builder("urn:other")
             .data(&serde_json::json!({"x": 1}))
             .build()

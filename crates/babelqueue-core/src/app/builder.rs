@@ -8,7 +8,7 @@ use std::time::Duration;
 use babelqueue_envelope::Message;
 
 use super::consume::Stop;
-use super::{App, Inner, Observer};
+use super::{App, Inner, Observer, SpanHook};
 use crate::error::{Error, Result};
 use crate::handler::{Context, Handler, HandlerError};
 use crate::policy::{Backoff, Jitter, Policy, UnknownUrn};
@@ -29,6 +29,7 @@ pub struct AppBuilder {
     poll_timeout: Duration,
     rewind_pause: Duration,
     observer: Option<Arc<dyn Observer>>,
+    span_hook: Option<Arc<dyn SpanHook>>,
 }
 
 impl fmt::Debug for AppBuilder {
@@ -147,6 +148,13 @@ impl AppBuilder {
         self.observer = Some(observer);
         self
     }
+    /// Shows every enabled delivery span (`babelqueue.handle`, see [`trace`](super::trace)) to
+    /// `hook` before the handler runs in it; `babelqueue-otel`'s `TracingParent` gives the span
+    /// its OpenTelemetry parent this way.
+    pub fn span_hook(mut self, hook: impl SpanHook) -> Self {
+        self.span_hook = Some(Arc::new(hook));
+        self
+    }
     /// Routes `urn` (matched exactly) to `handler`; a later registration replaces an earlier one.
     pub fn handle(mut self, urn: impl Into<String>, handler: impl Handler) -> Self {
         self.handlers.insert(urn.into(), Arc::new(handler));
@@ -218,6 +226,7 @@ impl AppBuilder {
                 rewind_pause: self.rewind_pause,
                 stop: Arc::new(Stop::default()),
                 observer: self.observer,
+                span_hook: self.span_hook,
             }),
         })
     }
@@ -243,6 +252,7 @@ impl App {
             poll_timeout: Duration::from_secs(1),
             rewind_pause: Duration::from_secs(1),
             observer: None,
+            span_hook: None,
         }
     }
 }

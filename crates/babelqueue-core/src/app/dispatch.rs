@@ -143,6 +143,9 @@ impl Inner {
                     delivery.headers().clone(),
                     if routed { urn.clone() } else { String::new() },
                     delivery.facts().count.map_or(0, |c| c.native()),
+                    Some(super::App {
+                        inner: self.clone(),
+                    }),
                 );
                 match self.run_handler(handler, ctx.clone(), &deadline).await {
                     HandlerRun::Interrupted => {
@@ -208,7 +211,8 @@ impl Inner {
 
     /// Runs the handler in the dispatch's own task (no second spawn): a panic is caught and
     /// becomes a failure rather than a crash, and the shutdown deadline interrupts it by
-    /// dropping its future.
+    /// dropping its future. The handler runs inside its delivery span, with its context as the
+    /// current delivery ([`trace`](super::trace)).
     async fn run_handler(
         &self,
         handler: Arc<dyn Handler>,
@@ -216,8 +220,15 @@ impl Inner {
         deadline: &Deadline,
     ) -> HandlerRun {
         use futures_util::FutureExt as _;
+        use tracing::Instrument as _;
         let started = Instant::now();
-        let call = std::panic::AssertUnwindSafe(handler.call(ctx)).catch_unwind();
+        let span = super::trace::delivery_span(&ctx, self.span_hook.as_deref());
+        let future = {
+            let _entered = span.enter();
+            handler.call(ctx.clone())
+        };
+        let call = std::panic::AssertUnwindSafe(super::trace::scope(ctx, future.instrument(span)))
+            .catch_unwind();
         tokio::select! {
             biased;
             finished = call => {

@@ -7,7 +7,9 @@
 //! * `publish`: the producer side;
 //! * `consume`: the loop, its concurrency and the graceful shutdown;
 //! * `dispatch`: one delivery: classify it, run its handler, pick the plan;
-//! * `settle`: carry the plan out with the transport's capabilities.
+//! * `settle`: carry the plan out with the transport's capabilities;
+//! * [`trace`]: the span around every handler call, and trace continuation for what a handler
+//!   publishes.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,9 +25,11 @@ mod consume;
 mod dispatch;
 mod publish;
 mod settle;
+pub mod trace;
 
 pub use builder::AppBuilder;
 pub use consume::{Consume, StopHandle, Summary};
+pub use trace::SpanHook;
 
 const LOG: &str = "babelqueue::app";
 
@@ -85,6 +89,7 @@ struct Inner {
     rewind_pause: Duration,
     stop: Arc<consume::Stop>,
     observer: Option<Arc<dyn Observer>>,
+    span_hook: Option<Arc<dyn SpanHook>>,
 }
 
 /// The BabelQueue runtime: publish envelopes, and consume them with URN-routed handlers.

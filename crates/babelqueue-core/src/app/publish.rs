@@ -4,17 +4,45 @@ use std::time::Duration;
 
 use babelqueue_envelope::{Builder, Envelope, Message};
 
-use super::App;
+use super::{App, trace};
 use crate::error::{Error, Result};
 use crate::transport::Headers;
 
 impl App {
-    /// An envelope builder for `urn`, addressed to the app's queue.
+    /// An envelope builder for `urn`, addressed to the app's queue. Inside a handler it continues
+    /// the delivery's `trace_id` ([`Context::current`](crate::Context::current)); a
+    /// [`Builder::trace_id`] you set wins.
     pub fn envelope(&self, urn: &str) -> Builder {
-        Envelope::builder(urn).queue(self.inner.queue.clone())
+        trace::inherit(Envelope::builder(urn).queue(self.inner.queue.clone()))
     }
 
-    /// Publishes `data` under `urn` to the app's queue; returns `meta.id`.
+    /// Publishes `data` under `urn` to the app's queue; returns `meta.id`. Inside a handler the
+    /// envelope continues the delivery's trace (its `trace_id`, and its `traceparent` where the
+    /// transport carries headers); elsewhere it gets a fresh `trace_id`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::Error> {
+    /// use babelqueue_core::{App, Consume, Context, Envelope, HandlerError, MemoryTransport};
+    ///
+    /// let memory = MemoryTransport::new();
+    /// let app = App::builder(memory.clone())
+    ///     .queue("orders")
+    ///     .handle("urn:babel:orders:created", |ctx: Context| async move {
+    ///         let app = ctx.app().expect("the runtime's contexts carry their app").clone();
+    ///         app.publish_to("mail", "urn:babel:mail:confirm", &serde_json::json!({}))
+    ///             .await
+    ///             .map_err(|e| HandlerError::new(e.to_string()))?;
+    ///         Ok::<(), HandlerError>(())
+    ///     })
+    ///     .build()?;
+    /// let order = app.envelope("urn:babel:orders:created").trace_id("trace-7").build()?;
+    /// app.publish_envelope("orders", &order, &Default::default()).await?;
+    /// app.consume(Consume::new().max_messages(1).handle_signals(false)).await?;
+    ///
+    /// let mail = Envelope::decode(&memory.bodies("mail")[0])?.envelope;
+    /// assert_eq!(mail.trace_id().as_deref(), Some("trace-7"));
+    /// # Ok(()) }
+    /// ```
     pub async fn publish<T: serde::Serialize + ?Sized>(
         &self,
         urn: &str,
@@ -30,7 +58,7 @@ impl App {
         urn: &str,
         data: &T,
     ) -> Result<String> {
-        let envelope = Envelope::builder(urn).queue(queue).data(data).build()?;
+        let envelope = trace::inherit(Envelope::builder(urn).queue(queue).data(data)).build()?;
         self.publish_envelope(queue, &envelope, &Headers::new())
             .await?;
         Ok(envelope
@@ -39,11 +67,16 @@ impl App {
             .unwrap_or_default())
     }
 
-    /// Publishes a typed message to the app's queue; returns `meta.id`.
+    /// Publishes a typed message to the app's queue; returns `meta.id`. Inside a handler it
+    /// continues the delivery's trace unless the message names its own
+    /// ([`Message::trace_id`]).
     pub async fn publish_message<M: Message + ?Sized>(&self, message: &M) -> Result<String> {
-        let envelope = Builder::from_message(message)
-            .queue(self.inner.queue.clone())
-            .build()?;
+        let builder = Builder::from_message(message).queue(self.inner.queue.clone());
+        let builder = match message.trace_id() {
+            Some(_) => builder,
+            None => trace::inherit(builder),
+        };
+        let envelope = builder.build()?;
         self.publish_envelope(&self.inner.queue.clone(), &envelope, &Headers::new())
             .await?;
         Ok(envelope
@@ -55,12 +88,22 @@ impl App {
     /// Publishes an envelope to `queue` with out-of-band `headers`. Headers need the transport's
     /// [`HeaderPublisher`](crate::HeaderPublisher) capability; without it (or with no header)
     /// this is a plain publish. Headers never enter the envelope.
+    ///
+    /// Inside a handler, an envelope that continues the delivery's `trace_id` also carries the
+    /// delivery's W3C trace headers ([`Context::trace_headers`](crate::Context::trace_headers))
+    /// unless `headers` has a `traceparent` or `tracestate` of its own; the envelope itself is
+    /// never changed.
     pub async fn publish_envelope(
         &self,
         queue: &str,
         envelope: &Envelope,
         headers: &Headers,
     ) -> Result<()> {
+        let inherited = trace::inherited_headers(envelope, headers);
+        let headers = match &inherited {
+            Some(extra) => &crate::merge_headers([headers, extra]),
+            None => headers,
+        };
         let body = envelope.encode()?;
         let transport = &self.inner.transport;
         match transport.capabilities().header_publisher() {
