@@ -93,6 +93,18 @@ pub trait AmqpSettle: Send + Sync + fmt::Debug {
     async fn ack(&self) -> Result<(), AmqpError>;
     /// `basic.nack` with requeue. [`AmqpError::StaleDelivery`] when the channel has closed.
     async fn requeue(&self) -> Result<(), AmqpError>;
+    /// The delivery tag on its channel, when the client knows it; the transport then
+    /// acknowledges an in-order run of a batch with one [`ack_up_to`](AmqpSettle::ack_up_to).
+    /// `None` (the default) acknowledges each delivery alone.
+    fn tag(&self) -> Option<u64> {
+        None
+    }
+    /// `basic.ack` with `multiple` set: this delivery and every unacknowledged one before it on
+    /// its channel. Only called when [`tag`](AmqpSettle::tag) is `Some`.
+    /// [`AmqpError::StaleDelivery`] when the channel has closed.
+    async fn ack_up_to(&self) -> Result<(), AmqpError> {
+        self.ack().await
+    }
 }
 
 /// A delivery as the client hands it over.
@@ -423,7 +435,10 @@ impl AmqpSubscription for LapinSubscription {
                 headers: delivery.properties.headers().clone(),
                 redelivered: delivery.redelivered,
                 body: delivery.data,
-                settle: Arc::new(LapinSettle(delivery.acker)),
+                settle: Arc::new(LapinSettle {
+                    tag: delivery.delivery_tag,
+                    acker: delivery.acker,
+                }),
             })),
         }
     }
@@ -441,19 +456,36 @@ impl AmqpSubscription for LapinSubscription {
 }
 
 #[derive(Debug)]
-struct LapinSettle(lapin::Acker);
+struct LapinSettle {
+    tag: u64,
+    acker: lapin::Acker,
+}
+
+/// What an acknowledgement's outcome means: `false` is a used or poisoned acker (its channel
+/// closed), and a connection error is a stale delivery too.
+fn settled(outcome: lapin::Result<bool>) -> Result<(), AmqpError> {
+    match outcome {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(AmqpError::StaleDelivery),
+        Err(e) => Err(match AmqpError::from(e) {
+            AmqpError::Connection(_) => AmqpError::StaleDelivery,
+            other => other,
+        }),
+    }
+}
 
 #[async_trait]
 impl AmqpSettle for LapinSettle {
     async fn ack(&self) -> Result<(), AmqpError> {
-        match self.0.ack(BasicAckOptions::default()).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(AmqpError::StaleDelivery),
-            Err(e) => Err(match AmqpError::from(e) {
-                AmqpError::Connection(_) => AmqpError::StaleDelivery,
-                other => other,
-            }),
-        }
+        settled(self.acker.ack(BasicAckOptions::default()).await)
+    }
+
+    fn tag(&self) -> Option<u64> {
+        Some(self.tag)
+    }
+
+    async fn ack_up_to(&self) -> Result<(), AmqpError> {
+        settled(self.acker.ack(BasicAckOptions { multiple: true }).await)
     }
 
     async fn requeue(&self) -> Result<(), AmqpError> {
@@ -461,13 +493,6 @@ impl AmqpSettle for LapinSettle {
             requeue: true,
             ..BasicNackOptions::default()
         };
-        match self.0.nack(options).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(AmqpError::StaleDelivery),
-            Err(e) => Err(match AmqpError::from(e) {
-                AmqpError::Connection(_) => AmqpError::StaleDelivery,
-                other => other,
-            }),
-        }
+        settled(self.acker.nack(options).await)
     }
 }

@@ -44,6 +44,8 @@ pub struct World {
     pub hang_acks: u32,
     /// Every prefetch a subscription was changed to, in order.
     pub prefetch_calls: Vec<u16>,
+    /// Every `basic.ack` frame that reached the broker: queue, delivery tag and `multiple`.
+    pub ack_frames: Vec<(String, u64, bool)>,
 }
 
 /// The in-memory client. Clones share one [`World`].
@@ -348,11 +350,29 @@ impl AmqpSettle for FakeSettle {
             std::future::pending::<()>().await;
         }
         self.take()?;
-        self.world
-            .lock()
-            .unwrap()
-            .log
-            .push(format!("ack {}", self.queue));
+        let mut world = self.world.lock().unwrap();
+        world.log.push(format!("ack {}", self.queue));
+        world.ack_frames.push((self.queue.clone(), self.tag, false));
+        Ok(())
+    }
+    fn tag(&self) -> Option<u64> {
+        Some(self.tag)
+    }
+    async fn ack_up_to(&self) -> Result<(), AmqpError> {
+        // As RabbitMQ: the tag itself must be unacknowledged (else the channel closes), and
+        // every unacknowledged delivery of the channel up to it is acknowledged with it.
+        self.take()?;
+        let covered = {
+            let mut unacked = self.unacked.lock().unwrap();
+            let before = unacked.len();
+            unacked.retain(|(t, q, _)| *q != self.queue || *t > self.tag);
+            before - unacked.len() + 1
+        };
+        let mut world = self.world.lock().unwrap();
+        for _ in 0..covered {
+            world.log.push(format!("ack {}", self.queue));
+        }
+        world.ack_frames.push((self.queue.clone(), self.tag, true));
         Ok(())
     }
     async fn requeue(&self) -> Result<(), AmqpError> {

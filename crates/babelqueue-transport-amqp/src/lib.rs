@@ -124,6 +124,7 @@
 //!   the CA is not a URL parameter.
 //! * No `Browser`: `babelqueue dlq list` is not available on `amqp://`.
 
+mod acks;
 mod client;
 mod error;
 #[cfg(any(test, feature = "fake"))]

@@ -35,12 +35,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchPublisher, Capabilities, Delivery, HeaderPublisher, Headers, Rewinder, SettlePublisher,
-    Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, Delivery, HeaderPublisher, Headers, Rewinder,
+    SettlePublisher, Transport, TransportError,
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::acks::Ledger;
 use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, LapinClient};
 use crate::error::AmqpError;
 use crate::projection;
@@ -194,6 +195,8 @@ struct Sub {
     sub: Arc<dyn AmqpSubscription>,
     /// Deliveries handed out and not settled yet.
     outstanding: Arc<AtomicUsize>,
+    /// Their delivery tags, for multiple-acks.
+    ledger: Arc<Ledger>,
     prefetch: AtomicU16,
 }
 
@@ -212,6 +215,9 @@ struct Handle {
     settle: Arc<dyn AmqpSettle>,
     generation: u64,
     outstanding: Arc<AtomicUsize>,
+    /// The delivery tag on its channel, and that channel's ledger.
+    tag: Option<u64>,
+    ledger: Arc<Ledger>,
     settled: AtomicBool,
 }
 
@@ -620,6 +626,7 @@ impl Inner {
                 generation: live.generation,
                 sub,
                 outstanding: Arc::new(AtomicUsize::new(0)),
+                ledger: Arc::new(Ledger::default()),
                 prefetch: AtomicU16::new(prefetch),
             }))
         }
@@ -685,10 +692,16 @@ impl Inner {
                 Ok(Some(incoming)) => {
                     sub.outstanding.fetch_add(1, Ordering::SeqCst);
                     let headers = projection::received_headers(incoming.headers.as_ref());
+                    let tag = incoming.settle.tag();
+                    if let Some(tag) = tag {
+                        sub.ledger.handed_out(tag);
+                    }
                     let handle = Handle {
                         settle: incoming.settle,
                         generation: sub.generation,
                         outstanding: sub.outstanding.clone(),
+                        tag,
+                        ledger: sub.ledger.clone(),
                         settled: AtomicBool::new(false),
                     };
                     return Ok(Some(
@@ -775,12 +788,77 @@ impl Inner {
             )
             .await
         };
-        if let Err(e) = &result
-            && e.connection_lost()
-        {
-            self.lost(Role::Consuming, handle.generation).await;
+        match &result {
+            // Its frame went out: it no longer holds a multiple-ack back. (After a failure it
+            // stays in the ledger: whether the frame left is unknown.)
+            Ok(()) => handle.ledger.settled(handle.tag),
+            Err(e) if e.connection_lost() => self.lost(Role::Consuming, handle.generation).await,
+            Err(_) => {}
         }
         result
+    }
+
+    /// Acknowledges `handles` (taken, so nobody else settles them): per channel, the run that
+    /// no open delivery interrupts with one multiple-ack, the others one by one.
+    async fn ack_many(&self, handles: Vec<&Handle>) -> Result<(), AmqpError> {
+        let mut first_error = None;
+        let mut channels: Vec<(Arc<Ledger>, Vec<&Handle>)> = Vec::new();
+        for handle in handles {
+            match channels
+                .iter_mut()
+                .find(|(ledger, _)| Arc::ptr_eq(ledger, &handle.ledger))
+            {
+                Some((_, group)) => group.push(handle),
+                None => channels.push((handle.ledger.clone(), vec![handle])),
+            }
+        }
+        for (ledger, group) in channels {
+            let tags: Vec<u64> = group.iter().filter_map(|h| h.tag).collect();
+            let plan = ledger.plan(&tags);
+            let mut alone: Vec<&Handle> = group
+                .iter()
+                .copied()
+                .filter(|h| h.tag.is_none_or(|t| plan.single.contains(&t)))
+                .collect();
+            if let Some(up_to) = plan.up_to
+                && let Some(last) = group.iter().find(|h| h.tag == Some(up_to))
+            {
+                let result = bounded(
+                    self.options.operation_timeout,
+                    "an acknowledgement",
+                    last.settle.ack_up_to(),
+                )
+                .await;
+                match result {
+                    Ok(()) => ledger.settled(tags.iter().copied().filter(|t| *t <= up_to)),
+                    Err(e) => {
+                        if e.connection_lost() {
+                            self.lost(Role::Consuming, last.generation).await;
+                        }
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            alone.sort_by_key(|h| h.tag);
+            for handle in alone {
+                let result = bounded(
+                    self.options.operation_timeout,
+                    "an acknowledgement",
+                    handle.settle.ack(),
+                )
+                .await;
+                match result {
+                    Ok(()) => ledger.settled(handle.tag),
+                    Err(e) => {
+                        if e.connection_lost() {
+                            self.lost(Role::Consuming, handle.generation).await;
+                        }
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -862,6 +940,38 @@ impl Transport for AmqpTransport {
             .settle_publish(self)
             .rewind(self)
             .batch_publish(self)
+            .batch_ack(self)
+    }
+}
+
+/// A batch's in-order run on one channel is one `basic.ack multiple=true`; a delivery another
+/// handler still holds (or one being requeued) stops the run, and the deliveries after it are
+/// acknowledged one by one, so a multiple-ack never covers a delivery outside the batch.
+#[async_trait]
+impl BatchAcker for AmqpTransport {
+    async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
+        let mut first_error = None;
+        let mut handles = Vec::with_capacity(deliveries.len());
+        for delivery in deliveries {
+            match delivery.handle::<Handle>() {
+                Some(handle) if handle.take() => handles.push(handle),
+                Some(_) => {
+                    first_error.get_or_insert(AmqpError::Other(
+                        "this delivery was already settled".to_owned(),
+                    ));
+                }
+                None => {
+                    first_error.get_or_insert(AmqpError::Other(
+                        "this delivery did not come from the AMQP transport".to_owned(),
+                    ));
+                }
+            }
+        }
+        let sent = self.inner.ack_many(handles).await;
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(sent?),
+        }
     }
 }
 

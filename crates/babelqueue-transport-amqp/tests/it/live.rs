@@ -952,3 +952,56 @@ async fn a_batch_is_published_in_order_with_its_confirms_in_flight_and_received_
         transport.ack(delivery).await.unwrap();
     }
 }
+
+/// A batch's in-order run goes out as one multiple-ack and a gapped one tag by tag: the
+/// delivery held back in the middle is neither acknowledged by the run before it nor by the
+/// acks after it, and comes back once the connection closes; the channel stays healthy
+/// throughout (a wrong tag would close it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_acks_cover_the_in_order_run_only_and_the_held_delivery_comes_back() {
+    let Some(url) = common::broker().await else {
+        return;
+    };
+    let _shared = common::shared().await;
+    let q = common::queue("multi-ack");
+    let raw = Raw::new(&url).await;
+    let transport = AmqpTransport::connect(&url).await.unwrap();
+    for n in 0..10 {
+        transport
+            .publish(&q, format!("body {n}").as_bytes())
+            .await
+            .unwrap();
+    }
+    transport.prepare_consume(&q, 16).await.unwrap();
+    let mut got: Vec<babelqueue_core::Delivery> = Vec::new();
+    while got.len() < 10 {
+        let received = transport
+            .receive(&q, 10 - got.len(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(!received.is_empty(), "10 published, {} received", got.len());
+        got.extend(received);
+    }
+    let acker = transport.capabilities().batch_acker().expect("BatchAcker");
+    acker.ack_batch(&got[0..4]).await.unwrap();
+    acker.ack_batch(&got[5..10]).await.unwrap();
+    // The channel survived every frame: a later delivery is still acknowledged on it.
+    transport.publish(&q, b"after").await.unwrap();
+    let after = transport
+        .receive(&q, 1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].body(), b"after");
+    acker.ack_batch(&after).await.unwrap();
+
+    transport.close().await.unwrap();
+    assert_eq!(raw.wait_depth(&q, 1, Duration::from_secs(5)).await, 1);
+    let left: Vec<Vec<u8>> = raw.drain(&q).await.into_iter().map(|(b, _)| b).collect();
+    assert_eq!(
+        left,
+        [got[4].body().to_vec()],
+        "only the held delivery is back"
+    );
+    raw.delete(&[&q]).await;
+}
