@@ -135,26 +135,15 @@ fn string_end(b: &[u8], start: usize) -> Option<usize> {
 
 /// Standard base64 decoding (padded or not), for `body_base64` case fields.
 pub fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0u32;
-    for c in text.bytes().filter(|c| *c != b'=') {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return Err(format!("invalid base64 character {:?}", char::from(c))),
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).unwrap_or(0));
-        }
-    }
-    Ok(out)
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const PADDED_OR_NOT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    PADDED_OR_NOT
+        .decode(text)
+        .map_err(|e| format!("invalid base64: {e}"))
 }
 
 #[cfg(test)]
@@ -196,5 +185,7 @@ mod tests {
     fn base64() {
         assert_eq!(base64_decode("/w==").unwrap(), [0xff]);
         assert_eq!(base64_decode("9JCAgA==").unwrap(), [0xf4, 0x90, 0x80, 0x80]);
+        assert_eq!(base64_decode("9JCAgA").unwrap(), [0xf4, 0x90, 0x80, 0x80]);
+        assert!(base64_decode("9JC*gA==").is_err());
     }
 }

@@ -72,24 +72,11 @@ pub fn warning(queue: &str, declared: &str) -> String {
 }
 
 /// Percent-decoding (the inverse of [`escape`] without the cap).
+///
+/// A `%` that starts no escape stays as it is, bytes that are not UTF-8 become U+FFFD, and a
+/// `+` is a plus sign (see [`options`](crate::options) for the rule of URL queries).
 pub fn unescape(escaped: &str) -> String {
-    let bytes = escaped.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(v) = escaped
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::options::decode_lossy(escaped, crate::options::Component::Path)
 }
 
 #[cfg(test)]

@@ -63,6 +63,7 @@ pub mod gate;
 pub mod handler;
 pub mod idempotency;
 pub mod memory;
+pub mod options;
 pub mod policy;
 pub mod redact;
 pub mod redrive;

@@ -293,23 +293,11 @@ impl Record {
     }
 }
 
-const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard padded base64 (RFC 4648 §4).
+/// Standard padded base64 (RFC 4648 §4), the encoding every SDK's `raw_encoding: "base64"`
+/// record uses.
 pub(crate) fn base64_into(bytes: &[u8], out: &mut String) {
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let sextet = |shift: u32| char::from(BASE64[((n >> shift) & 63) as usize]);
-        out.push(sextet(18));
-        out.push(sextet(12));
-        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
-    }
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode_string(bytes, out);
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use babelqueue_core::options::{self, BOOLEAN_WORDS, Component};
 use babelqueue_core::redact::{redact, scrub};
 use lapin::uri::{AMQPScheme, AMQPUri};
 
@@ -91,7 +92,7 @@ impl AmqpUrl {
         let vhost = if path.is_empty() || path == "/" {
             "/".to_owned()
         } else {
-            match percent_decode(path) {
+            match options::decode(path, Component::Path) {
                 Some(v) => v,
                 None => {
                     return bad(format!(
@@ -117,11 +118,11 @@ impl AmqpUrl {
                         ));
                     }
                 },
-                "declare" => match parse_bool(value) {
+                "declare" => match options::parse_bool(value) {
                     Some(b) => declare = b,
                     None => {
                         return bad(format!(
-                            "declare must be a boolean, got {:?}",
+                            "declare must be a boolean ({BOOLEAN_WORDS}), got {:?}",
                             redact(value)
                         ));
                     }
@@ -158,31 +159,6 @@ impl AmqpUrl {
     pub fn is_tls(&self) -> bool {
         matches!(self.uri.scheme, AMQPScheme::AMQPS)
     }
-}
-
-fn parse_bool(value: &str) -> Option<bool> {
-    match value.to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Some(true),
-        "0" | "false" | "no" | "off" | "" => Some(false),
-        _ => None,
-    }
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use babelqueue_core::options;
 use babelqueue_core::redact::{redact, scrub};
 
 use crate::error::ArtemisError;
@@ -161,11 +162,9 @@ impl ArtemisOptions {
             None if tls => DEFAULT_TLS_PORT,
             None => DEFAULT_PORT,
         };
-        let decode = |s: &str| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8_lossy()
-                .into_owned()
-        };
+        // `+` in the userinfo is a plus sign; `query_pairs` below reads `+` in the query as a
+        // space (see babelqueue_core::options).
+        let decode = |s: &str| options::decode_lossy(s, options::Component::Userinfo);
         let username = (!parsed.username().is_empty()).then(|| decode(parsed.username()));
         let password = parsed.password().map(decode);
         let mut config = ArtemisOptions {
@@ -260,13 +259,12 @@ fn millis(key: &str, value: &str) -> Result<u64, ArtemisError> {
 }
 
 fn boolean(key: &str, value: &str) -> Result<bool, ArtemisError> {
-    match value.to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(ArtemisError::Url(format!(
-            "{key} must be a boolean (1/true/yes/on or 0/false/no/off), got {value:?}"
-        ))),
-    }
+    options::parse_bool(value).ok_or_else(|| {
+        ArtemisError::Url(format!(
+            "{key} must be a boolean ({}), got {value:?}",
+            options::BOOLEAN_WORDS
+        ))
+    })
 }
 
 #[cfg(test)]

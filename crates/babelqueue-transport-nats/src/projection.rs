@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use babelqueue_core::classify::{Class, classify};
-use babelqueue_core::{Count, Declared, Facts, Headers, Redeliver, redact};
-use percent_encoding::percent_decode_str;
+use babelqueue_core::{Count, Declared, Facts, Headers, Redeliver, options, redact};
 
 use crate::error::NatsError;
 
@@ -144,7 +143,9 @@ impl NatsOptions {
             )));
         }
         let port = parsed.port().unwrap_or(DEFAULT_PORT);
-        let decode = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
+        // `+` in the userinfo is a plus sign; `query_pairs` below reads `+` in the query as a
+        // space (see babelqueue_core::options).
+        let decode = |text: &str| options::decode_lossy(text, options::Component::Userinfo);
         let mut options = options;
         options.server = format!("nats://{host}:{port}");
         // Credentials in the URL replace the options' as a pair; a URL without any keeps them.
@@ -356,11 +357,7 @@ fn seconds(value: &str) -> Result<Duration, String> {
 }
 
 fn boolean(value: &str) -> Result<bool, String> {
-    match value.to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err("expected 1/true/yes/on or 0/false/no/off".to_owned()),
-    }
+    options::parse_bool(value).ok_or_else(|| format!("expected {}", options::BOOLEAN_WORDS))
 }
 
 /// The broker's delivery count as the runtime reads it: JetStream's `num_delivered` is 1 on the

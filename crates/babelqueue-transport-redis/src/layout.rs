@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use babelqueue_core::Headers;
+use babelqueue_core::options;
 use babelqueue_envelope::{JsonKind, Object, RawJson};
 
 use crate::error::RedisError;
@@ -70,15 +71,10 @@ impl Default for RedisOptions {
     }
 }
 
-fn truthy(value: &str) -> bool {
-    matches!(
-        value.to_ascii_lowercase().as_str(),
-        "1" | "true" | "yes" | "on"
-    )
-}
-
-fn percent_decode(text: &str) -> String {
-    babelqueue_core::gate::unescape(text)
+/// A query value percent-decoded, `+` read as a space, leniently: the reference SDK's
+/// `parse_qs` (see [`babelqueue_core::options`]).
+fn query_decode(text: &str) -> String {
+    options::decode_lossy(text, options::Component::Query)
 }
 
 impl RedisOptions {
@@ -112,10 +108,10 @@ impl RedisOptions {
         let mut kept = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = percent_decode(value);
+            let value = query_decode(value);
             match key {
                 "laravel" | "laravel_compat" => {
-                    if truthy(&value) {
+                    if options::is_true(&value) {
                         options.layout = Layout::Laravel;
                     }
                 }
@@ -356,6 +352,20 @@ mod tests {
         assert_eq!(o.layout, Layout::Laravel);
         assert_eq!(o.prefix, "other:");
         assert_eq!(o.block_for, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn query_values_read_plus_as_a_space_and_booleans_as_the_reference_sdk() {
+        // `parse_qs`: `+` is a space, `%2B` a plus; a bad escape is kept as written.
+        let (_, o) = RedisOptions::from_url("redis://h?prefix=a+b%2Bc%:").unwrap();
+        assert_eq!(o.prefix, "a b+c%:");
+        // The password keeps its `+` (the client reads the userinfo).
+        let (client, _) = RedisOptions::from_url("redis://u:p+w@h?laravel=1").unwrap();
+        assert_eq!(client, "redis://u:p+w@h");
+        for (word, laravel) in [("ON", true), ("yes", true), ("maybe", false), ("0", false)] {
+            let (_, o) = RedisOptions::from_url(&format!("redis://h?laravel={word}")).unwrap();
+            assert_eq!(o.layout == Layout::Laravel, laravel, "{word}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use babelqueue_core::options::{Component, is_true};
 use babelqueue_core::redact::{redact, scrub};
 
 use crate::error::SqsError;
@@ -113,8 +114,8 @@ impl SqsOptions {
         }
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let key = percent_decode(key).map_err(&bad)?;
-            let value = percent_decode(value).map_err(&bad)?;
+            let key = query_decode(key).map_err(&bad)?;
+            let value = query_decode(value).map_err(&bad)?;
             let text = || (!value.is_empty()).then(|| value.clone());
             let int = |max: i64| -> Result<i64, SqsError> {
                 value
@@ -131,8 +132,8 @@ impl SqsOptions {
                 "endpoint" => config.endpoint = text(),
                 "prefix" => config.prefix = text(),
                 "group_id" => config.group_id = text(),
-                "fifo" => config.fifo = truthy(&value),
-                "content_dedup" => config.content_dedup = truthy(&value),
+                "fifo" => config.fifo = is_true(&value),
+                "content_dedup" => config.content_dedup = is_true(&value),
                 "wait_time" => config.wait_time = Some(to_i32(int(MAX_WAIT_TIME.into())?)),
                 "visibility_timeout" => {
                     config.visibility_timeout = Some(to_i32(int(MAX_VISIBILITY_TIMEOUT.into())?));
@@ -224,38 +225,11 @@ fn to_i32(n: i64) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-fn truthy(value: &str) -> bool {
-    ["1", "true", "yes", "on"]
-        .iter()
-        .any(|t| value.eq_ignore_ascii_case(t))
-}
-
-/// Percent-decoding of a query component (`+` is a space, as in a form-encoded query).
-fn percent_decode(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let byte = text
-                    .get(i + 1..i + 3)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad percent-escape in {text:?}"))?;
-                out.push(byte);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{text:?} decodes to invalid UTF-8"))
+/// A query key or value percent-decoded, `+` read as a space (the reference SDK's `parse_qs`;
+/// see [`babelqueue_core::options`]).
+fn query_decode(text: &str) -> Result<String, String> {
+    babelqueue_core::options::decode(text, Component::Query)
+        .ok_or_else(|| format!("bad percent-escape or invalid UTF-8 in {text:?}"))
 }
 
 #[cfg(test)]
