@@ -489,3 +489,53 @@ async fn a_wrapper_can_pass_its_own_trace_headers_on() {
         assert!(!headers.contains_key("x-other"));
     }
 }
+
+struct OwnTraceparent;
+
+const HOOKED: &str = "00-0af7651916cd43dd8448eb211c80319c-1111111111111111-01";
+
+impl SpanHook for OwnTraceparent {
+    fn on_span(&self, _span: &tracing::Span, _ctx: &Context) {}
+    fn trace_headers(&self, _span: &tracing::Span, _ctx: &Context) -> Option<Headers> {
+        Some(Headers::from([(
+            "traceparent".to_owned(),
+            HOOKED.to_owned(),
+        )]))
+    }
+}
+
+#[tokio::test]
+async fn a_hook_can_pass_the_spans_own_traceparent_on() {
+    let Captured { .. } = &capture().await;
+    let memory = MemoryTransport::new();
+    let app = app(&memory)
+        .span_hook(OwnTraceparent)
+        .handle(URN, |ctx: Context| async move {
+            assert_eq!(
+                ctx.headers().get("traceparent").map(String::as_str),
+                Some(TRACEPARENT),
+                "what arrived is unchanged"
+            );
+            ctx.publish_to("out", "urn:babel:mail:confirm", &json!({}))
+                .await
+                .map_err(|e| fail(&e))?;
+            let app = ctx.app().expect("an app").clone();
+            app.publish_to("out", "urn:babel:mail:confirm", &json!({}))
+                .await
+                .map_err(|e| fail(&e))?;
+            Ok(())
+        })
+        .build()
+        .unwrap();
+    let incoming = app.envelope(URN).build().unwrap();
+    let headers = Headers::from([("traceparent".to_owned(), TRACEPARENT.to_owned())]);
+    app.publish_envelope("orders", &incoming, &headers)
+        .await
+        .unwrap();
+    app.consume(drain()).await.unwrap();
+    let out = memory.headers_of("out");
+    assert_eq!(out.len(), 2);
+    for headers in out {
+        assert_eq!(headers.get("traceparent").map(String::as_str), Some(HOOKED));
+    }
+}

@@ -222,7 +222,7 @@ impl Inner {
         use futures_util::FutureExt as _;
         use tracing::Instrument as _;
         let started = Instant::now();
-        let span = super::trace::delivery_span(&ctx, self.span_hook.as_deref());
+        let (span, ctx) = super::trace::delivery_span(ctx, self.span_hook.as_deref());
         let future = {
             let _entered = span.enter();
             handler.call(ctx.clone())

@@ -54,14 +54,24 @@ pub const HEADER_TRACESTATE: &str = "tracestate";
 pub trait SpanHook: Send + Sync + 'static {
     /// Called with the delivery's span and the context its handler will see.
     fn on_span(&self, span: &tracing::Span, ctx: &Context);
+
+    /// Called after [`SpanHook::on_span`]: the W3C trace headers (`traceparent`, `tracestate`)
+    /// that what the handler publishes carries instead of the incoming ones, such as the
+    /// span's own `traceparent` (see [`Context::with_trace_headers`]). `None`, the default,
+    /// passes the incoming ones on.
+    fn trace_headers(&self, span: &tracing::Span, ctx: &Context) -> Option<Headers> {
+        let _ = (span, ctx);
+        None
+    }
 }
 
 tokio::task_local! {
     static CURRENT: Context;
 }
 
-/// The span around one handler call: disabled (and free) when no subscriber wants it.
-pub(super) fn delivery_span(ctx: &Context, hook: Option<&dyn SpanHook>) -> tracing::Span {
+/// The span around one handler call: disabled (and free) when no subscriber wants it. Returns
+/// it with the context the handler sees (the hook may have set its trace headers).
+pub(super) fn delivery_span(ctx: Context, hook: Option<&dyn SpanHook>) -> (tracing::Span, Context) {
     // The field values are evaluated only when the span is enabled.
     let span = tracing::info_span!(
         target: SPAN_TARGET,
@@ -74,12 +84,17 @@ pub(super) fn delivery_span(ctx: &Context, hook: Option<&dyn SpanHook>) -> traci
         otel.name = tracing::field::Empty,
         otel.kind = tracing::field::Empty,
     );
-    if let Some(hook) = hook
-        && !span.is_disabled()
-    {
-        hook.on_span(&span, ctx);
-    }
-    span
+    let ctx = match hook {
+        Some(hook) if !span.is_disabled() => {
+            hook.on_span(&span, &ctx);
+            match hook.trace_headers(&span, &ctx) {
+                Some(headers) => ctx.with_trace_headers(headers),
+                None => ctx,
+            }
+        }
+        _ => ctx,
+    };
+    (span, ctx)
 }
 
 /// Runs `future` with `ctx` as the current delivery.
