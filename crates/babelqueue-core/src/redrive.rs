@@ -4,7 +4,12 @@
 //! A message that cannot be redriven (poison, no identity, no target, filtered out, dry run)
 //! is restored to the DLQ unchanged. Unlike the reference SDK, a failed publish restores the
 //! message it was on *and* every message still drained, before the run stops: nothing is lost.
+//!
+//! Single messages are addressed by their `meta.id` ([`find`], [`remove`], and
+//! [`Redrive::ids`] to retry some), the way operators of Symfony Messenger's failure transport
+//! work with `messenger:failed:show|retry|remove ID`.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -14,6 +19,10 @@ use crate::classify::{Class, classify};
 use crate::error::{Error, Result, TransportError};
 use crate::handler::HEADER_REPLAY_BYPASS;
 use crate::transport::{Delivery, Headers, Transport, publish_keeping_route};
+
+mod by_id;
+
+pub use by_id::{Removed, find, remove};
 
 /// A filter over dead-lettered envelopes.
 pub type Select = Box<dyn Fn(&Envelope) -> bool + Send + Sync>;
@@ -25,6 +34,7 @@ pub struct Redrive {
     max: usize,
     dry_run: bool,
     select: Option<Select>,
+    ids: Option<BTreeSet<String>>,
     bypass: bool,
     timeout: Duration,
 }
@@ -35,6 +45,7 @@ impl fmt::Debug for Redrive {
             .field("to_queue", &self.to_queue)
             .field("max", &self.max)
             .field("dry_run", &self.dry_run)
+            .field("ids", &self.ids)
             .field("bypass", &self.bypass)
             .finish_non_exhaustive()
     }
@@ -47,6 +58,7 @@ impl Default for Redrive {
             max: 0,
             dry_run: false,
             select: None,
+            ids: None,
             bypass: false,
             timeout: Duration::from_secs(1),
         }
@@ -76,6 +88,24 @@ impl Redrive {
     /// Only redrive the messages `select` accepts.
     pub fn select(mut self, select: impl Fn(&Envelope) -> bool + Send + Sync + 'static) -> Redrive {
         self.select = Some(Box::new(select));
+        self
+    }
+    /// Only redrive the messages whose `meta.id` is one of `ids` (together with
+    /// [`select`](Redrive::select), when both are set); every other message stays in the DLQ
+    /// and is reported as `"not selected"`.
+    ///
+    /// ```
+    /// use babelqueue_core::redrive::Redrive;
+    ///
+    /// let retry = Redrive::new().ids(["0192c1d2-7a0e-7c3f-9b1a-5d4e3f2a1b0c"]);
+    /// # drop(retry);
+    /// ```
+    pub fn ids<I, S>(mut self, ids: I) -> Redrive
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.ids = Some(ids.into_iter().map(Into::into).collect());
         self
     }
     /// Stamp `bq-replay-bypass: 1` so handlers can skip external effects (needs header support).
@@ -214,10 +244,15 @@ pub async fn redrive(
                 .or_else(|| original.map(|q| q.into_owned()))
                 .or_else(|| envelope.queue().map(|q| q.into_owned()))
                 .unwrap_or_default();
-            if options
-                .select
+            let unlisted = options
+                .ids
                 .as_ref()
-                .is_some_and(|select| !select(&envelope))
+                .is_some_and(|ids| !ids.contains(&item.message_id));
+            if unlisted
+                || options
+                    .select
+                    .as_ref()
+                    .is_some_and(|select| !select(&envelope))
             {
                 Some("not selected")
             } else if item.to.is_empty() {

@@ -1,0 +1,259 @@
+//! Dead-lettered messages addressed by `meta.id`: show them, remove them.
+//!
+//! Removing drains the DLQ, acknowledges the messages named, and restores every other one in
+//! its order. When the broker fails half-way, what was not settled yet goes back (or, when even
+//! that fails, stays unacknowledged, so the broker delivers it again): nothing is lost, and the
+//! error says which messages were removed before it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use babelqueue_envelope::{Envelope, Object, RawJson};
+
+use super::{drain, list, restore};
+use crate::error::{Error, Result};
+use crate::transport::Transport;
+
+/// How long [`remove`] waits for the DLQ's first message.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One message [`remove`] took out of the dead-letter queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Removed {
+    /// `meta.id`.
+    pub message_id: String,
+    /// The URN (`""` when the body has none).
+    pub urn: String,
+    /// `dead_letter.reason` (`""` when the record has no dead-letter block).
+    pub reason: String,
+}
+
+/// The `meta.id` of a body, read leniently (a poison record may still carry one).
+fn message_id(body: &[u8]) -> Option<String> {
+    Envelope::decode_lenient(body)
+        .envelope
+        .message_id()
+        .map(|id| id.into_owned())
+}
+
+/// The bodies in `dlq` whose `meta.id` is one of `ids`, in DLQ order, left in the queue (read in
+/// place where the transport can browse, else drained and restored, like [`list`]).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> babelqueue_core::Result<()> {
+/// use babelqueue_core::{MemoryTransport, Transport, redrive};
+///
+/// let memory = MemoryTransport::new();
+/// memory.publish("orders.dlq", br#"{"job":"urn:a","meta":{"id":"m-1"},"attempts":3}"#).await?;
+/// let found = redrive::find(&memory, "orders.dlq", &["m-1"]).await?;
+/// assert_eq!(found.len(), 1);
+/// assert_eq!(memory.len("orders.dlq"), 1);
+/// # Ok(()) }
+/// ```
+pub async fn find<S: AsRef<str>>(
+    transport: &dyn Transport,
+    dlq: &str,
+    ids: &[S],
+) -> Result<Vec<Vec<u8>>> {
+    let wanted: BTreeSet<&str> = ids.iter().map(AsRef::as_ref).collect();
+    let mut bodies = list(transport, dlq, 0).await?;
+    bodies.retain(|body| message_id(body).is_some_and(|id| wanted.contains(id.as_str())));
+    Ok(bodies)
+}
+
+fn removed(body: &[u8], message_id: String) -> Removed {
+    let envelope = Envelope::decode_lenient(body).envelope;
+    let reason = envelope
+        .dead_letter()
+        .and_then(|b| Object::parse(b.as_str()).ok())
+        .and_then(|b| {
+            b.get("reason")
+                .and_then(RawJson::as_string)
+                .map(|r| r.into_owned())
+        })
+        .unwrap_or_default();
+    Removed {
+        message_id,
+        urn: envelope.urn().into_owned(),
+        reason,
+    }
+}
+
+/// Deletes the messages of `dlq` whose `meta.id` is one of `ids`, calling `progress` after each;
+/// every other message is restored, in order. Returns what was removed, in DLQ order (an id
+/// not found is simply absent from it).
+///
+/// On a broker failure the run stops: the message it was on and every message still drained
+/// are restored (or left unacknowledged for the broker to deliver again), and the
+/// [`Error::Redrive`] names the messages already removed.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> babelqueue_core::Result<()> {
+/// use babelqueue_core::{MemoryTransport, Transport, redrive};
+///
+/// let memory = MemoryTransport::new();
+/// memory.publish("orders.dlq", br#"{"job":"urn:a","meta":{"id":"m-1"},"attempts":3}"#).await?;
+/// memory.publish("orders.dlq", br#"{"job":"urn:a","meta":{"id":"m-2"},"attempts":3}"#).await?;
+/// let gone = redrive::remove(&memory, "orders.dlq", &["m-1"], &mut |_| {}).await?;
+/// assert_eq!(gone[0].message_id, "m-1");
+/// assert_eq!(memory.len("orders.dlq"), 1);
+/// # Ok(()) }
+/// ```
+pub async fn remove<S: AsRef<str>>(
+    transport: &dyn Transport,
+    dlq: &str,
+    ids: &[S],
+    progress: &mut (dyn FnMut(&Removed) + Send),
+) -> Result<Vec<Removed>> {
+    let wanted: BTreeSet<&str> = ids.iter().map(AsRef::as_ref).collect();
+    let drained = drain(transport, dlq, 0, DRAIN_TIMEOUT).await?;
+    let mut gone = Vec::new();
+    let mut pending = drained.into_iter();
+    while let Some(delivery) = pending.next() {
+        let id = message_id(delivery.body()).filter(|id| wanted.contains(id.as_str()));
+        let settled = match &id {
+            Some(_) => transport.ack(&delivery).await,
+            None => restore(transport, dlq, &delivery).await,
+        };
+        if let Err(e) = settled {
+            // Nothing is lost: the message and every message still drained go back.
+            let mut restore_errors = Vec::new();
+            for d in std::iter::once(delivery).chain(pending) {
+                if let Err(re) = restore(transport, dlq, &d).await {
+                    restore_errors.push(re.to_string());
+                }
+            }
+            let done: Vec<&str> = gone
+                .iter()
+                .map(|r: &Removed| r.message_id.as_str())
+                .collect();
+            return Err(Error::Redrive(format!(
+                "removing from {dlq:?} failed ({e}); removed before the failure: [{}]; every other \
+                 drained message was {}",
+                done.join(", "),
+                if restore_errors.is_empty() {
+                    "restored".to_owned()
+                } else {
+                    format!(
+                        "restored or left unacknowledged for the broker to deliver again \
+                         (restore errors: {})",
+                        restore_errors.join("; ")
+                    )
+                }
+            )));
+        }
+        if let Some(id) = id {
+            let record = removed(delivery.body(), id);
+            progress(&record);
+            gone.push(record);
+        }
+    }
+    Ok(gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryTransport;
+    use crate::redrive::{Redrive, redrive};
+
+    const DLQ: &str = "orders.dlq";
+
+    fn record(id: &str) -> Vec<u8> {
+        format!(
+            r#"{{"job":"urn:a","meta":{{"id":"{id}","queue":"orders"}},"attempts":3,"dead_letter":{{"reason":"failed","original_queue":"orders"}}}}"#
+        )
+        .into_bytes()
+    }
+
+    async fn seeded(memory: &MemoryTransport, ids: &[&str]) {
+        for id in ids {
+            memory.publish(DLQ, &record(id)).await.unwrap();
+        }
+        memory.publish(DLQ, b"not json").await.unwrap();
+    }
+
+    fn ids_in(memory: &MemoryTransport, queue: &str) -> Vec<String> {
+        memory
+            .bodies(queue)
+            .iter()
+            .map(|b| message_id(b).unwrap_or_else(|| "<poison>".into()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn find_reads_the_named_messages_and_leaves_them() {
+        let memory = MemoryTransport::new();
+        seeded(&memory, &["a", "b", "c"]).await;
+        let found = find(&memory, DLQ, &["c", "a", "zz"]).await.unwrap();
+        assert_eq!(found, vec![record("a"), record("c")]);
+        assert_eq!(memory.len(DLQ), 4);
+    }
+
+    #[tokio::test]
+    async fn remove_deletes_only_the_named_messages_and_keeps_the_order() {
+        let memory = MemoryTransport::new();
+        seeded(&memory, &["a", "b", "c"]).await;
+        let mut seen = Vec::new();
+        let gone = remove(&memory, DLQ, &["b", "zz"], &mut |r| {
+            seen.push(r.message_id.clone());
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen, ["b"]);
+        assert_eq!(
+            gone,
+            vec![Removed {
+                message_id: "b".into(),
+                urn: "urn:a".into(),
+                reason: "failed".into()
+            }]
+        );
+        assert_eq!(ids_in(&memory, DLQ), ["a", "c", "<poison>"]);
+        assert_eq!(memory.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_failing_broker_loses_nothing_and_says_what_was_removed() {
+        let memory = MemoryTransport::with_visibility_timeout(Duration::from_millis(50));
+        seeded(&memory, &["a", "b", "c"]).await;
+        // "a" is removed (an ack), then restoring "b" fails: b, c and the poison record go back
+        // unacknowledged and return after the visibility timeout.
+        memory.fail_publishes_to(DLQ, true);
+        let err = remove(&memory, DLQ, &["a", "c"], &mut |_| {})
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("removed before the failure: [a]"), "{text}");
+        assert!(text.contains("left unacknowledged"), "{text}");
+        memory.fail_publishes_to(DLQ, false);
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        let mut back = Vec::new();
+        while let Some(d) = memory.pop(DLQ, Duration::ZERO).await.unwrap() {
+            back.push(message_id(d.body()).unwrap_or_else(|| "<poison>".into()));
+            memory.ack(&d).await.unwrap();
+        }
+        back.sort();
+        assert_eq!(back, ["<poison>", "b", "c"], "only the removed one is gone");
+    }
+
+    #[tokio::test]
+    async fn retry_by_id_redrives_the_named_messages_only() {
+        let memory = MemoryTransport::new();
+        seeded(&memory, &["a", "b", "c"]).await;
+        let report = redrive(&memory, DLQ, &Redrive::new().ids(["c"]), &mut |_| {})
+            .await
+            .unwrap();
+        assert_eq!((report.redriven, report.skipped), (1, 3));
+        let skipped: Vec<_> = report
+            .items
+            .iter()
+            .filter(|i| i.skipped.as_deref() == Some("not selected"))
+            .map(|i| i.message_id.as_str())
+            .collect();
+        assert_eq!(skipped, ["a", "b"]);
+        assert_eq!(ids_in(&memory, "orders"), ["c"]);
+        assert_eq!(ids_in(&memory, DLQ), ["a", "b", "<poison>"]);
+    }
+}
