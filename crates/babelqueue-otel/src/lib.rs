@@ -78,6 +78,8 @@ pub mod mapping;
 pub mod metrics;
 pub mod spans;
 pub mod traceparent;
+#[cfg(feature = "tracing")]
+pub mod tracing_bridge;
 
 pub use mapping::{synthetic_parent, synthetic_span_id, trace_id_of, uuid_of};
 pub use metrics::Metrics;
@@ -86,3 +88,5 @@ pub use traceparent::{
     Extracted, HEADER_TRACEPARENT, HEADER_TRACESTATE, Source, TraceParent, extract, extract_from,
     inject,
 };
+#[cfg(feature = "tracing")]
+pub use tracing_bridge::TracingParent;

@@ -279,7 +279,9 @@ fn fail(cx: &opentelemetry::Context, exception: &str, message: &str) {
 /// the broker carried a valid one (the producer's span: a true parent-child link), else the
 /// synthetic parent of the envelope's `trace_id` (the same trace, a shared synthetic parent),
 /// else the ambient context. The span is current while the handler runs, so a publish from the
-/// handler continues the trace. A failed handler marks the span ERROR (with an `exception`
+/// handler continues the trace: [`Otel::publish`] as a child of this span, and a plain
+/// [`App::publish`] or [`Context::publish`] with this span's `traceparent` beside the
+/// delivery's `trace_id` ([`Context::with_trace_headers`]). A failed handler marks the span ERROR (with an `exception`
 /// event) and its error goes back to the runtime unchanged, so retry and dead-lettering apply.
 pub struct Traced<T, H> {
     tracer: Arc<T>,
@@ -364,8 +366,17 @@ where
     fn call(&self, ctx: Context) -> HandlerFuture {
         let cx = self.start(&ctx);
         let inner = self.inner.clone();
+        let mut own = Headers::new();
+        let ctx = if inject(cx.span().span_context(), &mut own) {
+            ctx.with_trace_headers(own)
+        } else {
+            ctx
+        };
         Box::pin(async move {
-            let result = inner.call(ctx).with_context(cx.clone()).await;
+            let current = ctx.clone();
+            let result = current
+                .scope(inner.call(ctx).with_context(cx.clone()))
+                .await;
             if let Err(e) = &result {
                 fail(&cx, e.exception(), e.message());
             }

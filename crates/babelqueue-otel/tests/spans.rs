@@ -333,6 +333,72 @@ async fn a_publish_from_a_traced_handler_continues_the_trace() {
 }
 
 #[tokio::test]
+async fn a_plain_publish_from_a_traced_handler_continues_from_the_consumer_span() {
+    let t = tracing();
+    let memory = MemoryTransport::new();
+    let follow_up = "urn:babel:emails:send";
+    let seen = Seen::default();
+    let app = App::builder(memory.clone())
+        .queue(QUEUE)
+        .handle(
+            URN,
+            t.otel.handler(move |ctx: Context| async move {
+                // No Otel call: the runtime's trace continuation does it.
+                ctx.publish_to("emails", follow_up, &serde_json::json!({}))
+                    .await
+                    .map_err(|e| HandlerError::new(e.to_string()))?;
+                let app = ctx.app().expect("an app").clone();
+                app.publish_to("emails", follow_up, &serde_json::json!({}))
+                    .await
+                    .map_err(|e| HandlerError::new(e.to_string()))?;
+                Ok(())
+            }),
+        )
+        .handle(follow_up, t.otel.handler(seen.handler(false)))
+        .build()
+        .unwrap();
+    t.otel
+        .publish(&app, URN, &serde_json::json!({}))
+        .await
+        .unwrap();
+    app.consume(once()).await.unwrap();
+    app.consume(
+        Consume::new()
+            .queue("emails")
+            .max_messages(2)
+            .handle_signals(false),
+    )
+    .await
+    .unwrap();
+
+    let spans = t.finished();
+    let handled = spans
+        .iter()
+        .find(|s| s.name == format!("process {URN}"))
+        .expect("the first consumer span");
+    let emailed: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == format!("process {follow_up}"))
+        .collect();
+    assert_eq!(emailed.len(), 2);
+    for span in emailed {
+        assert_eq!(
+            span.span_context.trace_id(),
+            handled.span_context.trace_id()
+        );
+        assert_eq!(span.parent_span_id, handled.span_context.span_id());
+        assert_eq!(
+            attr(span, "messaging.babelqueue.parent_source"),
+            s("traceparent")
+        );
+    }
+    let trace = uuid_of(handled.span_context.trace_id());
+    for (_, trace_id) in seen.all() {
+        assert_eq!(trace_id.as_deref(), Some(trace.as_str()));
+    }
+}
+
+#[tokio::test]
 async fn publish_envelope_keeps_the_envelope_and_joins_its_trace() {
     let t = tracing();
     let memory = MemoryTransport::new();
