@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use pulsar::consumer::{ConsumerOptions, InitialPosition};
 use pulsar::proto::MessageIdData;
 use pulsar::{
@@ -78,8 +78,34 @@ pub trait PulsarClient: Send + Sync + fmt::Debug {
         timeout: Duration,
     ) -> Result<Option<Received>, PulsarError>;
 
+    /// Receives up to `max` messages of `topic`: the first waits up to `timeout`, then what
+    /// the consumer already holds (its receiver queue), without waiting. Empty when none came.
+    /// The default receives one.
+    async fn receive_many(
+        &self,
+        topic: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Received>, PulsarError> {
+        let _ = max;
+        Ok(self.receive(topic, timeout).await?.into_iter().collect())
+    }
+
     /// Acknowledges one message (individual ack).
     async fn ack(&self, message: &MessageRef) -> Result<(), PulsarError>;
+
+    /// Acknowledges every message of `messages` (individual acks, never cumulative: the
+    /// subscription is Shared), attempting each even when one fails; the first error. The
+    /// default acknowledges them one by one.
+    async fn ack_many(&self, messages: &[MessageRef]) -> Result<(), PulsarError> {
+        let mut first_error = None;
+        for message in messages {
+            if let Err(e) = self.ack(message).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
 
     /// Negatively acknowledges one message: the broker redelivers it.
     async fn nack(&self, message: &MessageRef) -> Result<(), PulsarError>;
@@ -345,8 +371,24 @@ impl PulsarClient for NativeClient {
         topic: &str,
         timeout: Duration,
     ) -> Result<Option<Received>, PulsarError> {
+        Ok(self.receive_many(topic, 1, timeout).await?.pop())
+    }
+
+    /// One request to the consumer's task: it answers with the first message and whatever
+    /// else its receiver queue already holds, up to `max`.
+    async fn receive_many(
+        &self,
+        topic: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Received>, PulsarError> {
+        let max = max.max(1);
         let result = self
-            .ask(topic, |reply| Command::Receive { timeout, reply })
+            .ask(topic, |reply| Command::Receive {
+                max,
+                timeout,
+                reply,
+            })
             .await;
         if matches!(&result, Err(e) if e.is_transient()) {
             self.consumers.lock().await.remove(topic);
@@ -358,6 +400,28 @@ impl PulsarClient for NativeClient {
         let id = message.id.clone();
         self.ask(&message.topic, |reply| Command::Ack { id, reply })
             .await
+    }
+
+    /// One request per topic to the consumer's task, which hands every ack to the consumer
+    /// engine without waiting between them.
+    async fn ack_many(&self, messages: &[MessageRef]) -> Result<(), PulsarError> {
+        let mut by_topic: Vec<(&str, Vec<String>)> = Vec::new();
+        for message in messages {
+            match by_topic.iter_mut().find(|(t, _)| *t == message.topic) {
+                Some((_, ids)) => ids.push(message.id.clone()),
+                None => by_topic.push((&message.topic, vec![message.id.clone()])),
+            }
+        }
+        let mut first_error = None;
+        for (topic, ids) in by_topic {
+            if let Err(e) = self
+                .ask(topic, |reply| Command::AckMany { ids, reply })
+                .await
+            {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     async fn nack(&self, message: &MessageRef) -> Result<(), PulsarError> {
@@ -388,11 +452,16 @@ type Reply<T> = oneshot::Sender<Result<T, PulsarError>>;
 
 enum Command {
     Receive {
+        max: usize,
         timeout: Duration,
-        reply: Reply<Option<Received>>,
+        reply: Reply<Vec<Received>>,
     },
     Ack {
         id: String,
+        reply: Reply<()>,
+    },
+    AckMany {
+        ids: Vec<String>,
         reply: Reply<()>,
     },
     Nack {
@@ -418,6 +487,40 @@ fn id_text(id: &MessageIdData) -> String {
     )
 }
 
+/// Hands `message` out: counts its delivery (the redelivery count the `pulsar` crate does not
+/// expose) and keeps its id in flight until it is acknowledged or nacked.
+fn take(
+    topic: &str,
+    message: pulsar::consumer::Message<Vec<u8>>,
+    seen: &mut HashMap<String, u32>,
+    in_flight: &mut HashMap<String, MessageIdData>,
+) -> Received {
+    let id = id_text(&message.message_id.id);
+    let redelivery_count = seen.get(&id).map_or(0, |n| n.saturating_add(1));
+    if seen.len() >= SEEN_LIMIT {
+        tracing::warn!(target: "babelqueue::pulsar", topic, "forgetting {} redelivery counts of messages nacked but never acknowledged here", seen.len());
+        seen.clear();
+    }
+    seen.insert(id.clone(), redelivery_count);
+    in_flight.insert(id.clone(), message.message_id.id.clone());
+    let properties = message
+        .payload
+        .metadata
+        .properties
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect();
+    Received {
+        payload: message.payload.data,
+        properties,
+        redelivery_count,
+        id: MessageRef {
+            topic: topic.to_owned(),
+            id,
+        },
+    }
+}
+
 /// Owns one consumer: answers receive, ack and nack requests in turn, polling the stream only
 /// while a receive is waiting. It also counts how often it has handed out each message id (the
 /// redelivery count the `pulsar` crate does not expose).
@@ -426,20 +529,20 @@ async fn run_consumer(
     topic: String,
     mut commands: mpsc::Receiver<Command>,
 ) {
-    let mut waiting: Option<(Instant, Reply<Option<Received>>)> = None;
+    let mut waiting: Option<(Instant, usize, Reply<Vec<Received>>)> = None;
     let mut in_flight: HashMap<String, MessageIdData> = HashMap::new();
     let mut seen: HashMap<String, u32> = HashMap::new();
     loop {
-        let deadline = waiting.as_ref().map_or_else(Instant::now, |(d, _)| *d);
+        let deadline = waiting.as_ref().map_or_else(Instant::now, |(d, _, _)| *d);
         tokio::select! {
             biased;
             command = commands.recv() => match command {
                 None => break,
-                Some(Command::Receive { timeout, reply }) => {
-                    if let Some((_, earlier)) = waiting.take() {
-                        let _ = earlier.send(Ok(None));
+                Some(Command::Receive { max, timeout, reply }) => {
+                    if let Some((_, _, earlier)) = waiting.take() {
+                        let _ = earlier.send(Ok(Vec::new()));
                     }
-                    waiting = Some((Instant::now() + timeout, reply));
+                    waiting = Some((Instant::now() + timeout, max, reply));
                 }
                 Some(Command::Ack { id, reply }) => {
                     let result = match in_flight.remove(&id) {
@@ -454,6 +557,25 @@ async fn run_consumer(
                     };
                     let _ = reply.send(result);
                 }
+                Some(Command::AckMany { ids, reply }) => {
+                    let mut result = Ok(());
+                    for id in ids {
+                        let outcome = match in_flight.remove(&id) {
+                            Some(message_id) => {
+                                seen.remove(&id);
+                                consumer
+                                    .ack_with_id(&topic, message_id)
+                                    .await
+                                    .map_err(|e| PulsarError::from_client(&format!("acknowledging on {topic}"), &pulsar::Error::Consumer(e)))
+                            }
+                            None => Err(PulsarError::ForeignDelivery(format!("{id} is not in flight on {topic}"))),
+                        };
+                        if let (Ok(()), Err(e)) = (&result, outcome) {
+                            result = Err(e);
+                        }
+                    }
+                    let _ = reply.send(result);
+                }
                 Some(Command::Nack { id, reply }) => {
                     let result = match in_flight.remove(&id) {
                         Some(message_id) => consumer
@@ -465,8 +587,8 @@ async fn run_consumer(
                     let _ = reply.send(result);
                 }
                 Some(Command::Close { reply }) => {
-                    if let Some((_, earlier)) = waiting.take() {
-                        let _ = earlier.send(Ok(None));
+                    if let Some((_, _, earlier)) = waiting.take() {
+                        let _ = earlier.send(Ok(Vec::new()));
                     }
                     let result = consumer
                         .close()
@@ -477,30 +599,24 @@ async fn run_consumer(
                 }
             },
             next = consumer.next(), if waiting.is_some() => {
-                let Some((_, reply)) = waiting.take() else { continue };
+                let Some((_, max, reply)) = waiting.take() else { continue };
                 match next {
                     Some(Ok(message)) => {
-                        let id = id_text(&message.message_id.id);
-                        let redelivery_count = seen.get(&id).map_or(0, |n| n.saturating_add(1));
-                        if seen.len() >= SEEN_LIMIT {
-                            tracing::warn!(target: "babelqueue::pulsar", topic, "forgetting {} redelivery counts of messages nacked but never acknowledged here", seen.len());
-                            seen.clear();
+                        let mut batch = vec![take(&topic, message, &mut seen, &mut in_flight)];
+                        // Then what the receiver queue already holds, without waiting.
+                        while batch.len() < max {
+                            match consumer.next().now_or_never() {
+                                Some(Some(Ok(message))) => {
+                                    batch.push(take(&topic, message, &mut seen, &mut in_flight));
+                                }
+                                Some(Some(Err(e))) => {
+                                    tracing::warn!(target: "babelqueue::pulsar", topic, error = %e, "receiving failed after a batch's first message; handing out what came");
+                                    break;
+                                }
+                                Some(None) | None => break,
+                            }
                         }
-                        seen.insert(id.clone(), redelivery_count);
-                        in_flight.insert(id.clone(), message.message_id.id.clone());
-                        let properties = message
-                            .payload
-                            .metadata
-                            .properties
-                            .iter()
-                            .map(|kv| (kv.key.clone(), kv.value.clone()))
-                            .collect();
-                        let _ = reply.send(Ok(Some(Received {
-                            payload: message.payload.data,
-                            properties,
-                            redelivery_count,
-                            id: MessageRef { topic: topic.clone(), id },
-                        })));
+                        let _ = reply.send(Ok(batch));
                     }
                     Some(Err(e)) => {
                         let _ = reply.send(Err(PulsarError::from_client(&format!("receiving from {topic}"), &e)));
@@ -512,8 +628,8 @@ async fn run_consumer(
                 }
             }
             () = tokio::time::sleep_until(deadline), if waiting.is_some() => {
-                if let Some((_, reply)) = waiting.take() {
-                    let _ = reply.send(Ok(None));
+                if let Some((_, _, reply)) = waiting.take() {
+                    let _ = reply.send(Ok(Vec::new()));
                 }
             }
         }

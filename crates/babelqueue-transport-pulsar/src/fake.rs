@@ -56,6 +56,9 @@ struct State {
     nacked: Vec<MessageRef>,
     failing: HashSet<String>,
     next_id: u64,
+    /// The size of every `ack_many` call, and how many requests received messages.
+    ack_calls: Vec<usize>,
+    receive_calls: usize,
 }
 
 /// The fake client. Sends also enqueue the message on its topic, so a publish can be
@@ -162,6 +165,16 @@ impl FakePulsar {
             .collect()
     }
 
+    /// The size of every batched acknowledgement ([`PulsarClient::ack_many`]), in order.
+    pub fn ack_calls(&self) -> Vec<usize> {
+        self.state().ack_calls.clone()
+    }
+
+    /// Requests that received messages through [`PulsarClient::receive_many`].
+    pub fn receive_calls(&self) -> usize {
+        self.state().receive_calls
+    }
+
     /// Every ack, in order.
     pub fn acked(&self) -> Vec<MessageRef> {
         self.state().acked.clone()
@@ -229,6 +242,36 @@ impl PulsarClient for FakePulsar {
         not_before.remove(&message.id);
         state.in_flight.insert(message.id.clone(), message.clone());
         Ok(Some(message))
+    }
+
+    /// Counted as one request ([`FakePulsar::receive_calls`]); what is due, up to `max`.
+    async fn receive_many(
+        &self,
+        topic: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Received>, PulsarError> {
+        self.state().receive_calls += 1;
+        let mut batch = Vec::new();
+        while batch.len() < max.max(1) {
+            match self.receive(topic, timeout).await? {
+                Some(message) => batch.push(message),
+                None => break,
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Counted as one call ([`FakePulsar::ack_calls`]), then each acknowledged.
+    async fn ack_many(&self, messages: &[MessageRef]) -> Result<(), PulsarError> {
+        self.state().ack_calls.push(messages.len());
+        let mut first_error = None;
+        for message in messages {
+            if let Err(e) = self.ack(message).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     async fn ack(&self, message: &MessageRef) -> Result<(), PulsarError> {

@@ -112,8 +112,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Capabilities, DelayedPublisher, Delivery, Facts, Rewinder, RoutedPublisher, Transport,
-    TransportError,
+    BatchAcker, Capabilities, DelayedPublisher, Delivery, Facts, Rewinder, RoutedPublisher,
+    Transport, TransportError,
 };
 
 pub mod auth;
@@ -408,12 +408,69 @@ impl Transport for PulsarTransport {
         self.client.ack(&handle.message).await.map_err(Into::into)
     }
 
+    /// The first message waits up to `timeout`; then what the consumer's receiver queue
+    /// already holds, up to `max`, in the same request.
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let timeout = if timeout.is_zero() {
+            Duration::from_secs(1)
+        } else {
+            timeout
+        };
+        let received = self
+            .client
+            .receive_many(&self.topic(queue), max.max(1), timeout)
+            .await?;
+        Ok(received
+            .into_iter()
+            .map(|received| {
+                let facts = projection::facts(&received.properties, received.redelivery_count);
+                Delivery::new(queue, received.payload)
+                    .with_facts(facts)
+                    .with_handle(Handle {
+                        message: received.id,
+                    })
+            })
+            .collect())
+    }
+
     async fn close(&self) -> Result<(), TransportError> {
         self.client.close().await.map_err(Into::into)
     }
 
     fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none().routed(self).delay(self).rewind(self)
+        Capabilities::none()
+            .routed(self)
+            .delay(self)
+            .rewind(self)
+            .batch_ack(self)
+    }
+}
+
+/// Individual acknowledgements, handed to the client together ([`PulsarClient::ack_many`]):
+/// the subscription is Shared, where a cumulative acknowledgement is not allowed.
+#[async_trait]
+impl BatchAcker for PulsarTransport {
+    async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
+        let mut first_error = None;
+        let mut messages = Vec::with_capacity(deliveries.len());
+        for delivery in deliveries {
+            match Self::handle(delivery) {
+                Ok(handle) => messages.push(handle.message.clone()),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let sent = self.client.ack_many(&messages).await;
+        match first_error {
+            Some(e) => Err(e),
+            None => sent.map_err(Into::into),
+        }
     }
 }
 
@@ -461,6 +518,9 @@ impl Rewinder for PulsarTransport {
         self.client.nack(&handle.message).await.map_err(Into::into)
     }
 }
+
+#[cfg(test)]
+mod batch_tests;
 
 #[cfg(test)]
 mod tests {
