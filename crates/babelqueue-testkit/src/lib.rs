@@ -97,6 +97,7 @@ mod latency;
 mod python;
 mod report;
 mod suite;
+pub mod tls;
 
 use std::time::Duration;
 

@@ -725,10 +725,105 @@ fn tls_connector(config: &ArtemisOptions) -> Result<tokio_rustls::TlsConnector, 
     // One crypto provider for the whole graph: aws-lc-rs, chosen explicitly so an application
     // that links another provider too does not make rustls guess.
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| ArtemisError::Tls(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let tls = match (&config.cert_file, &config.key_file) {
+        (Some(cert), Some(key)) => {
+            let (chain, key) = client_identity(cert, key)?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                ArtemisError::Tls(format!(
+                    "the client certificate {} and key do not fit: {e}",
+                    cert.display()
+                ))
+            })?
+        }
+        _ => builder.with_no_client_auth(),
+    };
     Ok(tokio_rustls::TlsConnector::from(Arc::new(tls)))
+}
+
+/// The certificate chain of the PEM file `cert` and the private key of the PEM file `key`
+/// (PKCS#8, PKCS#1 or SEC1), for mutual TLS.
+#[allow(clippy::type_complexity)]
+pub(crate) fn client_identity(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<
+    (
+        Vec<rustls_pki_types::CertificateDer<'static>>,
+        rustls_pki_types::PrivateKeyDer<'static>,
+    ),
+    ArtemisError,
+> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            ArtemisError::Tls(format!(
+                "cannot read the client certificate {}: {e}",
+                cert.display()
+            ))
+        })?;
+    if chain.is_empty() {
+        return Err(ArtemisError::Tls(format!(
+            "the client certificate file {} holds no certificate",
+            cert.display()
+        )));
+    }
+    // The key's bytes never reach a message.
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        ArtemisError::Tls(format!("cannot read the client key {}: {e}", key.display()))
+    })?;
+    Ok((chain, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tls_options(
+        cert: Option<&std::path::Path>,
+        key: Option<&std::path::Path>,
+    ) -> ArtemisOptions {
+        let mut options = ArtemisOptions::parse("artemis+ssl://h").expect("a TLS URL");
+        options.cert_file = cert.map(Into::into);
+        options.key_file = key.map(Into::into);
+        options
+    }
+
+    #[test]
+    fn a_client_certificate_is_presented_when_its_key_fits() {
+        let (cert, key, other) = babelqueue_testkit::tls::client_files("artemis");
+        let with = tls_options(Some(&cert), Some(&key));
+        assert!(tls_connector(&with).is_ok());
+        let (chain, _) = client_identity(&cert, &key).unwrap();
+        assert_eq!(chain.len(), 1);
+        // a key of another certificate is refused before any connection
+        let err = tls_connector(&tls_options(Some(&cert), Some(&other)))
+            .err()
+            .expect("a key that does not fit");
+        assert!(err.to_string().contains("do not fit"), "{err}");
+        assert!(!err.to_string().contains("PRIVATE KEY"), "{err}");
+        // a missing file is named
+        let missing = cert.with_file_name("missing.pem");
+        let err = tls_connector(&tls_options(Some(&missing), Some(&key)))
+            .err()
+            .expect("a missing certificate file");
+        assert!(err.to_string().contains("missing.pem"), "{err}");
+        let err = tls_connector(&tls_options(Some(&cert), Some(&missing)))
+            .err()
+            .expect("a missing key file");
+        assert!(
+            err.to_string().contains("cannot read the client key"),
+            "{err}"
+        );
+        // the key file holding a certificate only is no key
+        let err = tls_connector(&tls_options(Some(&cert), Some(&cert)))
+            .err()
+            .expect("no key in the key file");
+        assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Config);
+    }
 }

@@ -23,6 +23,9 @@ pub const OPTIONS: &[&str] = &[
     "reconnect_timeout_ms",
     "send_credit_timeout_ms",
     "queue_capability",
+    "ca_file",
+    "cert_file",
+    "key_file",
     "ca",
 ];
 
@@ -60,9 +63,14 @@ pub struct ArtemisOptions {
     /// Ask for point-to-point (ANYCAST) addresses with the AMQP `queue` capability on every
     /// link (`queue_capability`, default true).
     pub queue_capability: bool,
-    /// A PEM file of extra trust anchors for `artemis+ssl://` (`ca=/path/ca.pem`); the
-    /// webpki roots are always trusted.
+    /// A PEM file of extra trust anchors for `artemis+ssl://` (`ca_file=/path/ca.pem`; `ca=`
+    /// is its deprecated older name); the webpki roots are always trusted.
     pub ca_file: Option<PathBuf>,
+    /// A PEM file of the client certificate (chain) for mutual TLS (`cert_file=`), with
+    /// [`key_file`](Self::key_file).
+    pub cert_file: Option<PathBuf>,
+    /// A PEM file of the client certificate's private key (`key_file=`).
+    pub key_file: Option<PathBuf>,
 }
 
 /// The old name of [`ArtemisOptions`].
@@ -84,6 +92,8 @@ impl Default for ArtemisOptions {
             send_credit_timeout: DEFAULT_SEND_CREDIT_TIMEOUT,
             queue_capability: true,
             ca_file: None,
+            cert_file: None,
+            key_file: None,
         }
     }
 }
@@ -102,6 +112,8 @@ impl fmt::Debug for ArtemisOptions {
             .field("send_credit_timeout", &self.send_credit_timeout)
             .field("queue_capability", &self.queue_capability)
             .field("ca_file", &self.ca_file)
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
             .finish()
     }
 }
@@ -208,8 +220,12 @@ impl ArtemisOptions {
                     ms => config.send_credit_timeout = Duration::from_millis(ms),
                 },
                 "queue_capability" => config.queue_capability = boolean(&key, &value)?,
-                "ca" if !value.is_empty() => config.ca_file = Some(PathBuf::from(value.as_ref())),
-                "ca" => return bad("ca is empty; give the path of a PEM file".into()),
+                "ca_file" | "ca" | "cert_file" | "key_file" if value.is_empty() => {
+                    return bad(format!("{key} is empty; give the path of a PEM file"));
+                }
+                "ca_file" | "ca" => config.ca_file = Some(PathBuf::from(value.as_ref())),
+                "cert_file" => config.cert_file = Some(PathBuf::from(value.as_ref())),
+                "key_file" => config.key_file = Some(PathBuf::from(value.as_ref())),
                 other => {
                     return bad(format!(
                         "unknown option {:?} in {:?}; the accepted options are {}",
@@ -220,8 +236,11 @@ impl ArtemisOptions {
                 }
             }
         }
-        if config.ca_file.is_some() && !config.tls {
-            return bad("ca only applies to artemis+ssl://".into());
+        if (config.ca_file.is_some() || config.cert_file.is_some()) && !config.tls {
+            return bad("ca_file, cert_file and key_file only apply to artemis+ssl://".into());
+        }
+        if config.cert_file.is_some() != config.key_file.is_some() {
+            return bad("cert_file and key_file go together (mutual TLS)".into());
         }
         Ok(config)
     }
@@ -357,6 +376,29 @@ mod tests {
     }
 
     #[test]
+    fn ca_file_and_a_client_certificate() {
+        let c = ArtemisOptions::parse(
+            "artemis+ssl://h?ca_file=/etc/ca.pem&cert_file=/etc/me.pem&key_file=/etc/me.key",
+        )
+        .unwrap();
+        assert_eq!(c.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(c.cert_file, Some(PathBuf::from("/etc/me.pem")));
+        assert_eq!(c.key_file, Some(PathBuf::from("/etc/me.key")));
+        for (url, needle) in [
+            ("artemis+ssl://h?cert_file=/c.pem", "go together"),
+            ("artemis+ssl://h?key_file=/k.pem", "go together"),
+            (
+                "artemis://h?cert_file=/c.pem&key_file=/k.pem",
+                "only apply to artemis+ssl",
+            ),
+            ("artemis+ssl://h?ca_file=", "ca_file is empty"),
+        ] {
+            let err = ArtemisOptions::parse(url).unwrap_err();
+            assert!(err.to_string().contains(needle), "{url}: {err}");
+        }
+    }
+
+    #[test]
     fn refusals_say_why() {
         for (url, needle) in [
             ("amqp://h", "not an Artemis scheme"),
@@ -369,7 +411,7 @@ mod tests {
             ("artemis://h?receive_timeout_ms=1.5", "whole number"),
             ("artemis://h?send_credit_timeout_ms=0", "at least 1"),
             ("artemis://h?send_credit_timeout_ms=-1", "whole number"),
-            ("artemis://h?ca=/x.pem", "only applies to artemis+ssl"),
+            ("artemis://h?ca=/x.pem", "only apply to artemis+ssl"),
             ("artemis://u:pw@:5672", "host"),
         ] {
             let err = ArtemisOptions::parse(url).unwrap_err();

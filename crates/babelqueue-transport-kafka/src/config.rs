@@ -287,6 +287,15 @@ pub fn is_secret_option(key: &str) -> bool {
     .any(|part| key.contains(part))
 }
 
+/// The librdkafka option behind one of the TLS file keys every TLS transport shares.
+fn tls_option(key: &str) -> &'static str {
+    match key {
+        "cert_file" => "ssl.certificate.location",
+        "key_file" => "ssl.key.location",
+        _ => "ssl.ca.location",
+    }
+}
+
 /// `url` with its secrets masked: the password of `user:password@` and every secret query
 /// value ([`babelqueue_core::redact::redact`]), and the value of every other option that
 /// [`is_secret_option`] names. For logs and error messages.
@@ -469,6 +478,12 @@ impl KafkaOptions {
                     config.delivery_timeout = Duration::from_millis(ms);
                 }
                 "retry_tiers_ms" => config.retry_tiers = RetryTiers::parse(&value)?,
+                "ca_file" | "cert_file" | "key_file" => {
+                    if value.is_empty() {
+                        return Err(KafkaError::Config(format!("{key} must not be empty")));
+                    }
+                    config.client.insert(tls_option(&key).into(), value);
+                }
                 _ if key.is_empty() => {
                     return Err(KafkaError::Config(format!(
                         "empty option name in the URL query {:?}",
@@ -480,6 +495,7 @@ impl KafkaOptions {
                 }
             }
         }
+        config.check_tls()?;
         if userinfo.is_some() {
             let protocol = config
                 .client
@@ -501,6 +517,73 @@ impl KafkaOptions {
             }
         }
         Ok(config)
+    }
+
+    /// Trusts the CA certificates of the PEM file `path` (librdkafka's `ssl.ca.location`; the
+    /// URL query key `ca_file` does the same). TLS itself is `security.protocol=SSL` or
+    /// `SASL_SSL`.
+    #[must_use]
+    pub fn ca_file(mut self, path: impl AsRef<std::path::Path>) -> KafkaOptions {
+        self.client.insert(
+            "ssl.ca.location".into(),
+            path.as_ref().to_string_lossy().into_owned(),
+        );
+        self
+    }
+
+    /// Presents the client certificate of the PEM file `cert` with the private key of the PEM
+    /// file `key` (mutual TLS: librdkafka's `ssl.certificate.location` and
+    /// `ssl.key.location`; the URL query keys `cert_file` and `key_file` do the same).
+    ///
+    /// ```
+    /// use babelqueue_transport_kafka::KafkaOptions;
+    /// let url = "kafka://k1:9093?security.protocol=SSL&ca_file=/ca.pem&cert_file=/me.pem&key_file=/me.key";
+    /// let options = KafkaOptions::from_url(url)?;
+    /// assert_eq!(options.client["ssl.ca.location"], "/ca.pem");
+    /// assert_eq!(options.client["ssl.certificate.location"], "/me.pem");
+    /// assert_eq!(options.client["ssl.key.location"], "/me.key");
+    /// assert_eq!(
+    ///     options.client,
+    ///     KafkaOptions::from_url("kafka://k1:9093?security.protocol=SSL")?
+    ///         .ca_file("/ca.pem")
+    ///         .client_certificate("/me.pem", "/me.key")
+    ///         .client
+    /// );
+    /// # Ok::<(), babelqueue_transport_kafka::KafkaError>(())
+    /// ```
+    #[must_use]
+    pub fn client_certificate(
+        mut self,
+        cert: impl AsRef<std::path::Path>,
+        key: impl AsRef<std::path::Path>,
+    ) -> KafkaOptions {
+        for (name, path) in [("cert_file", cert.as_ref()), ("key_file", key.as_ref())] {
+            self.client
+                .insert(tls_option(name).into(), path.to_string_lossy().into_owned());
+        }
+        self
+    }
+
+    /// A CA file or a client certificate needs a TLS protocol, and a certificate its key.
+    fn check_tls(&self) -> Result<(), KafkaError> {
+        let has = |name: &str| self.client.contains_key(tls_option(name));
+        if has("cert_file") != has("key_file") {
+            return Err(KafkaError::Config(
+                "cert_file and key_file go together (mutual TLS)".into(),
+            ));
+        }
+        if has("ca_file") || has("cert_file") {
+            let protocol = self
+                .client
+                .get("security.protocol")
+                .map(|p| p.to_ascii_uppercase());
+            if !matches!(protocol.as_deref(), Some("SSL" | "SASL_SSL")) {
+                return Err(KafkaError::Config(
+                    "ca_file, cert_file and key_file need security.protocol=SSL or SASL_SSL".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Sets static group membership (see [`KafkaOptions::group_instance_id`]).
@@ -653,6 +736,41 @@ mod tests {
             "kafka://x?=1",
         ] {
             assert!(KafkaOptions::from_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_shared_tls_keys_become_librdkafka_options() {
+        let c = KafkaOptions::from_url(
+            "kafka://k1:9093?security.protocol=ssl&ca_file=%2Fetc%2Fca.pem\
+             &cert_file=/etc/me.pem&key_file=/etc/me.key",
+        )
+        .unwrap();
+        assert_eq!(c.client["ssl.ca.location"], "/etc/ca.pem");
+        assert_eq!(c.client["ssl.certificate.location"], "/etc/me.pem");
+        assert_eq!(c.client["ssl.key.location"], "/etc/me.key");
+        assert!(!c.client.contains_key("ca_file"));
+        // the librdkafka spelling still passes through as it is
+        let c = KafkaOptions::from_url("kafka://k1?security.protocol=SSL&ssl.ca.location=/x.pem")
+            .unwrap();
+        assert_eq!(c.client["ssl.ca.location"], "/x.pem");
+        for (url, needle) in [
+            ("kafka://k1?ca_file=/ca.pem", "security.protocol=SSL"),
+            (
+                "kafka://k1?security.protocol=PLAINTEXT&ca_file=/ca.pem",
+                "security.protocol=SSL",
+            ),
+            (
+                "kafka://k1?security.protocol=SSL&cert_file=/c.pem",
+                "go together",
+            ),
+            (
+                "kafka://k1?security.protocol=SSL&ca_file=",
+                "must not be empty",
+            ),
+        ] {
+            let err = KafkaOptions::from_url(url).unwrap_err();
+            assert!(err.to_string().contains(needle), "{url}: {err}");
         }
     }
 

@@ -52,11 +52,27 @@ struct AuthFailure {
 /// when its delivery timeout passes, and a poll would return nothing forever. The last
 /// refusal is kept (secrets masked) until a broker answers a request again or
 /// [`AUTH_FRESH`] passes, and every waiting `send` / `poll` hears about a new one at once.
+///
+/// It also keeps what a confirmed write needs to fail fast on a broker that was never reached
+/// (see [`KafkaError::Unreachable`]): librdkafka's last failed connection, and whether every
+/// broker was reported down before any answered.
 pub(crate) struct AuthWatch {
     brokers: String,
     secrets: Vec<String>,
     state: tokio::sync::watch::Sender<Option<Arc<AuthFailure>>>,
+    /// Every broker down, no broker ever answered: the last failed connection.
+    unreachable: tokio::sync::watch::Sender<Option<Arc<AuthFailure>>>,
+    /// librdkafka's account of the last failed connection (secrets masked).
+    last_transport_failure: Mutex<Option<String>>,
+    /// A broker answered a request since the client was created.
+    ever_answered: std::sync::atomic::AtomicBool,
 }
+
+/// How long "every broker down" counts as the current state of a client no broker ever
+/// answered: librdkafka reports it again after each failed reconnection (at most
+/// `reconnect.backoff.max.ms`, 10 s, apart), and a write started after this waits for the
+/// broker again.
+const UNREACHABLE_FRESH: Duration = Duration::from_secs(5);
 
 impl AuthWatch {
     fn new(config: &KafkaOptions) -> AuthWatch {
@@ -64,6 +80,65 @@ impl AuthWatch {
             brokers: config.brokers.clone(),
             secrets: config.secrets(),
             state: tokio::sync::watch::Sender::new(None),
+            unreachable: tokio::sync::watch::Sender::new(None),
+            last_transport_failure: Mutex::new(None),
+            ever_answered: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A connection failed (`all_down`: librdkafka reports every broker down). Only a client
+    /// no broker ever answered is marked unreachable.
+    fn connection_failed(&self, reason: &str, all_down: bool) {
+        let reason = self.scrub(reason);
+        let mut last = self
+            .last_transport_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !all_down {
+            *last = Some(reason);
+            return;
+        }
+        if self.ever_answered.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let reason = last.clone().unwrap_or(reason);
+        drop(last);
+        self.unreachable.send_replace(Some(Arc::new(AuthFailure {
+            at: Instant::now(),
+            reason,
+        })));
+    }
+
+    fn unreachable_error(&self, failure: &AuthFailure) -> KafkaError {
+        KafkaError::Unreachable {
+            brokers: self.brokers.clone(),
+            reason: failure.reason.clone(),
+        }
+    }
+
+    /// Every broker reported down within [`UNREACHABLE_FRESH`], none ever answered.
+    fn unreachable_now(&self) -> Option<KafkaError> {
+        let state = self.unreachable.borrow();
+        state
+            .as_ref()
+            .filter(|f| f.at.elapsed() < UNREACHABLE_FRESH)
+            .map(|f| self.unreachable_error(f))
+    }
+
+    /// Waits until every broker is reported down (a client no broker ever answered) after
+    /// `changes` was taken.
+    async fn next_unreachable(
+        &self,
+        mut changes: tokio::sync::watch::Receiver<Option<Arc<AuthFailure>>>,
+    ) -> KafkaError {
+        loop {
+            if changes.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+            let failure = changes.borrow_and_update().clone();
+            if let Some(failure) = failure {
+                return self.unreachable_error(&failure);
+            }
         }
     }
 
@@ -82,6 +157,10 @@ impl AuthWatch {
 
     /// A broker answered a request: the credentials are good (again).
     fn accepted(&self) {
+        self.ever_answered
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.unreachable
+            .send_if_modified(|state| state.take().is_some());
         self.state.send_if_modified(|state| state.take().is_some());
     }
 
@@ -175,13 +254,21 @@ impl ClientContext for RdContext {
                 "The Kafka broker refused the credentials: {reason}");
             self.auth.refused(&reason);
         } else {
+            use rdkafka::error::RDKafkaErrorCode as C;
+            match error.rdkafka_error_code() {
+                Some(C::BrokerTransportFailure | C::Resolve) => {
+                    self.auth.connection_failed(&reason, false);
+                }
+                Some(C::AllBrokersDown) => self.auth.connection_failed(&reason, true),
+                _ => {}
+            }
             tracing::warn!(target: LOG, error = %error, "librdkafka: {reason}");
         }
     }
 }
 
 impl ConsumerContext for RdContext {
-    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let (Rebalance::Revoke(list), Some(hook)) = (rebalance, &self.on_revoke) {
             let revoked: Vec<TopicPartition> = list
                 .elements()
@@ -404,8 +491,13 @@ impl KafkaProducer for RdProducer {
         // Credentials refused a moment ago: nothing is written (librdkafka would hold the
         // record until the delivery timeout and then drop it).
         let changes = self.auth.subscribe();
+        let down = self.auth.unreachable.subscribe();
         if let Some(refused) = self.auth.current() {
             return Err(refused);
+        }
+        // No broker ever answered and every one is down: say so now, not at the timeout.
+        if let Some(unreachable) = self.auth.unreachable_now() {
+            return Err(unreachable);
         }
         let delivery = tokio::time::timeout(timeout, self.producer.send(future, timeout));
         let result = tokio::select! {
@@ -413,6 +505,7 @@ impl KafkaProducer for RdProducer {
             // Refused while waiting: the record stays queued in librdkafka and is dropped
             // when its delivery timeout passes (an unconfirmed write, as after a timeout).
             refused = self.auth.next_refusal(changes) => return Err(refused),
+            unreachable = self.auth.next_unreachable(down) => return Err(unreachable),
         };
         match result {
             Err(_) => Err(KafkaError::DeliveryTimeout {
@@ -740,6 +833,49 @@ mod tests {
             assert_hidden("a poll of a refused connection", &err);
         }
         consumer.close().await;
+    }
+
+    /// A broker that was never reached: a confirmed write says which and why within seconds
+    /// (not after its 30 s delivery timeout), and so does the next one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_port_fails_a_write_at_once_naming_it_and_the_cause() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let config = KafkaOptions::from_url(&format!("kafka://127.0.0.1:{port}")).unwrap();
+        assert_eq!(config.delivery_timeout, Duration::from_secs(30));
+        let client = RdKafkaClient::new(config);
+        let producer = client.producer().unwrap();
+        for attempt in 0..2 {
+            let record = OutRecord {
+                topic: "orders".into(),
+                key: None,
+                value: b"{}".to_vec(),
+                headers: Vec::new(),
+                timestamp: None,
+            };
+            let started = Instant::now();
+            let err = producer
+                .send(record, Duration::from_secs(30))
+                .await
+                .unwrap_err();
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "attempt {attempt}: {:?}",
+                started.elapsed()
+            );
+            assert!(matches!(err, KafkaError::Unreachable { .. }), "{err:?}");
+            assert!(err.is_transient(), "{err}");
+            let shown = babelqueue_core::TransportError::from(err).to_string();
+            assert!(
+                shown.starts_with(&format!(
+                    "kafka: cannot reach the Kafka broker at 127.0.0.1:{port}: "
+                )),
+                "{shown}"
+            );
+            assert!(shown.contains("Connection refused"), "{shown}");
+        }
     }
 
     /// A broker that refuses every connection: librdkafka queues an error event on the

@@ -65,8 +65,14 @@ pub struct NatsOptions {
     pub timeout: Duration,
     /// Require TLS (`tls=1`).
     pub tls: bool,
-    /// A PEM file of root certificates to trust (`tls_ca=`; implies `tls`).
-    pub tls_ca: Option<PathBuf>,
+    /// A PEM file of root certificates to trust (`ca_file=`, or its deprecated older name
+    /// `tls_ca=`; implies `tls`).
+    pub ca_file: Option<PathBuf>,
+    /// A PEM file of the client certificate for mutual TLS (`cert_file=`; with `key_file`,
+    /// implies `tls`).
+    pub cert_file: Option<PathBuf>,
+    /// A PEM file of the client certificate's private key (`key_file=`).
+    pub key_file: Option<PathBuf>,
 }
 
 impl Default for NatsOptions {
@@ -84,7 +90,9 @@ impl Default for NatsOptions {
             replicas: 1,
             timeout: Duration::from_secs(5),
             tls: false,
-            tls_ca: None,
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
         }
     }
 }
@@ -105,7 +113,9 @@ impl fmt::Debug for NatsOptions {
             .field("replicas", &self.replicas)
             .field("timeout", &self.timeout)
             .field("tls", &self.tls)
-            .field("tls_ca", &self.tls_ca)
+            .field("ca_file", &self.ca_file)
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
             .finish()
     }
 }
@@ -115,7 +125,8 @@ impl NatsOptions {
     ///
     /// Options: `stream_prefix`, `subject_prefix`, `consumer`, `ack_wait`,
     /// `timeout` (seconds, decimals allowed), `storage` (`file`, `memory`), `replicas`, `token`,
-    /// `tls` (`1`/`true`/`yes`/`on`, `0`/`false`/`no`/`off`), `tls_ca` (a path). An unknown
+    /// `tls` (`1`/`true`/`yes`/`on`, `0`/`false`/`no`/`off`), `ca_file` (a path; `tls_ca` is its deprecated
+    /// older name), `cert_file` and `key_file` (paths, for mutual TLS). An unknown
     /// option, a repeated one or a value out of range is a [`NatsError::Config`]; no error
     /// shows a password or a token.
     pub fn from_url(url: &str) -> Result<NatsOptions, NatsError> {
@@ -170,7 +181,18 @@ impl NatsOptions {
             })?;
             seen.push(key);
         }
+        options.check_client_certificate()?;
         Ok(options)
+    }
+
+    /// `cert_file` and `key_file` go together.
+    pub(crate) fn check_client_certificate(&self) -> Result<(), NatsError> {
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err(NatsError::Config(
+                "cert_file and key_file go together (mutual TLS)".to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
@@ -236,17 +258,23 @@ impl NatsOptions {
                 self.token = Some(value.to_owned());
             }
             "tls" => self.tls = boolean(value)?,
-            "tls_ca" => {
+            "ca_file" | "tls_ca" | "cert_file" | "key_file" => {
                 if value.is_empty() {
                     return Err("an empty path".to_owned());
                 }
-                self.tls_ca = Some(PathBuf::from(value));
+                let path = Some(PathBuf::from(value));
+                match key {
+                    "cert_file" => self.cert_file = path,
+                    "key_file" => self.key_file = path,
+                    _ => self.ca_file = path,
+                }
                 self.tls = true;
             }
             _ => {
                 return Err(
                     "unknown option (known: stream_prefix, subject_prefix, consumer, \
-                            ack_wait, timeout, storage, replicas, token, tls, tls_ca)"
+                            ack_wait, timeout, storage, replicas, token, tls, ca_file, cert_file, \
+                            key_file)"
                         .to_owned(),
                 );
             }
@@ -488,7 +516,7 @@ mod tests {
         let o = NatsOptions::from_url(
             "nats://app:s%40cret@nats.example:4333/?stream_prefix=Q-&subject_prefix=babel.q\
              &consumer=workers&ack_wait=2.5&timeout=3&storage=memory&replicas=3\
-             &tls_ca=/etc/ca.pem",
+             &ca_file=/etc/ca.pem",
         )
         .unwrap();
         assert_eq!(o.server, "nats://nats.example:4333");
@@ -503,7 +531,21 @@ mod tests {
         assert_eq!(o.timeout, Duration::from_secs(3));
         assert_eq!((o.storage, o.replicas), (Storage::Memory, 3));
         assert!(o.tls, "a CA file implies TLS");
-        assert_eq!(o.tls_ca, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(o.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        // the deprecated older name still works
+        let o = NatsOptions::from_url("nats://h:1?tls_ca=/old/ca.pem").unwrap();
+        assert_eq!(
+            (o.ca_file, o.tls),
+            (Some(PathBuf::from("/old/ca.pem")), true)
+        );
+        // a client certificate for mutual TLS: both files, and TLS
+        let o = NatsOptions::from_url("nats://h:1?cert_file=/c.pem&key_file=/k.pem").unwrap();
+        assert_eq!(o.cert_file, Some(PathBuf::from("/c.pem")));
+        assert_eq!(o.key_file, Some(PathBuf::from("/k.pem")));
+        assert!(o.tls);
+        let err = NatsOptions::from_url("nats://h:1?cert_file=/c.pem").unwrap_err();
+        assert!(err.to_string().contains("go together"), "{err}");
+        assert!(NatsOptions::from_url("nats://h:1?key_file=").is_err());
 
         let o = NatsOptions::from_url("nats://h:1?token=t0k&tls=yes").unwrap();
         assert_eq!((o.token.as_deref(), o.tls), (Some("t0k"), true));

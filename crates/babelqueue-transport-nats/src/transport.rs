@@ -103,8 +103,12 @@ impl NatsTransport {
         if options.tls {
             connect = connect.require_tls(true);
         }
-        if let Some(ca) = &options.tls_ca {
+        if let Some(ca) = &options.ca_file {
             connect = connect.add_root_certificates(ca.clone());
+        }
+        options.check_client_certificate()?;
+        if let (Some(cert), Some(key)) = (&options.cert_file, &options.key_file) {
+            connect = connect.add_client_certificate(cert.clone(), key.clone());
         }
         let host = options.host().to_owned();
         let client = connect

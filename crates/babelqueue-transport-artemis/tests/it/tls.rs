@@ -25,8 +25,13 @@ fn ca() -> PathBuf {
 }
 
 fn with_ca(url: &str) -> String {
+    with_ca_as(url, "ca_file")
+}
+
+/// `url` with the test CA under the query key `key` (`ca_file`, or its deprecated alias `ca`).
+fn with_ca_as(url: &str, key: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}ca={}", ca().display())
+    format!("{url}{sep}{key}={}", ca().display())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,7 +48,7 @@ async fn round_trip_over_tls() {
     }
     for url in [
         with_ca(&tls_url()),
-        with_ca(&tls_url().replace("@localhost:", "@127.0.0.1:")),
+        with_ca_as(&tls_url().replace("@localhost:", "@127.0.0.1:"), "ca"),
     ] {
         let t = ArtemisTransport::connect(&url)
             .await
