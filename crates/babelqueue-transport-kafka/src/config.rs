@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use babelqueue_core::options::{self, Component};
+
 use crate::error::KafkaError;
 
 /// The recommended retry tiers, in milliseconds: 5 s, 30 s, 5 min, 30 min. Tiers are opt-in: a
@@ -320,13 +322,19 @@ fn redact_query(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((key, _)) if is_secret_option(&babelqueue_core::gate::unescape(key)) => {
+            Some((key, _)) if is_secret_option(&query_decode(key)) => {
                 format!("{key}={MASK}")
             }
             _ => pair.to_owned(),
         })
         .collect::<Vec<_>>()
         .join("&")
+}
+
+/// A query key or value percent-decoded, `+` read as a space (a plus sign is `%2B`), leniently;
+/// in the userinfo a `+` is a plus sign (see [`babelqueue_core::options`]).
+fn query_decode(text: &str) -> String {
+    options::decode_lossy(text, Component::Query)
 }
 
 /// `text` with every occurrence of each secret (of at least
@@ -375,10 +383,11 @@ impl KafkaOptions {
     /// `group_instance_id` (static membership, see [`KafkaOptions::group_instance_id`]; the
     /// librdkafka spelling `group.instance.id` means the same), `delivery_timeout_ms`,
     /// `retry_tiers_ms` (`default`, `none` or `5000,30000,…`); any other key is a librdkafka
-    /// option passed to the client as is (`linger.ms=1`, `session.timeout.ms=6000`). Values are
-    /// percent-decoded.
+    /// option passed to the client as is (`linger.ms=1`, `session.timeout.ms=6000`). Keys and
+    /// values are percent-decoded, and a `+` in them is a space (a plus sign is `%2B`).
     ///
-    /// SASL: `user:password@` sets `sasl.username` and `sasl.password` (percent-decoded), and
+    /// SASL: `user:password@` sets `sasl.username` and `sasl.password` (percent-decoded; a `+`
+    /// there is a plus sign), and
     /// `sasl.mechanism=PLAIN` unless the query names a mechanism; the query must then say
     /// `security.protocol=SASL_PLAINTEXT` or `SASL_SSL` (nothing is guessed). The same
     /// options can be given as query keys instead. Errors never show a secret.
@@ -433,7 +442,7 @@ impl KafkaOptions {
                 Some((user, password)) => (user, Some(password)),
                 None => (userinfo, None),
             };
-            let user = babelqueue_core::gate::unescape(user);
+            let user = options::decode_lossy(user, Component::Userinfo);
             if user.is_empty() {
                 return Err(KafkaError::Config(
                     "the user name before '@' in a Kafka URL must not be empty".into(),
@@ -443,14 +452,14 @@ impl KafkaOptions {
             if let Some(password) = password {
                 config.client.insert(
                     "sasl.password".into(),
-                    babelqueue_core::gate::unescape(password),
+                    options::decode_lossy(password, Component::Userinfo),
                 );
             }
         }
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let key = babelqueue_core::gate::unescape(key);
-            let value = babelqueue_core::gate::unescape(value);
+            let key = query_decode(key);
+            let value = query_decode(value);
             match key.as_str() {
                 "group_id" => {
                     if value.is_empty() {
@@ -793,6 +802,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.client["sasl.mechanism"], "SCRAM-SHA-512");
+        // `+` is a plus sign in the userinfo, a space in the query (`%2B` is a plus sign)
+        let c = KafkaOptions::from_url(
+            "kafka://b+q:p+w@k1:9094?security.protocol=SASL_SSL&client.id=a+b%2Bc",
+        )
+        .unwrap();
+        assert_eq!(c.client["sasl.username"], "b+q");
+        assert_eq!(c.client["sasl.password"], "p+w");
+        assert_eq!(c.client["client.id"], "a b+c");
         // nothing is guessed: credentials need a SASL protocol
         for bad in [
             "kafka://bq:pw@k1:9094",

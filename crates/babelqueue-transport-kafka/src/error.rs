@@ -86,6 +86,17 @@ pub enum KafkaError {
         /// librdkafka's account of it, secrets masked.
         reason: String,
     },
+    /// No bootstrap broker could be reached before a confirmed write was answered: librdkafka
+    /// reported every broker down (a refused connection, a name that does not resolve) and
+    /// none has answered since the client was created. Transient. Once a broker has answered,
+    /// an outage is left to librdkafka's reconnects and the delivery timeout instead.
+    #[error("cannot reach the Kafka broker at {brokers}: {reason}")]
+    Unreachable {
+        /// The bootstrap servers (never the credentials).
+        brokers: String,
+        /// librdkafka's account of the last failed connection, secrets masked.
+        reason: String,
+    },
     /// A simulated broker failure (the `fake` client).
     #[error("injected Kafka failure: {message}")]
     Injected {
@@ -107,6 +118,7 @@ impl KafkaError {
             KafkaError::DeliveryTimeout { .. } => TransportErrorKind::Timeout,
             KafkaError::Seek { .. } => TransportErrorKind::Other,
             KafkaError::Auth { .. } => TransportErrorKind::Auth,
+            KafkaError::Unreachable { .. } => TransportErrorKind::Connection,
             KafkaError::NoRetryTiers { .. } => TransportErrorKind::Config,
             KafkaError::DelayTooLong { .. } | KafkaError::DelayNotWholeMillis(_) => {
                 TransportErrorKind::Unsupported
@@ -290,6 +302,10 @@ mod tests {
                 reason: cause.into(),
             },
             KafkaError::Auth {
+                brokers: "127.0.0.1:9092".into(),
+                reason: cause.into(),
+            },
+            KafkaError::Unreachable {
                 brokers: "127.0.0.1:9092".into(),
                 reason: cause.into(),
             },
