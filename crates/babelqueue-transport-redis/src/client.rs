@@ -160,22 +160,42 @@ impl FredClient {
 }
 
 /// An error of the client while connecting to `url`: refused credentials name the server,
-/// connection failures the (redacted) URL, and no message keeps the URL's password.
+/// connection failures the server, the (redacted) URL and the cause in words (`connection
+/// refused (os error 111)`, not fred's `Debug` text), and no message keeps the URL's password.
 fn at_connect(url: &str, e: fred::error::Error) -> RedisError {
+    let readable = crate::error::cause(&e);
     match RedisError::from(e) {
         RedisError::Auth { reason, .. } => RedisError::Auth {
             endpoint: Some(redact::host(url).unwrap_or_else(|| "the server".to_owned())),
             reason: scrub(&reason, url),
         },
-        RedisError::Connection(text) => RedisError::Connection(format!(
-            "{} (connecting to {})",
-            scrub(&text, url),
-            redact(url)
+        RedisError::Connection(_) => RedisError::Connection(format!(
+            "cannot connect to {} ({}): {}",
+            endpoint(url),
+            redact(url),
+            scrub(&readable, url)
         )),
         RedisError::Config(text) => RedisError::Config(scrub(&text, url)),
         RedisError::Server(text) => RedisError::Server(scrub(&text, url)),
         RedisError::Protocol(text) => RedisError::Protocol(scrub(&text, url)),
         other => other,
+    }
+}
+
+/// `host:port` of the server `url` names (port 6379 when it names none), for messages.
+fn endpoint(url: &str) -> String {
+    let Some(host) = redact::host(url) else {
+        return "the server".to_owned();
+    };
+    // `[v6]:port`, `[v6]`, `host:port` or `host`.
+    let has_port = match host.rsplit_once(']') {
+        Some((_, after)) => after.starts_with(':'),
+        None => host.contains(':'),
+    };
+    if has_port {
+        host
+    } else {
+        format!("{host}:6379")
     }
 }
 
@@ -371,9 +391,49 @@ mod tests {
         .unwrap_err();
         assert_eq!(error.kind(), TransportErrorKind::Connection, "{error}");
         assert!(error.to_string().contains("127.0.0.1"), "{error}");
+        assert!(!error.to_string().contains("Os {"), "{error}");
         let text = shown(error);
         assert!(!text.contains("hunter2"), "{text}");
         assert!(text.contains("bq:***@127.0.0.1"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_named_with_its_cause_within_seconds() {
+        let port = closed_port();
+        let started = std::time::Instant::now();
+        let error = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            RedisTransport::connect(&format!("redis://127.0.0.1:{port}")),
+        )
+        .await
+        .expect("a refused connection is reported within 10 s")
+        .unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(error.kind(), TransportErrorKind::Connection, "{error}");
+        let shown = TransportError::from(error).to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "redis: Redis connection: cannot connect to 127.0.0.1:{port} "
+            )),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("connection refused (os error 111)"),
+            "{shown}"
+        );
+        assert_eq!(shown.matches("refused").count(), 1, "said once: {shown}");
+    }
+
+    #[test]
+    fn endpoints_name_host_and_port() {
+        for (url, want) in [
+            ("redis://u:pw@h:1/0", "h:1"),
+            ("redis://h", "h:6379"),
+            ("rediss://[::1]:6380", "[::1]:6380"),
+            ("redis://[::1]", "[::1]:6379"),
+        ] {
+            assert_eq!(super::endpoint(url), want, "{url}");
+        }
     }
 
     #[test]

@@ -85,6 +85,59 @@ impl From<RedisError> for TransportError {
     }
 }
 
+/// What a fred error says, readable. fred keeps an I/O error only as its `Debug` text
+/// (`Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }`); that becomes
+/// `connection refused (os error 111)`. Other errors keep their `Display`.
+pub(crate) fn cause(e: &fred::error::Error) -> String {
+    if *e.kind() != fred::error::ErrorKind::IO {
+        return e.to_string();
+    }
+    io_cause(e.details())
+}
+
+/// The readable form of the `Debug` text of an `std::io::Error` (see [`cause`]).
+fn io_cause(details: &str) -> String {
+    let quoted = |key: &str| {
+        let start = details.find(key)? + key.len();
+        let end = details[start..].find('"')?;
+        Some(&details[start..start + end])
+    };
+    let lower_first = |text: &str| {
+        let mut chars = text.chars();
+        chars.next().map_or_else(String::new, |c| {
+            c.to_lowercase().chain(chars).collect::<String>()
+        })
+    };
+    if let Some(message) = quoted("message: \"") {
+        let code = details
+            .split_once("code: ")
+            .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .filter(|code| !code.is_empty());
+        return match code {
+            Some(code) => format!("{} (os error {code})", lower_first(message)),
+            None => lower_first(message),
+        };
+    }
+    if let Some(error) = quoted("error: \"") {
+        return error.to_owned();
+    }
+    // `Kind(TimedOut)`: the kind, in words.
+    if let Some(kind) = details
+        .strip_prefix("Kind(")
+        .and_then(|k| k.strip_suffix(')'))
+    {
+        let mut words = String::new();
+        for c in kind.chars() {
+            if c.is_ascii_uppercase() && !words.is_empty() {
+                words.push(' ');
+            }
+            words.push(c.to_ascii_lowercase());
+        }
+        return words;
+    }
+    details.to_owned()
+}
+
 /// ` at <endpoint>`, or nothing.
 fn at(endpoint: &Option<String>) -> String {
     endpoint
@@ -130,6 +183,25 @@ mod tests {
             "Invalid or missing host.",
         ));
         assert_eq!(config.kind(), TransportErrorKind::Config);
+    }
+
+    #[test]
+    fn io_errors_read_as_their_cause() {
+        let io = |e: std::io::Error| cause(&fred::error::Error::from(e));
+        assert_eq!(
+            io(std::io::Error::from_raw_os_error(111)),
+            "connection refused (os error 111)"
+        );
+        assert_eq!(
+            io(std::io::Error::from(std::io::ErrorKind::TimedOut)),
+            "timed out"
+        );
+        assert_eq!(
+            io(std::io::Error::other("no route to 10.0.0.1")),
+            "no route to 10.0.0.1"
+        );
+        let other = fred::error::Error::new(fred::error::ErrorKind::Timeout, "took too long");
+        assert_eq!(cause(&other), "Timeout Error: took too long");
     }
 
     #[test]
