@@ -434,6 +434,60 @@ mod tests {
         }
     }
 
+    /// The provider chain's answer when it finds nothing (set explicitly: the test changes no
+    /// environment variable, and never asks an instance metadata service).
+    #[derive(Debug)]
+    struct NoCredentialsAnywhere;
+
+    impl aws_sdk_sqs::config::ProvideCredentials for NoCredentialsAnywhere {
+        fn provide_credentials<'a>(
+            &'a self,
+        ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            aws_credential_types::provider::future::ProvideCredentials::ready(Err(
+                aws_credential_types::provider::error::CredentialsError::not_loaded(
+                    "failed to load IMDS session token",
+                ),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn no_credentials_are_named_as_such_within_seconds() {
+        let port = closed_port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let sdk = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .endpoint_url(&endpoint)
+            .credentials_provider(NoCredentialsAnywhere)
+            .build();
+        let sqs = AwsSqs::new(aws_sdk_sqs::Client::from_conf(sdk)).named(&endpoint);
+        let started = std::time::Instant::now();
+        let error = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            sqs.get_queue_url("orders"),
+        )
+        .await
+        .expect("answered within 10 s")
+        .unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert!(matches!(error, SqsError::NoCredentials { .. }), "{error:?}");
+        assert_eq!(error.kind(), TransportErrorKind::Config);
+        assert!(!error.is_transient());
+        let shown = TransportError::from(error).to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "sqs: SQS GetQueueUrl at 127.0.0.1:{port}: no AWS credentials found: set \
+                 AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            )),
+            "{shown}"
+        );
+        assert!(!shown.contains("IMDS"), "{shown}");
+    }
+
     #[test]
     fn a_bad_url_option_never_shows_the_password() {
         for url in [

@@ -55,6 +55,22 @@ pub enum SqsError {
         /// The AWS error message.
         message: String,
     },
+    /// The AWS provider chain found no credentials anywhere it looks (environment, shared
+    /// profile, web identity, container or instance metadata). Nothing was sent. Not transient:
+    /// a consume loop stops with it.
+    #[error(
+        "SQS {operation} at {endpoint}: no AWS credentials found: set AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary keys), or AWS_PROFILE, or \
+         run with a web identity, container or instance role"
+    )]
+    NoCredentials {
+        /// The API operation.
+        operation: &'static str,
+        /// The endpoint (host, or region endpoint) the call was for.
+        endpoint: String,
+        /// What the provider chain said (each provider's reason, for `Debug` and logs).
+        detail: String,
+    },
     /// SQS answered with an error.
     #[error("SQS {operation} failed: {code}: {message}")]
     Service {
@@ -122,7 +138,9 @@ impl SqsError {
     /// The runtime's class of this error.
     pub fn kind(&self) -> TransportErrorKind {
         match self {
-            SqsError::Config(_) | SqsError::NoRegion => TransportErrorKind::Config,
+            SqsError::Config(_) | SqsError::NoRegion | SqsError::NoCredentials { .. } => {
+                TransportErrorKind::Config
+            }
             SqsError::Delay(_) | SqsError::Body(_) | SqsError::Attribute { .. } => {
                 TransportErrorKind::Unsupported
             }
@@ -178,6 +196,13 @@ where
 {
     use aws_sdk_sqs::error::{DisplayErrorContext, SdkError};
     use babelqueue_core::redact::redact;
+    if let Some(detail) = no_credentials(err) {
+        return SqsError::NoCredentials {
+            operation,
+            endpoint: endpoint.to_owned(),
+            detail: redact(&detail),
+        };
+    }
     match err {
         SdkError::ServiceError(service) => {
             let inner = service.err();
@@ -222,6 +247,21 @@ where
             message: redact(&DisplayErrorContext(err).to_string()),
         },
     }
+}
+
+/// What the provider chain said, when `err` (or an error behind it) is its "no credentials
+/// found": the SDK reports that as a failed dispatch, whose text speaks of the last provider
+/// tried (an instance metadata session token), not of the missing credentials.
+fn no_credentials(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use aws_credential_types::provider::error::CredentialsError;
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(CredentialsError::CredentialsNotLoaded(_)) = e.downcast_ref() {
+            return Some(aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
+        }
+        current = e.source();
+    }
+    None
 }
 
 #[cfg(test)]
