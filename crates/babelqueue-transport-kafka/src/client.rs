@@ -102,9 +102,28 @@ pub trait KafkaProducer: Send + Sync + fmt::Debug {
     /// report within `timeout`, is an error (nothing may be committed then).
     async fn send(&self, record: OutRecord, timeout: Duration) -> Result<(), KafkaError>;
 
+    /// Writes every record of `records` in order, keeping up to [`PRODUCE_WINDOW`] of them in
+    /// flight instead of waiting for each delivery report before the next write, and returns
+    /// each record's outcome (same order and length). The default sends them one by one.
+    async fn send_many(
+        &self,
+        records: Vec<OutRecord>,
+        timeout: Duration,
+    ) -> Vec<Result<(), KafkaError>> {
+        let mut outcomes = Vec::with_capacity(records.len());
+        for record in records {
+            outcomes.push(self.send(record, timeout).await);
+        }
+        outcomes
+    }
+
     /// Waits for every queued write to be delivered, up to `timeout`.
     async fn flush(&self, timeout: Duration) -> Result<(), KafkaError>;
 }
+
+/// The most records [`KafkaProducer::send_many`] keeps in flight (written, delivery report not
+/// in yet) at once.
+pub const PRODUCE_WINDOW: usize = 1024;
 
 /// A group consumer of a fixed set of topics, with manual commits.
 #[async_trait]
@@ -130,7 +149,10 @@ pub trait KafkaConsumer: Send + Sync + fmt::Debug {
 }
 
 /// Called with the partitions a rebalance takes away from a consumer (or that it lost).
-pub type RevokeHook = Arc<dyn Fn(&[TopicPartition]) + Send + Sync>;
+/// It returns the positions still owed a commit on those partitions (settled records whose
+/// commit was waiting for the commit interval): the client commits them synchronously before
+/// the partitions go, so the next owner does not receive those records again.
+pub type RevokeHook = Arc<dyn Fn(&[TopicPartition]) -> Vec<(TopicPartition, i64)> + Send + Sync>;
 
 /// Creates the producer and the consumers.
 pub trait KafkaClient: Send + Sync + fmt::Debug {

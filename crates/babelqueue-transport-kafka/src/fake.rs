@@ -278,6 +278,23 @@ impl KafkaProducer for FakeProducer {
         Ok(())
     }
 
+    /// One `send many` event, then each record as [`send`](KafkaProducer::send) writes it.
+    async fn send_many(
+        &self,
+        records: Vec<OutRecord>,
+        timeout: Duration,
+    ) -> Vec<Result<(), KafkaError>> {
+        self.kafka
+            .state()
+            .events
+            .push(format!("send many {}", records.len()));
+        let mut outcomes = Vec::with_capacity(records.len());
+        for record in records {
+            outcomes.push(self.send(record, timeout).await);
+        }
+        outcomes
+    }
+
     async fn flush(&self, _timeout: Duration) -> Result<(), KafkaError> {
         Ok(())
     }
@@ -308,7 +325,15 @@ impl FakeConsumer {
     /// consumer stops fetching them.
     pub fn revoke(&self, partitions: &[TopicPartition]) {
         lock(&self.revoked).extend(partitions.iter().cloned());
-        (self.on_revoke)(partitions);
+        // As the librdkafka client: the positions still owed a commit are committed at once.
+        for (tp, next) in (self.on_revoke)(partitions) {
+            let mut state = self.kafka.state();
+            state
+                .committed
+                .insert((self.group.clone(), tp.clone()), next);
+            state.commits.push((self.group.clone(), tp.clone(), next));
+            state.events.push(format!("commit on revoke {tp}@{next}"));
+        }
     }
 
     /// The partitions currently paused.

@@ -177,6 +177,9 @@ mod error;
 pub mod fake;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
+#[cfg(test)]
+mod commit_tests;
+mod owed;
 #[doc(hidden)]
 pub mod projection;
 mod rd;
@@ -186,8 +189,8 @@ mod tests;
 mod transport;
 
 pub use client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, RecordHeader, RevokeHook,
-    TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, PRODUCE_WINDOW, Record, RecordHeader,
+    RevokeHook, TopicPartition,
 };
 #[allow(deprecated)]
 pub use config::KafkaConfig;
@@ -198,4 +201,4 @@ pub use config::{
 pub use error::KafkaError;
 pub use rd::RdKafkaClient;
 pub use reinject::{Clock, RetryReinjector};
-pub use transport::KafkaTransport;
+pub use transport::{DEFAULT_COMMIT_INTERVAL, KafkaTransport};

@@ -17,8 +17,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, RecordHeader, RevokeHook,
-    TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, PRODUCE_WINDOW, Record, RecordHeader,
+    RevokeHook, TopicPartition,
 };
 use crate::config::{KafkaOptions, member_instance_id, scrub};
 use crate::error::{KafkaError, is_auth_code};
@@ -276,7 +276,24 @@ impl ConsumerContext for RdContext {
                 .map(|e| TopicPartition::new(e.topic(), e.partition()))
                 .collect();
             tracing::info!(target: "babelqueue::kafka", partitions = ?revoked, "Partitions revoked by a rebalance; their in-flight records belong to the next owner");
-            hook(&revoked);
+            // Settled records still waiting for the commit interval are committed now, while
+            // the partitions are still this consumer's.
+            let owed = hook(&revoked);
+            if owed.is_empty() {
+                return;
+            }
+            let mut commit = TopicPartitionList::new();
+            for (tp, next) in &owed {
+                if let Err(e) =
+                    commit.add_partition_offset(&tp.topic, tp.partition, Offset::Offset(*next))
+                {
+                    tracing::warn!(target: LOG, partition = %tp, error = %e, "An owed commit could not be listed");
+                }
+            }
+            if let Err(e) = consumer.commit(&commit, CommitMode::Sync) {
+                tracing::warn!(target: LOG, partitions = ?owed, error = %e,
+                    "Committing the settled records of revoked partitions failed; the next owner receives them again");
+            }
         }
     }
 }
@@ -468,26 +485,117 @@ impl fmt::Debug for RdProducer {
     }
 }
 
+/// The librdkafka record for `record` (it borrows the topic, key, value and headers).
+fn future_record(record: &OutRecord) -> FutureRecord<'_, [u8], [u8]> {
+    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+    for h in &record.headers {
+        headers = headers.insert(Header {
+            key: &h.key,
+            value: h.value.as_deref(),
+        });
+    }
+    let mut future = FutureRecord::<[u8], [u8]>::to(&record.topic)
+        .payload(&record.value)
+        .headers(headers);
+    if let Some(key) = record.key.as_deref() {
+        // An empty slice is an empty key, not a null one.
+        future = future.key(key);
+    }
+    if let Some(ts) = record.timestamp {
+        future = future.timestamp(ts);
+    }
+    future
+}
+
+impl RdProducer {
+    /// What a delivery report (or its absence within `timeout`) means for a record of `topic`.
+    fn outcome(
+        &self,
+        topic: &str,
+        timeout: Duration,
+        report: Result<rdkafka::producer::future_producer::OwnedDeliveryResult, ()>,
+    ) -> Result<(), KafkaError> {
+        match report {
+            Err(()) => Err(KafkaError::DeliveryTimeout {
+                topic: topic.to_owned(),
+                timeout,
+            }),
+            Ok(Ok(_)) => {
+                self.auth.accepted();
+                Ok(())
+            }
+            Ok(Err((source, _))) => Err(self.auth.explain(KafkaError::Delivery {
+                topic: topic.to_owned(),
+                source,
+            })),
+        }
+    }
+
+    /// Queues `record` in librdkafka without waiting for its report; when librdkafka's own
+    /// queue is full, waits for the oldest report of `pending` (and records its outcome) first.
+    async fn enqueue(
+        &self,
+        record: &OutRecord,
+        timeout: Duration,
+        pending: &mut std::collections::VecDeque<(usize, rdkafka::producer::DeliveryFuture)>,
+        outcomes: &mut [Option<Result<(), KafkaError>>],
+    ) -> Result<rdkafka::producer::DeliveryFuture, KafkaError> {
+        let started = tokio::time::Instant::now();
+        let mut future = future_record(record);
+        loop {
+            match self.producer.send_result(future) {
+                Ok(delivery) => return Ok(delivery),
+                Err((RdError::MessageProduction(code), back))
+                    if code == rdkafka::types::RDKafkaErrorCode::QueueFull
+                        && started.elapsed() < timeout =>
+                {
+                    future = back;
+                    match pending.pop_front() {
+                        Some((n, oldest)) => {
+                            outcomes[n] = Some(self.settled(&record.topic, timeout, oldest).await);
+                        }
+                        None => tokio::time::sleep(Duration::from_millis(5)).await,
+                    }
+                }
+                Err((source, _)) => {
+                    return Err(self.auth.explain(KafkaError::Delivery {
+                        topic: record.topic.clone(),
+                        source,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Waits (up to `timeout`) for one delivery report.
+    async fn settled(
+        &self,
+        topic: &str,
+        timeout: Duration,
+        delivery: rdkafka::producer::DeliveryFuture,
+    ) -> Result<(), KafkaError> {
+        // As in `send`: a broker never reached is said at once, the record stays unconfirmed.
+        let down = self.auth.unreachable.subscribe();
+        if let Some(unreachable) = self.auth.unreachable_now() {
+            return Err(unreachable);
+        }
+        let report = tokio::select! {
+            report = tokio::time::timeout(timeout, delivery) => report,
+            unreachable = self.auth.next_unreachable(down) => return Err(unreachable),
+        };
+        let report = match report {
+            Ok(Ok(report)) => Ok(report),
+            // Timed out, or librdkafka dropped the report (the producer is going away).
+            Ok(Err(_)) | Err(_) => Err(()),
+        };
+        self.outcome(topic, timeout, report)
+    }
+}
+
 #[async_trait]
 impl KafkaProducer for RdProducer {
     async fn send(&self, record: OutRecord, timeout: Duration) -> Result<(), KafkaError> {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for h in &record.headers {
-            headers = headers.insert(Header {
-                key: &h.key,
-                value: h.value.as_deref(),
-            });
-        }
-        let mut future = FutureRecord::<[u8], [u8]>::to(&record.topic)
-            .payload(&record.value)
-            .headers(headers);
-        if let Some(key) = record.key.as_deref() {
-            // An empty slice is an empty key, not a null one.
-            future = future.key(key);
-        }
-        if let Some(ts) = record.timestamp {
-            future = future.timestamp(ts);
-        }
+        let future = future_record(&record);
         // Credentials refused a moment ago: nothing is written (librdkafka would hold the
         // record until the delivery timeout and then drop it).
         let changes = self.auth.subscribe();
@@ -507,20 +615,49 @@ impl KafkaProducer for RdProducer {
             refused = self.auth.next_refusal(changes) => return Err(refused),
             unreachable = self.auth.next_unreachable(down) => return Err(unreachable),
         };
-        match result {
-            Err(_) => Err(KafkaError::DeliveryTimeout {
-                topic: record.topic.clone(),
-                timeout,
-            }),
-            Ok(Ok(_)) => {
-                self.auth.accepted();
-                Ok(())
+        self.outcome(&record.topic, timeout, result.map_err(|_| ()))
+    }
+
+    /// Every record goes into librdkafka's queue in order, up to [`PRODUCE_WINDOW`] without a
+    /// report; then the oldest report is awaited before the next record goes in. Each record
+    /// gets its own outcome; refused credentials fail every record not yet written.
+    async fn send_many(
+        &self,
+        records: Vec<OutRecord>,
+        timeout: Duration,
+    ) -> Vec<Result<(), KafkaError>> {
+        let mut outcomes: Vec<Option<Result<(), KafkaError>>> = std::iter::repeat_with(|| None)
+            .take(records.len())
+            .collect();
+        let mut pending: std::collections::VecDeque<(usize, rdkafka::producer::DeliveryFuture)> =
+            std::collections::VecDeque::with_capacity(PRODUCE_WINDOW);
+        for (n, record) in records.iter().enumerate() {
+            if let Some(refused) = self.auth.current().or_else(|| self.auth.unreachable_now()) {
+                outcomes[n] = Some(Err(refused));
+                continue;
             }
-            Ok(Err((source, _))) => Err(self.auth.explain(KafkaError::Delivery {
-                topic: record.topic.clone(),
-                source,
-            })),
+            if pending.len() >= PRODUCE_WINDOW
+                && let Some((m, oldest)) = pending.pop_front()
+            {
+                outcomes[m] = Some(self.settled(&records[m].topic, timeout, oldest).await);
+            }
+            match self
+                .enqueue(record, timeout, &mut pending, &mut outcomes)
+                .await
+            {
+                Ok(delivery) => pending.push_back((n, delivery)),
+                Err(e) => outcomes[n] = Some(Err(e)),
+            }
         }
+        while let Some((m, delivery)) = pending.pop_front() {
+            outcomes[m] = Some(self.settled(&records[m].topic, timeout, delivery).await);
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| Err(KafkaError::Config("a record was never written".into())))
+            })
+            .collect()
     }
 
     async fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
@@ -788,7 +925,7 @@ mod tests {
                 "{what}"
             );
             assert_hidden(what, &err);
-            let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+            let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| Vec::new());
             let err = client
                 .consumer("g", &["orders".to_owned()], hook)
                 .expect_err(what);
@@ -827,7 +964,7 @@ mod tests {
             .unwrap_err();
         assert!(err.is_transient(), "{err}");
         assert_hidden("a refused connection", &err);
-        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| Vec::new());
         let consumer = client.consumer("g", &["orders".to_owned()], hook).unwrap();
         if let Err(err) = consumer.poll(Duration::from_millis(500)).await {
             assert_hidden("a poll of a refused connection", &err);
@@ -878,6 +1015,45 @@ mod tests {
         }
     }
 
+    /// The same for a batch (`publish_batch`): every record says which broker and why within
+    /// seconds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_port_fails_a_batch_at_once_naming_it() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let client = RdKafkaClient::new(
+            KafkaOptions::from_url(&format!("kafka://127.0.0.1:{port}")).unwrap(),
+        );
+        let producer = client.producer().unwrap();
+        let records = (0..3)
+            .map(|_| OutRecord {
+                topic: "orders".into(),
+                key: None,
+                value: b"{}".to_vec(),
+                headers: Vec::new(),
+                timestamp: None,
+            })
+            .collect();
+        let started = Instant::now();
+        let outcomes = producer.send_many(records, Duration::from_secs(30)).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(outcomes.len(), 3);
+        for outcome in outcomes {
+            let err = outcome.unwrap_err();
+            assert!(matches!(err, KafkaError::Unreachable { .. }), "{err:?}");
+            assert!(
+                err.to_string().contains(&format!("127.0.0.1:{port}")),
+                "{err}"
+            );
+        }
+    }
+
     /// A broker that refuses every connection: librdkafka queues an error event on the
     /// consumer queue for each failed reconnection. A poll passes over them (they heal by
     /// themselves) and returns nothing once its timeout passes; it used to return one of them
@@ -888,7 +1064,7 @@ mod tests {
             "kafka://127.0.0.1:1?reconnect.backoff.ms=10&reconnect.backoff.max.ms=50",
         )
         .unwrap();
-        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| Vec::new());
         let consumer = RdKafkaClient::new(config)
             .consumer("g", &["orders".to_owned()], hook)
             .unwrap();
@@ -908,7 +1084,7 @@ mod tests {
 
     #[test]
     fn static_membership_refuses_the_consumer_protocol() {
-        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| {});
+        let hook: RevokeHook = Arc::new(|_: &[TopicPartition]| Vec::new());
         let client = RdKafkaClient::new(
             KafkaOptions::from_url(
                 "kafka://127.0.0.1:1?group_instance_id=w&group.protocol=consumer",

@@ -2,14 +2,15 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPopper, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers,
-    Redeliver, Redeliverer, Redelivery, Rewinder, SettlePublisher, Transport, TransportError,
-    TransportErrorKind,
+    BatchAcker, BatchPopper, BatchPublisher, Capabilities, DelayedPublisher, Delivery,
+    HeaderPublisher, Headers, Redeliver, Redeliverer, Redelivery, Rewinder, SettlePublisher,
+    Transport, TransportError, TransportErrorKind,
 };
 
 use crate::book::Book;
@@ -18,6 +19,7 @@ use crate::client::{
 };
 use crate::config::{KafkaOptions, RetryTiers, retry_topic};
 use crate::error::KafkaError;
+use crate::owed::Owed;
 use crate::projection::{self, HEADER_ATTEMPTS, HEADER_DELAY, HEADER_ORIGINAL_TOPIC};
 use crate::rd::RdKafkaClient;
 
@@ -45,8 +47,65 @@ struct Queue {
     name: String,
     consumer: Arc<dyn KafkaConsumer>,
     book: Arc<Mutex<Book>>,
+    /// Positions released by the book and waiting for the commit interval. Lock order: `owed`
+    /// before `book` (a position is taken from the book and parked in one step, so parked
+    /// positions only move forward).
+    owed: Arc<Mutex<Owed>>,
     /// Serialises commits so a later position is never overtaken by an earlier one.
     commits: tokio::sync::Mutex<()>,
+}
+
+impl Queue {
+    /// Takes what the book releases on `partition` and parks it; `true` when something was.
+    fn release(&self, partition: &TopicPartition) -> bool {
+        let mut owed = lock(&self.owed);
+        let next = lock(&self.book).take_committable(partition);
+        match next {
+            Some(next) => {
+                owed.park(partition.clone(), next);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Commits every owed position now (one at a time, under the commit lock). A failed commit
+    /// parks its position again for the next flush; the first error is returned.
+    async fn flush(&self) -> Result<(), KafkaError> {
+        let _serial = self.commits.lock().await;
+        let due = lock(&self.owed).take_for_flush(Instant::now());
+        let mut first_error = None;
+        for (partition, next) in due {
+            if let Err(e) = self.consumer.commit(&partition, next).await {
+                lock(&self.owed).park(partition, next);
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Makes sure a background flush will commit what is owed within `interval` of the last
+    /// one. The task keeps flushing while commits are owed (records settled while it ran), so
+    /// a consumer that stops receiving still gets its last acknowledgements committed.
+    fn schedule_flush(self: &Arc<Self>, interval: Duration) {
+        let Some(mut wait) = lock(&self.owed).schedule(Instant::now(), interval) else {
+            return;
+        };
+        let queue = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(wait).await;
+                if let Err(e) = queue.flush().await {
+                    tracing::warn!(target: LOG, queue = %queue.name, error = %e,
+                        "Committing settled Kafka records failed; retrying at the next interval");
+                }
+                match lock(&queue.owed).schedule(Instant::now(), interval) {
+                    Some(next) => wait = next,
+                    None => break,
+                }
+            }
+        });
+    }
 }
 
 impl fmt::Debug for Queue {
@@ -79,8 +138,14 @@ struct Inner {
     group_id: String,
     delivery_timeout: Duration,
     tiers: RetryTiers,
+    /// How long settled records may wait for their commit, in microseconds (0: at once).
+    commit_interval_us: AtomicU64,
     queues: Mutex<HashMap<String, Arc<Queue>>>,
 }
+
+/// How long a batch's settled records wait, at most, for their (background) commit unless
+/// [`KafkaTransport::set_commit_interval`] says otherwise.
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The Kafka transport.
 ///
@@ -142,6 +207,9 @@ impl KafkaTransport {
                 group_id: config.group_id.clone(),
                 delivery_timeout: config.delivery_timeout,
                 tiers: config.retry_tiers.clone(),
+                commit_interval_us: AtomicU64::new(
+                    u64::try_from(DEFAULT_COMMIT_INTERVAL.as_micros()).unwrap_or(u64::MAX),
+                ),
                 queues: Mutex::new(HashMap::new()),
             }),
         }
@@ -150,6 +218,25 @@ impl KafkaTransport {
     /// The retry tiers (empty: retries and delayed publishes are refused).
     pub fn retry_tiers(&self) -> &RetryTiers {
         &self.inner.tiers
+    }
+
+    /// How long the records a [`BatchAcker::ack_batch`] settled may wait for their commit
+    /// (default [`DEFAULT_COMMIT_INTERVAL`]). A busy consumer then commits a few times a
+    /// second from a background task instead of waiting for a commit per batch; a commit still
+    /// never covers a record not yet settled, a rebalance commits what is owed on the
+    /// partitions it takes away before they go, and [`close`](Transport::close) commits the
+    /// rest. A record whose commit was still waiting when the process died comes again
+    /// (at-least-once). `Duration::ZERO` commits each batch before `ack_batch` returns.
+    /// A single [`ack`](Transport::ack) always commits before it returns.
+    pub fn set_commit_interval(&self, interval: Duration) {
+        self.inner.commit_interval_us.store(
+            u64::try_from(interval.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn commit_interval(&self) -> Duration {
+        Duration::from_micros(self.inner.commit_interval_us.load(Ordering::Relaxed))
     }
 
     /// The work-topic consumers' group.
@@ -175,16 +262,22 @@ impl KafkaTransport {
             return Ok(q.clone());
         }
         let book = Arc::new(Mutex::new(Book::default()));
-        let revoked = book.clone();
+        let owed = Arc::new(Mutex::new(Owed::default()));
+        let (revoked, owed_on_revoke) = (book.clone(), owed.clone());
         let consumer = self.inner.client.consumer(
             &self.inner.group_id,
             &[name.to_owned()],
-            Arc::new(move |partitions: &[TopicPartition]| lock(&revoked).revoke(partitions)),
+            Arc::new(move |partitions: &[TopicPartition]| {
+                let mut owed = lock(&owed_on_revoke);
+                lock(&revoked).revoke(partitions);
+                owed.take(partitions)
+            }),
         )?;
         let queue = Arc::new(Queue {
             name: name.to_owned(),
             consumer,
             book,
+            owed,
             commits: tokio::sync::Mutex::new(()),
         });
         queues.insert(name.to_owned(), queue.clone());
@@ -306,20 +399,35 @@ impl KafkaTransport {
             return Ok(());
         }
         let _serial = queue.commits.lock().await;
-        let next = lock(&queue.book).take_committable(&held.partition);
+        // What a batch parked on this partition goes out with it (commits are cumulative).
+        let next = {
+            let mut owed = lock(&queue.owed);
+            let next = lock(&queue.book).take_committable(&held.partition);
+            let parked = owed.take(std::slice::from_ref(&held.partition));
+            next.into_iter()
+                .chain(parked.into_iter().map(|(_, n)| n))
+                .max()
+        };
         match next {
             Some(next) => queue.consumer.commit(&held.partition, next).await,
             None => Ok(()),
         }
     }
 
-    /// Closes every consumer and flushes the producer.
+    /// Commits what is owed, closes every consumer and flushes the producer.
     pub async fn shutdown(&self) -> Result<(), KafkaError> {
         let queues: Vec<Arc<Queue>> = lock(&self.inner.queues).drain().map(|(_, q)| q).collect();
+        let mut first_error = None;
         for queue in queues {
+            if let Err(e) = queue.flush().await {
+                tracing::warn!(target: LOG, queue = %queue.name, error = %e,
+                    "Committing settled Kafka records at shutdown failed; they will be delivered again");
+                first_error.get_or_insert(e);
+            }
             queue.consumer.close().await;
         }
-        self.producer()?.flush(self.inner.delivery_timeout).await
+        self.producer()?.flush(self.inner.delivery_timeout).await?;
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -419,6 +527,7 @@ impl Transport for KafkaTransport {
             .rewind(self)
             .batch_pop(self)
             .batch_ack(self)
+            .batch_publish(self)
     }
 }
 
@@ -426,7 +535,8 @@ impl Transport for KafkaTransport {
 impl BatchAcker for KafkaTransport {
     /// Marks every record settled, then commits each partition once, as far as its settled
     /// records reach (a record still in flight before them holds the commit back, as for one
-    /// acknowledgement).
+    /// acknowledgement): from a background task within the commit interval
+    /// ([`KafkaTransport::set_commit_interval`]), or before returning when it is zero.
     async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
         let mut touched: Vec<(Arc<Queue>, TopicPartition)> = Vec::new();
         for held in deliveries.iter().filter_map(|d| d.handle::<Held>()) {
@@ -439,17 +549,46 @@ impl BatchAcker for KafkaTransport {
                 touched.push((queue.clone(), held.partition.clone()));
             }
         }
-        let mut first_error = None;
+        let mut released: Vec<Arc<Queue>> = Vec::new();
         for (queue, partition) in touched {
-            let _serial = queue.commits.lock().await;
-            let next = lock(&queue.book).take_committable(&partition);
-            if let Some(next) = next
-                && let Err(e) = queue.consumer.commit(&partition, next).await
-            {
-                first_error.get_or_insert(e);
+            if queue.release(&partition) && !released.iter().any(|q| Arc::ptr_eq(q, &queue)) {
+                released.push(queue);
+            }
+        }
+        let interval = self.commit_interval();
+        let mut first_error = None;
+        for queue in released {
+            if interval.is_zero() {
+                if let Err(e) = queue.flush().await {
+                    first_error.get_or_insert(e);
+                }
+            } else {
+                queue.schedule_flush(interval);
             }
         }
         first_error.map_or(Ok(()), |e| Err(e.into()))
+    }
+}
+
+#[async_trait]
+impl BatchPublisher for KafkaTransport {
+    /// Writes every body as [`publish`](Transport::publish) would, in order, with up to
+    /// [`PRODUCE_WINDOW`](crate::PRODUCE_WINDOW) delivery reports outstanding at once; `Ok`
+    /// once every record was confirmed, else the first record's error (the others were still
+    /// written, and each outcome was awaited).
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        let records = bodies
+            .iter()
+            .map(|body| KafkaTransport::record(queue, body, None))
+            .collect();
+        let outcomes = self
+            .producer()?
+            .send_many(records, self.inner.delivery_timeout)
+            .await;
+        match outcomes.into_iter().find_map(Result::err) {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 }
 

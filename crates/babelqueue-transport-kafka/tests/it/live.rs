@@ -823,3 +823,45 @@ async fn a_handlers_retry_after_is_waited_through_the_tiers() {
         "retry_after(3 s) waited {waited:?}"
     );
 }
+
+/// A batch publish keeps its delivery reports in flight together and lands in order; the
+/// batches a worker acknowledges are committed from the background within the commit
+/// interval (a few commits, not one per batch), never past a record still in flight, and
+/// what is still owed at close is committed then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_publish_lands_in_order_and_batched_acks_commit_on_an_interval() {
+    use babelqueue_core::{BatchAcker as _, BatchPublisher as _};
+    let Some(config) = broker() else { return };
+    let (topic, group) = (unique("batched"), unique("group"));
+    create_topics(&config, &[&topic], 1).await;
+    let t = transport(&group, "");
+    let bodies: Vec<Vec<u8>> = (0..300).map(|n| body(n, &topic)).collect();
+    let slices: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+    t.publish_batch(&topic, &slices).await.unwrap();
+    let on_wire = read_raw(&topic, 300, WAIT).await;
+    let values: Vec<&[u8]> = on_wire
+        .iter()
+        .map(|r| r.value.as_deref().unwrap_or_default())
+        .collect();
+    assert_eq!(values, slices, "in order, byte for byte");
+
+    t.set_commit_interval(Duration::from_secs(30));
+    let mut got = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while got.len() < 300 {
+        assert!(Instant::now() < deadline, "{} of 300 received", got.len());
+        got.extend(t.receive(&topic, 64, Duration::from_secs(1)).await.unwrap());
+    }
+    // The first batch commits at once; record 100 stays in flight; every later batch is owed.
+    t.ack_batch(&got[..50]).await.unwrap();
+    assert!(eventually(WAIT, || committed(&group, &topic) == Some(50)).await);
+    for chunk in [&got[50..100], &got[101..200], &got[200..300]] {
+        t.ack_batch(chunk).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(committed(&group, &topic), Some(50), "owed for the interval");
+    // Settling record 100 alone commits at once, past the owed batches.
+    t.ack(&got[100]).await.unwrap();
+    assert_eq!(committed(&group, &topic), Some(300));
+    t.close().await.unwrap();
+}
