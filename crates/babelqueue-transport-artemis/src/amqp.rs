@@ -667,6 +667,78 @@ impl Client for AmqpClient {
         })
     }
 
+    /// Accepted deliveries of one receiver link go out together: `accept_all` puts a run of
+    /// consecutive delivery ids into one disposition frame. It needs the receiver, so when a
+    /// receive holds it, each is accepted through the disposer instead (pipelined, no wait).
+    async fn settle_many(
+        &self,
+        tokens: &[DeliveryToken],
+        disposition: Disposition,
+    ) -> Result<(), ArtemisError> {
+        let mut first_error = None;
+        let Some(live) = self.current() else {
+            return tokens.first().map_or(Ok(()), |t| {
+                Err(ArtemisError::Stale {
+                    address: t.address().to_owned(),
+                })
+            });
+        };
+        let mut by_address: Vec<(&str, Vec<&DeliveryToken>)> = Vec::new();
+        for token in tokens {
+            if disposition != Disposition::Accepted || token.connection() != live.number {
+                if let Err(e) = self.settle(token, disposition).await {
+                    first_error.get_or_insert(e);
+                }
+                continue;
+            }
+            match by_address.iter_mut().find(|(a, _)| *a == token.address()) {
+                Some((_, group)) => group.push(token),
+                None => by_address.push((token.address(), vec![token])),
+            }
+        }
+        for (address, group) in by_address {
+            let Some(slot) = lock(&live.receivers).get(address).cloned() else {
+                first_error.get_or_insert(ArtemisError::Stale {
+                    address: address.to_owned(),
+                });
+                continue;
+            };
+            let infos: Vec<DeliveryInfo> = {
+                let mut book = lock(&slot.book);
+                group
+                    .iter()
+                    .filter_map(|t| book.pending.remove(&t.id()))
+                    .collect()
+            };
+            let count = infos.len();
+            let result = match slot.receiver.try_lock() {
+                Ok(receiver) => receiver.accept_all(infos).await,
+                Err(_) => {
+                    let mut result = Ok(());
+                    for info in infos {
+                        if let Err(e) = slot.disposer.accept(info).await {
+                            result = Err(e);
+                        }
+                    }
+                    result
+                }
+            };
+            {
+                let mut book = lock(&slot.book);
+                for _ in 0..count {
+                    book.window.on_settled();
+                }
+            }
+            if let Err(e) = result {
+                live.mark_broken("settling deliveries failed");
+                first_error.get_or_insert(
+                    self.connection_error(format!("settling deliveries from {address:?}: {e}")),
+                );
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     async fn close(&self) -> Result<(), ArtemisError> {
         self.closed.store(true, Ordering::SeqCst);
         let _guard = self.connecting.lock().await;

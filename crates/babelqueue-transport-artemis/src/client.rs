@@ -96,6 +96,23 @@ pub trait Client: Send + Sync + fmt::Debug {
         disposition: Disposition,
     ) -> Result<(), ArtemisError>;
 
+    /// Settles every delivery of `tokens` the same way, attempting each even when one fails;
+    /// the first error. A client that can put several into one disposition frame (a range of
+    /// delivery ids) does; the default settles them one by one.
+    async fn settle_many(
+        &self,
+        tokens: &[DeliveryToken],
+        disposition: Disposition,
+    ) -> Result<(), ArtemisError> {
+        let mut first_error = None;
+        for token in tokens {
+            if let Err(e) = self.settle(token, disposition).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Closes the connection; unsettled deliveries go back to the broker.
     async fn close(&self) -> Result<(), ArtemisError>;
 }

@@ -25,6 +25,7 @@ struct State {
     failing: HashSet<String>,
     next_id: u64,
     closed: bool,
+    settle_batches: Vec<usize>,
 }
 
 /// An in-memory broker behind the [`Client`] seam.
@@ -90,6 +91,11 @@ impl FakeClient {
             .filter(|(a, _)| a == address)
             .map(|(_, m)| projection::body_bytes(&m.body))
             .collect()
+    }
+
+    /// The size of every [`Client::settle_many`] call, in order.
+    pub fn settle_batches(&self) -> Vec<usize> {
+        self.state().settle_batches.clone()
     }
 
     /// Every settlement, in order.
@@ -211,6 +217,22 @@ impl Client for FakeClient {
             message,
             token: DeliveryToken::new(address, 1, id),
         }))
+    }
+
+    /// Counted as one call ([`FakeClient::settle_batches`]), then each settled.
+    async fn settle_many(
+        &self,
+        tokens: &[DeliveryToken],
+        disposition: Disposition,
+    ) -> Result<(), ArtemisError> {
+        self.state().settle_batches.push(tokens.len());
+        let mut first_error = None;
+        for token in tokens {
+            if let Err(e) = self.settle(token, disposition).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     async fn settle(

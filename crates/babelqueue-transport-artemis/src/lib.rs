@@ -165,6 +165,8 @@
 //!   noticed.
 
 pub mod amqp;
+#[cfg(test)]
+mod batch_tests;
 pub mod client;
 pub mod config;
 pub mod credit;

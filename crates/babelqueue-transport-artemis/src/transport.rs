@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Rewinder, Transport,
-    TransportError,
+    BatchAcker, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Rewinder,
+    Transport, TransportError,
 };
 
 use crate::amqp::AmqpClient;
@@ -88,6 +88,16 @@ impl ArtemisTransport {
         self.amqp.as_deref()
     }
 
+    fn delivery(queue: &str, received: crate::client::Received) -> Delivery {
+        let read = projection::read(&received.message);
+        let count = read.count();
+        Delivery::new(queue, read.body)
+            .with_headers(read.headers)
+            .with_declared_version(read.declared)
+            .with_count(count)
+            .with_handle(received.token)
+    }
+
     fn token(delivery: &Delivery) -> Result<&DeliveryToken, TransportError> {
         delivery.handle::<DeliveryToken>().ok_or_else(|| {
             TransportError::other(
@@ -123,15 +133,7 @@ impl Transport for ArtemisTransport {
         let Some(received) = self.client.receive(queue, wait).await? else {
             return Ok(None);
         };
-        let read = projection::read(&received.message);
-        let count = read.count();
-        Ok(Some(
-            Delivery::new(queue, read.body)
-                .with_headers(read.headers)
-                .with_declared_version(read.declared)
-                .with_count(count)
-                .with_handle(received.token),
-        ))
+        Ok(Some(ArtemisTransport::delivery(queue, received)))
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -142,12 +144,65 @@ impl Transport for ArtemisTransport {
             .map_err(TransportError::from)
     }
 
+    /// The first delivery waits up to `timeout`; then what the receiver link already holds
+    /// (delivered on its credit), up to `max`, without waiting.
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let Some(first) = self.pop(queue, timeout).await? else {
+            return Ok(Vec::new());
+        };
+        let mut received = vec![first];
+        while received.len() < max {
+            match self.client.receive(queue, Duration::ZERO).await {
+                Ok(Some(more)) => received.push(ArtemisTransport::delivery(queue, more)),
+                // Nothing more at hand, or a failure the next receive meets again.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        Ok(received)
+    }
+
     async fn close(&self) -> Result<(), TransportError> {
         self.client.close().await.map_err(TransportError::from)
     }
 
     fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none().headers(self).delay(self).rewind(self)
+        Capabilities::none()
+            .headers(self)
+            .delay(self)
+            .rewind(self)
+            .batch_ack(self)
+    }
+}
+
+/// Accepts a batch through [`Client::settle_many`]: one disposition frame per run of
+/// consecutive delivery ids on a link where the client can.
+#[async_trait]
+impl BatchAcker for ArtemisTransport {
+    async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
+        let mut first_error = None;
+        let mut tokens = Vec::with_capacity(deliveries.len());
+        for delivery in deliveries {
+            match ArtemisTransport::token(delivery) {
+                Ok(token) => tokens.push(token.clone()),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let sent = self
+            .client
+            .settle_many(&tokens, Disposition::Accepted)
+            .await
+            .map_err(TransportError::from);
+        match first_error {
+            Some(e) => Err(e),
+            None => sent,
+        }
     }
 }
 

@@ -771,3 +771,37 @@ async fn large_messages_round_trip() {
     assert!(d.body() == body.as_slice(), "byte for byte");
     t.ack(&d).await.unwrap();
 }
+
+/// A receive hands out what the link already holds after the first delivery; a batch is
+/// accepted together (range dispositions) and none of it comes back after a reconnect, while
+/// the one delivery left out of the batch does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_are_received_and_accepted_together() {
+    use babelqueue_core::BatchAcker as _;
+    let Some(_guard) = broker().await else { return };
+    let q = queue("batch");
+    let t = transport().await;
+    for n in 0..20 {
+        t.publish(&q, &envelope(&q, n)).await.unwrap();
+    }
+    let mut got: Vec<Delivery> = Vec::new();
+    let mut most = 0;
+    while got.len() < 20 {
+        let batch = t.receive(&q, 20 - got.len(), SHORT * 4).await.unwrap();
+        assert!(!batch.is_empty(), "{} of 20 received", got.len());
+        most = most.max(batch.len());
+        got.extend(batch);
+    }
+    assert!(most > 1, "never more than one per receive");
+    let kept = got.remove(7);
+    t.ack_batch(&got).await.unwrap();
+    t.close().await.unwrap();
+
+    let again = transport().await;
+    let left = drain(&again, &q, SHORT * 4).await;
+    assert_eq!(
+        left,
+        [kept.body().to_vec()],
+        "only the delivery left out comes back"
+    );
+}
