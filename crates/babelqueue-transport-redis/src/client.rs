@@ -123,10 +123,23 @@ impl FredClient {
         url: &str,
         ca_file: Option<&std::path::Path>,
     ) -> Result<FredClient, RedisError> {
+        let files = crate::TlsFiles {
+            ca_file: ca_file.map(Into::into),
+            ..crate::TlsFiles::default()
+        };
+        FredClient::connect_with_tls(url, &files).await
+    }
+
+    /// Like [`FredClient::connect`], with the TLS files of `files` for `rediss://`: the CA
+    /// certificates to trust instead of the system's roots, and a client certificate.
+    pub async fn connect_with_tls(
+        url: &str,
+        files: &crate::TlsFiles,
+    ) -> Result<FredClient, RedisError> {
         let mut config =
             fred::types::config::Config::from_url(url).map_err(|e| at_connect(url, e))?;
-        if let Some(path) = ca_file {
-            config.tls = Some(tls_with_ca(path)?);
+        if let Some(tls) = crate::tls::tls_config(files)? {
+            config.tls = Some(tls);
         }
         let build = || -> Result<fred::clients::Client, RedisError> {
             let mut builder = fred::types::Builder::from_config(config.clone());
@@ -197,31 +210,6 @@ fn endpoint(url: &str) -> String {
     } else {
         format!("{host}:6379")
     }
-}
-
-/// A rustls configuration (aws-lc-rs) that trusts the certificates of one PEM file.
-fn tls_with_ca(path: &std::path::Path) -> Result<fred::types::config::TlsConfig, RedisError> {
-    use fred::rustls::pki_types::CertificateDer;
-    use fred::rustls::pki_types::pem::PemObject;
-    let mut roots = fred::rustls::RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(path).map_err(|e| {
-        RedisError::Config(format!("cannot read the CA file {}: {e}", path.display()))
-    })?;
-    for cert in certs {
-        let cert = cert.map_err(|e| {
-            RedisError::Config(format!("bad certificate in {}: {e}", path.display()))
-        })?;
-        roots.add(cert).map_err(|e| {
-            RedisError::Config(format!("unusable certificate in {}: {e}", path.display()))
-        })?;
-    }
-    let provider = std::sync::Arc::new(fred::rustls::crypto::aws_lc_rs::default_provider());
-    let config = fred::rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| RedisError::Config(format!("TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(fred::types::config::TlsConnector::from(config).into())
 }
 
 fn keys(keys: Vec<Vec<u8>>) -> Vec<Key> {

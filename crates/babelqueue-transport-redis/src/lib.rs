@@ -53,7 +53,8 @@
 //! # URL
 //!
 //! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90`, `rediss://`
-//! for TLS (rustls with aws-lc-rs; the system roots, or `ca_file=/path/ca.pem` for a private CA).
+//! for TLS (rustls with aws-lc-rs; the system roots, or `ca_file=/path/ca.pem` for a private CA;
+//! `cert_file=` and `key_file=` present a client certificate for mutual TLS).
 //! `retry_after=null` (or `none`) disables recovery. Other query keys go to the client.
 //!
 //! # Capabilities and poison
@@ -101,6 +102,7 @@ mod error;
 pub mod idempotency;
 pub mod layout;
 pub mod scripts;
+mod tls;
 
 pub use client::{FredClient, RedisClient, Reply};
 #[allow(deprecated)]
@@ -111,6 +113,7 @@ pub use idempotency::RedisIdempotencyStore;
 #[allow(deprecated)]
 pub use layout::Options;
 pub use layout::{Layout, RedisOptions};
+pub use tls::TlsFiles;
 
 /// A source of the current time, in fractional epoch seconds (pinned in tests).
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
@@ -163,7 +166,7 @@ pub struct RedisBuilder {
     migration_batch_size: Option<i64>,
     processing_suffix: Option<String>,
     block_for: Option<Duration>,
-    ca_file: Option<std::path::PathBuf>,
+    tls: TlsFiles,
 }
 
 impl fmt::Debug for RedisBuilder {
@@ -177,7 +180,7 @@ impl fmt::Debug for RedisBuilder {
             .field("migration_batch_size", &self.migration_batch_size)
             .field("processing_suffix", &self.processing_suffix)
             .field("block_for", &self.block_for)
-            .field("ca_file", &self.ca_file)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -185,8 +188,27 @@ impl fmt::Debug for RedisBuilder {
 impl RedisBuilder {
     /// For `rediss://`: trust the CA certificates in this PEM file instead of the system roots
     /// (a private CA). The URL query key `ca_file` does the same.
-    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.ca_file = Some(path.into());
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// The old name of [`RedisBuilder::ca_file`].
+    #[deprecated(note = "renamed to ca_file, the name every TLS transport uses")]
+    pub fn tls_ca_file(self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_file(path)
+    }
+
+    /// For `rediss://`: present the client certificate of the PEM file `cert` with the private
+    /// key of the PEM file `key` (mutual TLS). The URL query keys `cert_file` and `key_file` do
+    /// the same.
+    pub fn client_certificate(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.cert_file = Some(cert.into());
+        self.tls.key_file = Some(key.into());
         self
     }
     /// Selects the Laravel-compatible layout (`true`) or the reliable one (`false`).
@@ -252,34 +274,10 @@ impl RedisBuilder {
     /// Connects.
     pub async fn connect(self) -> Result<RedisTransport, RedisError> {
         let (url, options) = self.options()?;
-        let (url, ca_file) = take_ca_file(&url, self.ca_file.clone());
-        let client = FredClient::connect_with(&url, ca_file.as_deref()).await?;
+        let (url, files) = tls::take_tls_files(&url, self.tls.clone());
+        let client = FredClient::connect_with_tls(&url, &files).await?;
         Ok(RedisTransport::with_client(Arc::new(client), options))
     }
-}
-
-/// Takes the `ca_file` query key out of a client URL: the URL without it, and the CA file it
-/// names (else `ca_file`).
-fn take_ca_file(
-    url: &str,
-    mut ca_file: Option<std::path::PathBuf>,
-) -> (String, Option<std::path::PathBuf>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_owned(), ca_file);
-    };
-    let mut kept = Vec::new();
-    for pair in query.split('&') {
-        match pair.split_once('=') {
-            Some(("ca_file", path)) => ca_file = Some(babelqueue_core::gate::unescape(path).into()),
-            _ => kept.push(pair),
-        }
-    }
-    let url = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    (url, ca_file)
 }
 
 fn bytes(s: impl Into<Vec<u8>>) -> Vec<u8> {
@@ -300,8 +298,8 @@ impl RedisTransport {
     ) -> Result<RedisTransport, RedisError> {
         let (url, options) = RedisOptions::from_url_onto(url, options)?;
         options.validate()?;
-        let (url, ca_file) = take_ca_file(&url, None);
-        let client = FredClient::connect_with(&url, ca_file.as_deref()).await?;
+        let (url, files) = tls::take_tls_files(&url, TlsFiles::default());
+        let client = FredClient::connect_with_tls(&url, &files).await?;
         Ok(RedisTransport::with_client(Arc::new(client), options))
     }
 
@@ -315,7 +313,7 @@ impl RedisTransport {
             migration_batch_size: None,
             processing_suffix: None,
             block_for: None,
-            ca_file: None,
+            tls: TlsFiles::default(),
         }
     }
 

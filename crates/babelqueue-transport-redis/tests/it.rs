@@ -521,6 +521,19 @@ async fn rediss_with_a_private_ca() {
     t.ack(&d).await.unwrap();
     // without the CA, the server's certificate is refused
     assert!(RedisTransport::connect(&url).await.is_err());
+    // the builder's ca_file, with a client certificate offered (this server does not ask for
+    // one, so the handshake must still succeed with it configured)
+    let (cert, key, _) = babelqueue_testkit::tls::client_files("redis-live");
+    let t = RedisTransport::builder(url.clone())
+        .ca_file(&ca)
+        .client_certificate(&cert, &key)
+        .connect()
+        .await
+        .expect("TLS connect with a client certificate configured");
+    t.publish(&q, b"{\"job\":\"urn:y\"}").await.unwrap();
+    let d = t.pop(&q, Duration::from_secs(1)).await.unwrap().unwrap();
+    assert_eq!(d.body(), b"{\"job\":\"urn:y\"}");
+    t.ack(&d).await.unwrap();
     purge(&raw, &q).await;
 }
 
