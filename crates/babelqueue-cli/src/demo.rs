@@ -10,11 +10,15 @@ use babelqueue::{
 };
 use serde_json::json;
 
+use crate::io::Io;
+
 const ORDER: &str = "urn:babel:orders:created";
 const PAYMENT: &str = "urn:babel:payments:captured";
 const EMAIL: &str = "urn:babel:emails:send";
 
-struct Narrator;
+struct Narrator {
+    io: Io,
+}
 
 impl Observer for Narrator {
     fn on_event(&self, e: &Event<'_>) {
@@ -38,14 +42,15 @@ impl Observer for Narrator {
             }
             other => format!("   · {what}: {other:?}"),
         };
-        println!("{line}");
+        self.io.line(line);
     }
 }
 
-pub(crate) async fn run() -> Result<(), String> {
+pub(crate) async fn run(io: Io) -> Result<u8, String> {
     let memory = MemoryTransport::new();
     let payment_tries = Arc::new(AtomicU32::new(0));
     let tries = payment_tries.clone();
+    let (order_io, payment_io) = (io.clone(), io.clone());
     let app = App::builder(memory.clone())
         .queue("orders")
         .max_attempts(3)
@@ -54,28 +59,32 @@ pub(crate) async fn run() -> Result<(), String> {
         .retry_backoff_multiplier(2.0)
         .concurrency(2)
         .poll_timeout(Duration::from_millis(50))
-        .observer(Arc::new(Narrator))
-        .handle(ORDER, |ctx: Context| async move {
-            let order: serde_json::Value = ctx.data_as()?;
-            println!(
-                "   ✓ {} handled order {} (delivery {})",
-                ctx.urn(),
-                order["order_id"],
-                ctx.attempts() + 1
-            );
-            Ok(())
+        .observer(Arc::new(Narrator { io: io.clone() }))
+        .handle(ORDER, move |ctx: Context| {
+            let io = order_io.clone();
+            async move {
+                let order: serde_json::Value = ctx.data_as()?;
+                io.line(format!(
+                    "   ✓ {} handled order {} (delivery {})",
+                    ctx.urn(),
+                    order["order_id"],
+                    ctx.attempts() + 1
+                ));
+                Ok(())
+            }
         })
         .handle(PAYMENT, move |ctx: Context| {
             let tries = tries.clone();
+            let io = payment_io.clone();
             async move {
                 if tries.fetch_add(1, Ordering::SeqCst) == 0 {
                     return Err(HandlerError::new("payment gateway timed out"));
                 }
-                println!(
+                io.line(format!(
                     "   ✓ {} handled on delivery {} after a 100 ms back-off",
                     ctx.urn(),
                     ctx.attempts() + 1
-                );
+                ));
                 Ok(())
             }
         })
@@ -85,10 +94,8 @@ pub(crate) async fn run() -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
 
-    println!("BabelQueue demo on memory:// — no broker needed.\n");
-    println!(
-        "1. Publishing to queue \"orders\": two orders, a payment, an email, and one body that is not an envelope."
-    );
+    io.line("BabelQueue demo on memory:// — no broker needed.\n");
+    io.line("1. Publishing to queue \"orders\": two orders, a payment, an email, and one body that is not an envelope.");
     for order_id in [1042, 1043] {
         app.publish(ORDER, &json!({"order_id": order_id, "total": "99.90"}))
             .await
@@ -108,14 +115,12 @@ pub(crate) async fn run() -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let first = String::from_utf8_lossy(&memory.bodies("orders")[0]).into_owned();
-    println!(
-        "   On the wire, every SDK (PHP, Go, Python, Java, .NET, Node, Rust) reads the same bytes:"
+    io.line(
+        "   On the wire, every SDK (PHP, Go, Python, Java, .NET, Node, Rust) reads the same bytes:",
     );
-    println!("   {first}\n");
+    io.line(format!("   {first}\n"));
 
-    println!(
-        "2. Consuming: 2 handlers at a time, 3 attempts, back-off 100 ms doubling, dead-lettering on."
-    );
+    io.line("2. Consuming: 2 handlers at a time, 3 attempts, back-off 100 ms doubling, dead-lettering on.");
     let summary = app
         .consume(
             Consume::new()
@@ -126,10 +131,10 @@ pub(crate) async fn run() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     let records = memory.bodies("orders.dlq");
-    println!(
+    io.line(format!(
         "\n3. The dead-letter queue \"orders.dlq\" holds {} record(s):",
         records.len()
-    );
+    ));
     for record in &records {
         let parsed = babelqueue::Envelope::parse_object(record).map_err(|e| e.to_string())?;
         let block = parsed
@@ -156,16 +161,16 @@ pub(crate) async fn run() -> Result<(), String> {
         } else {
             parsed.urn().into_owned()
         };
-        println!(
+        io.line(format!(
             "   - reason {}: {what} (attempts {}, error: {})",
             text("reason"),
             text("attempts"),
             text("error")
-        );
+        ));
     }
-    println!(
+    io.line(format!(
         "\nDone: {} deliveries settled; nothing lost. Try `babelqueue inspect` on a body, or point `babelqueue consume` at a real broker.",
         summary.processed
-    );
-    Ok(())
+    ));
+    Ok(0)
 }

@@ -7,6 +7,9 @@ use babelqueue::kafka::{
 };
 use clap::{Args, Subcommand};
 
+use crate::Session;
+use crate::args::UrlArg;
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum KafkaCommand {
     /// Run the retry re-injector: move records parked on `<topic>.retry.<n>` back to `<topic>`
@@ -17,7 +20,8 @@ pub(crate) enum KafkaCommand {
 #[derive(Debug, Args)]
 pub(crate) struct ReinjectArgs {
     /// Broker URL (`kafka://host:9092[?retry_tiers_ms=…&librdkafka.option=…]`).
-    url: String,
+    #[command(flatten)]
+    url: UrlArg,
     /// A work topic whose tier topics to consume (repeatable).
     #[arg(long = "topic", required = true)]
     topics: Vec<String>,
@@ -36,14 +40,24 @@ pub(crate) struct ReinjectArgs {
     idle_timeout: Option<f64>,
 }
 
-pub(crate) async fn run(command: KafkaCommand) -> Result<(), String> {
-    match command {
-        KafkaCommand::Reinject(args) => reinject(args).await,
+impl KafkaCommand {
+    /// The broker URL the command was given.
+    pub(crate) fn url(&self) -> &str {
+        match self {
+            KafkaCommand::Reinject(args) => &args.url.url,
+        }
     }
 }
 
-async fn reinject(args: ReinjectArgs) -> Result<(), String> {
-    let mut config = KafkaOptions::from_url(&args.url).map_err(|e| e.to_string())?;
+pub(crate) async fn run(session: &Session, command: KafkaCommand) -> Result<(), String> {
+    match command {
+        KafkaCommand::Reinject(args) => reinject(session, args).await,
+    }
+}
+
+async fn reinject(session: &Session, args: ReinjectArgs) -> Result<(), String> {
+    let io = session.io();
+    let mut config = KafkaOptions::from_url(&args.url.url).map_err(|e| e.to_string())?;
     if let Some(tiers) = &args.tiers {
         config.retry_tiers = RetryTiers::parse(tiers).map_err(|e| e.to_string())?;
     }
@@ -60,12 +74,12 @@ async fn reinject(args: ReinjectArgs) -> Result<(), String> {
     let client = RdKafkaClient::new(config.clone());
     let mut reinjector = RetryReinjector::with_client(&client, &config, &args.topics, &args.group)
         .map_err(|e| e.to_string())?;
-    eprintln!(
-        "babelqueue: re-injecting from {} (tiers {} ms)",
+    io.note(format!(
+        "re-injecting from {} (tiers {} ms)",
         reinjector.topics().join(", "),
         config.retry_tiers
-    );
-    let shutdown = shutdown_signal();
+    ));
+    let shutdown = session.shutdown().wait();
     tokio::pin!(shutdown);
     let mut total: u64 = 0;
     let mut last_activity = Instant::now();
@@ -77,7 +91,7 @@ async fn reinject(args: ReinjectArgs) -> Result<(), String> {
                 if written > 0 {
                     total += written as u64;
                     last_activity = Instant::now();
-                    println!("{{\"reinjected\":{written},\"total\":{total}}}");
+                    io.line(format!("{{\"reinjected\":{written},\"total\":{total}}}"));
                 } else if reinjector.held() > 0 {
                     last_activity = Instant::now();
                 }
@@ -91,26 +105,6 @@ async fn reinject(args: ReinjectArgs) -> Result<(), String> {
         }
     }
     reinjector.close().await;
-    eprintln!("babelqueue: {total} record(s) re-injected");
+    io.note(format!("{total} record(s) re-injected"));
     Ok(())
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            return;
-        }
-    }
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
 }

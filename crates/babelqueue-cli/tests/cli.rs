@@ -3,28 +3,9 @@
 //! The `babelqueue` binary, run as a user runs it (broker-free commands; the broker commands
 //! are exercised by each transport crate's live tests).
 
-use std::io::Write as _;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn babelqueue(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_babelqueue"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input).unwrap();
-    } else {
-        drop(child.stdin.take());
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{babelqueue, printed, stdout};
 
 #[test]
 fn demo_shows_a_retry_and_a_dead_letter_in_plain_words() {
@@ -65,12 +46,20 @@ fn inspect_reports_verdicts_and_the_normalised_envelope() {
     );
     assert_eq!(line["warnings"].as_array().unwrap().len(), 1);
 
+    assert_eq!(ok.status.code(), Some(0));
     let poison = babelqueue(&["inspect"], Some(br#"{"job":"urn:x","attempts":1.0}"#));
+    assert_eq!(
+        poison.status.code(),
+        Some(3),
+        "a poison body exits 3: {}",
+        printed(&poison)
+    );
     let line: serde_json::Value = serde_json::from_str(stdout(&poison).trim()).unwrap();
     assert_eq!(line["verdict"], "poison");
     assert!(line["poison_cause"].as_str().unwrap().contains("attempts"));
 
     let none = babelqueue(&["inspect"], Some(b"null"));
+    assert_eq!(none.status.code(), Some(0), "no identity is not poison");
     let line: serde_json::Value = serde_json::from_str(stdout(&none).trim()).unwrap();
     assert_eq!(line["verdict"], "no_identity");
     assert_eq!(line["envelope"], serde_json::Value::Null);
@@ -138,8 +127,32 @@ fn unknown_and_uncompiled_schemes_are_clear_errors() {
         ],
         None,
     );
-    assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("on_unknown_urn must be one of"));
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "a usage error: {}",
+        printed(&bad)
+    );
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("invalid value 'ignore' for '--on-unknown-urn")
+            && err.contains("[possible values: fail, delete, release, dead_letter]"),
+        "lists the allowed values: {err}"
+    );
+    let good = babelqueue(
+        &[
+            "consume",
+            "memory://",
+            "--queue",
+            "q",
+            "--on-unknown-urn",
+            "dead-letter",
+            "--max",
+            "0",
+        ],
+        None,
+    );
+    assert!(good.status.success(), "{}", printed(&good));
 }
 
 #[test]
@@ -161,15 +174,6 @@ fn consume_exits_after_the_idle_timeout() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 handler call(s)"));
-}
-
-/// Everything the process printed.
-fn printed(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
@@ -203,7 +207,7 @@ fn a_url_typo_without_the_separator_never_prints_the_password() {
 mod amqp {
     use std::time::{Duration, Instant};
 
-    use super::{babelqueue, printed};
+    use crate::common::{babelqueue, printed};
 
     /// `host:port` of the broker, when it is reachable.
     fn broker() -> Option<String> {
@@ -253,20 +257,10 @@ mod amqp {
 /// The CLI against a real Redis (`BQ_REDIS_URL`), in both layouts.
 #[cfg(feature = "redis")]
 mod redis {
-    use super::{babelqueue, stdout};
+    use crate::common::{babelqueue, stdout};
 
     fn url(laravel: bool) -> Option<String> {
-        let base =
-            std::env::var("BQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-        let probe = babelqueue(&["dlq", "list", &base, "--queue", "bq-cli-probe"], None);
-        if !probe.status.success() {
-            assert!(
-                std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
-                "Redis is required at {base}"
-            );
-            println!("SKIPPED: Redis not reachable at {base}");
-            return None;
-        }
+        let base = crate::common::redis_url()?;
         Some(if laravel {
             format!("{base}?laravel=1")
         } else {
@@ -283,7 +277,7 @@ mod redis {
             &["consume", &wrong, "--queue", "q", "--idle-timeout", "5"],
             None,
         );
-        let text = super::printed(&out);
+        let text = crate::common::printed(&out);
         assert!(!out.status.success(), "{text}");
         assert!(text.contains("refused the credentials"), "{text}");
         assert!(!text.contains("wrongpw"), "{text}");

@@ -1,0 +1,505 @@
+//! `babelqueue dlq list|show|retry|remove|redrive`: in process on a shared memory:// transport,
+//! and the binary against a live Redis.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use babelqueue::{Capabilities, Delivery, MemoryTransport, Transport, TransportError};
+use common::{json_lines, record, run_memory, run_on};
+use serde_json::Value;
+
+const DLQ: &str = "orders.dlq";
+
+/// `orders.dlq` holding a, b, c (urn:ok, urn:ok, urn:other) and a poison body.
+async fn seeded() -> MemoryTransport {
+    let memory = MemoryTransport::new();
+    for (id, urn) in [("a", "urn:ok"), ("b", "urn:ok"), ("c", "urn:other")] {
+        memory
+            .publish(DLQ, &record(id, urn, "orders"))
+            .await
+            .unwrap();
+    }
+    memory.publish(DLQ, b"not json").await.unwrap();
+    memory
+}
+
+fn ids(memory: &MemoryTransport, queue: &str) -> Vec<String> {
+    memory
+        .bodies(queue)
+        .iter()
+        .map(|b| {
+            serde_json::from_slice::<Value>(b)
+                .ok()
+                .and_then(|v| v["meta"]["id"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "<poison>".into())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn list_prints_one_json_line_per_record_and_changes_nothing() {
+    let memory = seeded().await;
+    let ran = run_memory(&memory, &["dlq", "list", "memory://", "--queue", "orders"]).await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let lines = json_lines(&ran.stdout);
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["message_id"], "a");
+    assert_eq!(lines[0]["reason"], "failed");
+    assert_eq!(lines[0]["error"], "boom a");
+    assert_eq!(lines[3]["readable"], false);
+    assert!(ran.stderr.contains("4 message(s) in orders.dlq"), "{ran:?}");
+    assert!(!ran.stderr.contains("drains"), "memory browses: {ran:?}");
+    assert_eq!(ids(&memory, DLQ), ["a", "b", "c", "<poison>"]);
+}
+
+#[tokio::test]
+async fn human_output_is_an_aligned_table() {
+    let memory = seeded().await;
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "list",
+            "memory://",
+            "--queue",
+            "orders",
+            "--output",
+            "human",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    // border, header, separator, 4 rows, border
+    assert_eq!(lines.len(), 8, "{}", ran.stdout);
+    assert!(lines[1].contains("MESSAGE_ID") && lines[1].contains("ORIGINAL_QUEUE"));
+    assert!(
+        lines[3].contains("| a ") && lines[3].contains("urn:ok") && lines[3].contains("boom a")
+    );
+    let width = lines[0].chars().count();
+    assert!(
+        lines.iter().all(|l| l.chars().count() == width),
+        "every line equally wide:\n{}",
+        ran.stdout
+    );
+}
+
+#[tokio::test]
+async fn show_prints_the_named_records_and_fails_on_an_unknown_id() {
+    let memory = seeded().await;
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "show",
+            "--url",
+            "memory://",
+            "--queue",
+            "orders",
+            "c",
+            "a",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let lines = json_lines(&ran.stdout);
+    let shown: Vec<&str> = lines
+        .iter()
+        .map(|l| l["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["a", "c"]);
+    let body: Value = serde_json::from_str(lines[1]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["data"]["id"], "c");
+
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "show",
+            "--url",
+            "memory://",
+            "--queue",
+            "orders",
+            "nope",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 1, "{ran:?}");
+    assert!(ran.stderr.contains("not in orders.dlq"), "{ran:?}");
+    assert!(ran.stderr.contains("nope"), "{ran:?}");
+    assert_eq!(memory.len(DLQ), 4);
+}
+
+#[tokio::test]
+async fn retry_sends_only_the_named_messages_back_to_their_queue() {
+    let memory = seeded().await;
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "retry",
+            "--url",
+            "memory://",
+            "--queue",
+            "orders",
+            "b",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let lines = json_lines(&ran.stdout);
+    assert_eq!(
+        lines.len(),
+        1,
+        "only the named message is reported: {}",
+        ran.stdout
+    );
+    assert_eq!(
+        (
+            lines[0]["message_id"].as_str(),
+            lines[0]["to"].as_str(),
+            lines[0]["redriven"].as_bool()
+        ),
+        (Some("b"), Some("orders"), Some(true))
+    );
+    assert_eq!(ids(&memory, "orders"), ["b"]);
+    let back: Value = serde_json::from_slice(&memory.bodies("orders")[0]).unwrap();
+    assert_eq!(back["attempts"], 0);
+    assert!(back.get("dead_letter").is_none());
+    assert_eq!(ids(&memory, DLQ), ["a", "c", "<poison>"]);
+
+    // --to, and an id that is not there: the found one moves, the exit status says the rest.
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "retry",
+            "--url",
+            "memory://",
+            "--queue",
+            "orders",
+            "--to",
+            "elsewhere",
+            "c",
+            "zz",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 1, "{ran:?}");
+    assert!(ran.stderr.contains("zz"), "{ran:?}");
+    assert_eq!(ids(&memory, "elsewhere"), ["c"]);
+}
+
+#[tokio::test]
+async fn remove_deletes_only_the_named_messages() {
+    let memory = seeded().await;
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "remove",
+            "--url",
+            "memory://",
+            "--queue",
+            "orders",
+            "a",
+            "c",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let lines = json_lines(&ran.stdout);
+    let removed: Vec<&str> = lines
+        .iter()
+        .map(|l| l["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(removed, ["a", "c"]);
+    assert_eq!(lines[0]["removed"], true);
+    assert_eq!(ids(&memory, DLQ), ["b", "<poison>"]);
+    assert!(ran.stderr.contains("2 removed from orders.dlq"), "{ran:?}");
+    assert_eq!(memory.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn remove_on_a_failing_broker_loses_nothing() {
+    let memory = MemoryTransport::with_visibility_timeout(Duration::from_millis(50));
+    for id in ["a", "b"] {
+        memory
+            .publish(DLQ, &record(id, "urn:ok", "orders"))
+            .await
+            .unwrap();
+    }
+    memory.fail_publishes_to(DLQ, true);
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "remove",
+            "--url",
+            "memory://",
+            "--queue",
+            "orders",
+            "b",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 1, "{ran:?}");
+    assert!(
+        ran.stderr.contains("removed before the failure: []"),
+        "{ran:?}"
+    );
+    assert_eq!(ran.stdout, "", "nothing was removed");
+    memory.fail_publishes_to(DLQ, false);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    // Both unsettled deliveries come back.
+    let mut back = Vec::new();
+    while let Some(d) = memory.pop(DLQ, Duration::ZERO).await.unwrap() {
+        back.push(d.body().to_vec());
+        memory.ack(&d).await.unwrap();
+    }
+    back.sort();
+    assert_eq!(
+        back,
+        [
+            record("a", "urn:ok", "orders"),
+            record("b", "urn:ok", "orders")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn redrive_dry_run_reports_one_line_per_message_on_stdout() {
+    let memory = seeded().await;
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "redrive",
+            "memory://",
+            "--queue",
+            "orders",
+            "--dry-run",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let lines = json_lines(&ran.stdout);
+    assert_eq!(lines.len(), 4, "{}", ran.stdout);
+    assert!(lines.iter().all(|l| l["redriven"] == false));
+    assert_eq!(lines[0]["skipped"], "dry run");
+    assert_eq!(memory.len(DLQ), 4);
+
+    let ran = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "redrive",
+            "memory://",
+            "--queue",
+            "orders",
+            "--select",
+            "urn:ok",
+            "--output",
+            "human",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    assert!(
+        ran.stdout.contains("RESULT") && ran.stdout.contains("redriven"),
+        "{}",
+        ran.stdout
+    );
+    assert!(ran.stdout.contains("kept: not selected"), "{}", ran.stdout);
+    assert_eq!(ids(&memory, "orders"), ["a", "b"]);
+}
+
+/// memory:// without the browse capability, like most brokers.
+#[derive(Debug, Clone)]
+struct NoBrowse(MemoryTransport);
+
+#[async_trait]
+impl Transport for NoBrowse {
+    fn name(&self) -> &'static str {
+        "nobrowse"
+    }
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        self.0.publish(queue, body).await
+    }
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        self.0.pop(queue, timeout).await
+    }
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        self.0.ack(delivery).await
+    }
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+    }
+}
+
+#[tokio::test]
+async fn listing_without_browse_says_it_drains_and_restores() {
+    let memory = seeded().await;
+    let transport = Arc::new(NoBrowse(memory.clone()));
+    let ran = run_on(
+        transport.clone(),
+        &["dlq", "list", "memory://", "--queue", "orders"],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    assert!(
+        ran.stderr.contains(
+            "cannot browse a queue: reading orders.dlq drains it and restores every message"
+        ),
+        "{ran:?}"
+    );
+    assert_eq!(json_lines(&ran.stdout).len(), 4);
+    assert_eq!(
+        ids(&memory, DLQ),
+        ["a", "b", "c", "<poison>"],
+        "restored in order"
+    );
+    assert_eq!(memory.in_flight(), 0);
+
+    let ran = run_on(
+        transport,
+        &["dlq", "show", "--url", "x://", "--queue", "orders", "b"],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    assert!(ran.stderr.contains("drains it"), "{ran:?}");
+    assert_eq!(ids(&memory, DLQ), ["a", "b", "c", "<poison>"]);
+
+    let help = common::babelqueue(&["dlq", "list", "--help"], None);
+    let text = common::stdout(&help);
+    assert!(
+        text.contains("drains the dead-letter queue and restores every message"),
+        "{text}"
+    );
+}
+
+/// The binary against a live Redis (`BQ_REDIS_URL`).
+#[cfg(feature = "redis")]
+mod redis {
+    use super::*;
+    use crate::common::{babelqueue, printed, redis_url, stdout};
+
+    /// A fresh queue whose dead-letter queue holds ok-1, ok-2 (urn:cli:ok) and bad-1
+    /// (urn:cli:bad), failed out of it by the runtime.
+    fn dead_lettered(url: &str, label: &str) -> (String, Vec<String>) {
+        let queue = babelqueue_testkit::unique_queue(label);
+        let published = babelqueue(
+            &[
+                "publish",
+                url,
+                "--queue",
+                &queue,
+                "--urn",
+                "urn:cli:dl",
+                "--count",
+                "3",
+            ],
+            None,
+        );
+        assert!(published.status.success(), "{}", printed(&published));
+        let ids = json_lines(&stdout(&published))
+            .iter()
+            .map(|v| v["meta"]["id"].as_str().unwrap().to_owned())
+            .collect();
+        let consumed = babelqueue(
+            &[
+                "consume",
+                url,
+                "--queue",
+                &queue,
+                "--fail-urn",
+                "urn:cli:dl",
+                "--urn",
+                "urn:none",
+                "--max-attempts",
+                "1",
+                "--dead-letter",
+                "--idle-timeout",
+                "1",
+            ],
+            None,
+        );
+        assert!(consumed.status.success(), "{}", printed(&consumed));
+        (queue, ids)
+    }
+
+    #[test]
+    fn redrive_dry_run_writes_its_report_to_a_redirected_stdout() {
+        let Some(url) = redis_url() else { return };
+        let (queue, ids) = dead_lettered(&url, "cli-dry");
+        let out = babelqueue(
+            &["dlq", "redrive", &url, "--queue", &queue, "--dry-run"],
+            None,
+        );
+        assert!(out.status.success(), "{}", printed(&out));
+        let lines = json_lines(&stdout(&out));
+        let reported: Vec<&str> = lines
+            .iter()
+            .map(|l| l["message_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(reported, ids.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(lines.iter().all(|l| l["skipped"] == "dry run"));
+    }
+
+    #[test]
+    fn show_retry_and_remove_by_id_against_redis() {
+        let Some(url) = redis_url() else { return };
+        let (queue, ids) = dead_lettered(&url, "cli-byid");
+        let by_id = |verb: &str, id: &str| {
+            babelqueue(&["dlq", verb, "--url", &url, "--queue", &queue, id], None)
+        };
+        let shown = by_id("show", &ids[0]);
+        assert!(shown.status.success(), "{}", printed(&shown));
+        let line = &json_lines(&stdout(&shown))[0];
+        assert_eq!(
+            (line["message_id"].as_str(), line["reason"].as_str()),
+            (Some(ids[0].as_str()), Some("failed"))
+        );
+
+        let removed = by_id("remove", &ids[1]);
+        assert!(removed.status.success(), "{}", printed(&removed));
+        let retried = by_id("retry", &ids[2]);
+        assert!(retried.status.success(), "{}", printed(&retried));
+        assert_eq!(json_lines(&stdout(&retried))[0]["redriven"], true);
+
+        let listed = babelqueue(&["dlq", "list", &url, "--queue", &queue], None);
+        let left: Vec<String> = json_lines(&stdout(&listed))
+            .iter()
+            .map(|l| l["message_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(left, [ids[0].clone()], "one removed, one retried, one kept");
+
+        let again = babelqueue(
+            &[
+                "consume",
+                &url,
+                "--queue",
+                &queue,
+                "--max",
+                "1",
+                "--idle-timeout",
+                "2",
+            ],
+            None,
+        );
+        let line = &json_lines(&stdout(&again))[0];
+        assert_eq!(line["meta"]["id"].as_str(), Some(ids[2].as_str()));
+        assert_eq!(line["attempts"], 0, "retry resets attempts");
+        assert!(
+            by_id("show", &ids[1]).status.code() == Some(1),
+            "the removed one is gone"
+        );
+    }
+}
