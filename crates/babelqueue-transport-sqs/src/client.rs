@@ -488,6 +488,21 @@ mod tests {
         assert!(!shown.contains("IMDS"), "{shown}");
     }
 
+    /// The instance metadata service refusing the token request (as off EC2 behind a proxy)
+    /// is "no credentials" too; a provider that timed out stays a timeout.
+    #[test]
+    fn a_failing_last_provider_is_no_credentials_but_a_timeout_is_not() {
+        use aws_credential_types::provider::error::CredentialsError;
+        let refused = CredentialsError::provider_error("failed to load IMDS session token");
+        assert!(crate::error::no_credentials(&refused).is_some());
+        let missing = CredentialsError::not_loaded("no providers in chain provided credentials");
+        assert!(crate::error::no_credentials(&missing).is_some());
+        let slow = CredentialsError::provider_timed_out(std::time::Duration::from_secs(5));
+        assert!(crate::error::no_credentials(&slow).is_none());
+        let other = std::io::Error::other("connection refused");
+        assert!(crate::error::no_credentials(&other).is_none());
+    }
+
     #[test]
     fn a_bad_url_option_never_shows_the_password() {
         for url in [

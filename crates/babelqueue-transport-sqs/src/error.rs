@@ -56,8 +56,9 @@ pub enum SqsError {
         message: String,
     },
     /// The AWS provider chain found no credentials anywhere it looks (environment, shared
-    /// profile, web identity, container or instance metadata). Nothing was sent. Not transient:
-    /// a consume loop stops with it.
+    /// profile, web identity, container or instance metadata), or the provider it ended with
+    /// failed (`detail` says which and why). Nothing was sent. Not transient: a consume loop
+    /// stops with it.
     #[error(
         "SQS {operation} at {endpoint}: no AWS credentials found: set AWS_ACCESS_KEY_ID and \
          AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary keys), or AWS_PROFILE, or \
@@ -249,17 +250,19 @@ where
     }
 }
 
-/// What the provider chain said, when `err` (or an error behind it) is its "no credentials
-/// found": the SDK reports that as a failed dispatch, whose text speaks of the last provider
-/// tried (an instance metadata session token), not of the missing credentials.
-fn no_credentials(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+/// What the provider chain said, when `err` (or an error behind it) is its failure to find
+/// credentials: the SDK reports that as a failed dispatch, whose text speaks of the last
+/// provider tried (an instance metadata session token, refused or unreachable off EC2), not of
+/// the missing credentials. A provider that timed out is left to the timeout mapping.
+pub(crate) fn no_credentials(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     use aws_credential_types::provider::error::CredentialsError;
     let mut current = Some(err);
     while let Some(e) = current {
-        if let Some(CredentialsError::CredentialsNotLoaded(_)) = e.downcast_ref() {
-            return Some(aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
+        match e.downcast_ref::<CredentialsError>() {
+            Some(CredentialsError::ProviderTimedOut(_)) => return None,
+            Some(_) => return Some(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()),
+            None => current = e.source(),
         }
-        current = e.source();
     }
     None
 }
