@@ -9,7 +9,9 @@
 //!   `frame_max`, `channel_max`, `auth_mechanism`) go to lapin.
 //! * BabelQueue keys: `prefetch` (a fixed `basic_qos` prefetch, 1..=65535; without it the
 //!   prefetch follows the runtime's concurrency), `declare` (boolean, default on; off skips
-//!   the queue declarations for queues that are provisioned elsewhere).
+//!   the queue declarations for queues that are provisioned elsewhere); the TLS files every
+//!   TLS transport names alike: `ca_file` (a PEM file of CA certificates to trust beside the
+//!   platform's roots), `cert_file` and `key_file` (a client certificate for mutual TLS).
 //! * Other keys (pika options such as `socket_timeout`) are ignored with a warning, so a URL
 //!   shared with a Python worker keeps working.
 
@@ -33,6 +35,12 @@ pub struct AmqpUrl {
     pub prefetch: Option<u16>,
     /// Whether queues are declared before use (default `true`).
     pub declare: bool,
+    /// `ca_file=`: a PEM file of CA certificates to trust for `amqps://`.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `cert_file=`: a PEM file of the client certificate for `amqps://` (mutual TLS).
+    pub cert_file: Option<std::path::PathBuf>,
+    /// `key_file=`: a PEM file of the client certificate's private key.
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for AmqpUrl {
@@ -47,6 +55,9 @@ impl fmt::Debug for AmqpUrl {
             .field("vhost", &self.uri.vhost)
             .field("prefetch", &self.prefetch)
             .field("declare", &self.declare)
+            .field("ca_file", &self.ca_file)
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
             .finish_non_exhaustive()
     }
 }
@@ -106,6 +117,7 @@ impl AmqpUrl {
         let mut lapin_query = Vec::new();
         let mut prefetch = None;
         let mut declare = true;
+        let (mut ca_file, mut cert_file, mut key_file) = (None, None, None);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             match key {
@@ -127,6 +139,18 @@ impl AmqpUrl {
                         ));
                     }
                 },
+                "ca_file" | "cert_file" | "key_file" => {
+                    let path = options::decode_lossy(value, Component::Query);
+                    if path.is_empty() {
+                        return bad(format!("{key} must name a PEM file"));
+                    }
+                    let path = Some(std::path::PathBuf::from(path));
+                    match key {
+                        "ca_file" => ca_file = path,
+                        "cert_file" => cert_file = path,
+                        _ => key_file = path,
+                    }
+                }
                 k if LAPIN_KEYS.contains(&k) => lapin_query.push(pair),
                 other => {
                     tracing::warn!(target: "babelqueue::amqp", key = other, "Ignoring an unknown AMQP URL option");
@@ -148,10 +172,16 @@ impl AmqpUrl {
         if scheme == "amqps" {
             debug_assert!(matches!(uri.scheme, AMQPScheme::AMQPS));
         }
+        if cert_file.is_some() != key_file.is_some() {
+            return bad("cert_file and key_file go together (mutual TLS)".into());
+        }
         Ok(AmqpUrl {
             uri,
             prefetch,
             declare,
+            ca_file,
+            cert_file,
+            key_file,
         })
     }
 
@@ -203,6 +233,37 @@ mod tests {
             AmqpUrl::parse("amqps://h").unwrap().uri.authority.port,
             5671
         );
+    }
+
+    #[test]
+    fn debug_of_the_url_the_client_and_the_transport_never_shows_the_password() {
+        let url = "amqps://alice:hunter2@broker.example:5671/orders?prefetch=4";
+        let parsed = AmqpUrl::parse(url).unwrap();
+        assert_eq!(parsed.uri.authority.userinfo.password, "hunter2");
+        let client = crate::LapinClient::new(parsed.uri.clone(), "worker");
+        let transport = crate::AmqpTransport::lazy(url).unwrap();
+        for shown in [
+            format!("{parsed:?}"),
+            format!("{parsed:#?}"),
+            format!("{client:?}"),
+            format!("{transport:?}"),
+        ] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        // What Debug does show: enough to tell which broker.
+        assert!(format!("{parsed:?}").contains("broker.example"));
+        assert!(format!("{client:?}").contains("broker.example"));
+    }
+
+    #[test]
+    fn plus_in_the_vhost_is_a_plus_sign() {
+        assert_eq!(
+            AmqpUrl::parse("amqp://h/a+b%2Bc").unwrap().uri.vhost,
+            "a+b+c"
+        );
+        // The password (read by lapin) keeps its plus sign too.
+        let parsed = AmqpUrl::parse("amqp://u:p+w@h").unwrap();
+        assert_eq!(parsed.uri.authority.userinfo.password, "p+w");
     }
 
     #[test]
