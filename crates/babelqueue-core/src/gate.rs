@@ -1,7 +1,7 @@
 //! The schema-version gate every property-carrying transport applies before decoding a body
 //! (SQS, ASB, Pulsar, Kafka, Artemis), and the reserved route it hands the delivery over with.
 
-use std::fmt::Write as _;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// The longest declared version kept in logs and routes (longer ones are cut and `...` added).
 pub const DECLARED_VERSION_MAX_CHARS: usize = 64;
@@ -49,16 +49,15 @@ pub fn escape(declared: &str, cap: bool) -> String {
     } else {
         declared.to_owned()
     };
-    let mut out = String::with_capacity(capped.len());
-    for b in capped.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    utf8_percent_encode(&capped, NOT_UNRESERVED).to_string()
 }
+
+/// Every byte but the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// The one warning the runtime logs for a gated delivery: the queue and the declared version,
 /// capped and escaped ([`escape`]), so a hostile value can neither flood nor forge a log line.

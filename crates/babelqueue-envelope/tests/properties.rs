@@ -112,18 +112,10 @@ fn recover(record: &[u8], block: &str) -> Option<Vec<u8>> {
 }
 
 fn base64_decode(text: &str) -> Vec<u8> {
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes().filter(|c| *c != b'=') {
-        acc = (acc << 6) | alphabet.iter().position(|a| *a == c).unwrap() as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .expect("standard padded base64")
 }
 
 fn json_ws(b: u8) -> bool {
