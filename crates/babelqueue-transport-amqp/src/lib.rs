@@ -30,7 +30,8 @@
 //!
 //! `amqp://user:pass@host:5672/vhost?heartbeat=30&connection_timeout=5000&prefetch=8`
 //! (`amqps://` for TLS through rustls with the aws-lc-rs provider and the platform's roots; a
-//! private CA is added with [`AmqpOptions::tls_ca_file`] and [`AmqpTransport::connect_with`]).
+//! private CA is the URL query key `ca_file=/path/ca.pem` or [`AmqpOptions::ca_file`], a client
+//! certificate for mutual TLS `cert_file=` and `key_file=` or [`AmqpOptions::client_certificate`]).
 //!
 //! * vhost: an absent, empty or `/` path is the vhost `/` (as pika reads it), `%2f` is `/`,
 //!   anything else is percent-decoded ([`AmqpUrl`]).
@@ -119,9 +120,10 @@
 //!   `traceparent` are not copied (as in every SDK).
 //! * The prefetch is channel-wide (`global=true`, one consumer per channel), which quorum
 //!   queues do not support; the transport declares classic queues.
-//! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier, plus the CA file of
-//!   [`AmqpOptions::tls_ca_file`] if any): server authentication only, no client certificate;
-//!   the CA is not a URL parameter.
+//! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier, plus the CA file
+//!   `ca_file` if any; a client certificate with `cert_file` + `key_file`). Authenticating
+//!   with the certificate alone needs RabbitMQ's `rabbitmq_auth_mechanism_ssl` plugin and
+//!   `auth_mechanism=external` in the URL.
 //! * No `Browser`: `babelqueue dlq list` is not available on `amqp://`.
 
 mod acks;
@@ -134,6 +136,7 @@ pub mod fake;
 #[doc(hidden)]
 pub mod projection;
 pub mod transport;
+mod tls;
 mod url;
 
 pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};

@@ -75,8 +75,14 @@ pub struct AmqpOptions {
     /// For `amqps://`: a PEM file of CA certificates to trust beside the platform's roots, for
     /// a broker whose certificate a private CA signed (default `None`). Read once by
     /// [`AmqpTransport::connect_with`] and [`AmqpTransport::lazy_with`]; a transport built with
-    /// [`AmqpTransport::with_client`] leaves TLS to its client.
-    pub tls_ca_file: Option<PathBuf>,
+    /// [`AmqpTransport::with_client`] leaves TLS to its client. The URL query key `ca_file`
+    /// wins over it.
+    pub ca_file: Option<PathBuf>,
+    /// For `amqps://`: a PEM file of the client certificate (mutual TLS), with
+    /// [`key_file`](Self::key_file); the URL query keys `cert_file` and `key_file` win.
+    pub cert_file: Option<PathBuf>,
+    /// The PEM file of the client certificate's private key.
+    pub key_file: Option<PathBuf>,
 }
 
 impl Default for AmqpOptions {
@@ -88,7 +94,9 @@ impl Default for AmqpOptions {
             reconnect_max: Duration::from_secs(5),
             reconnect_wait: Duration::from_secs(10),
             operation_timeout: DEFAULT_OPERATION_TIMEOUT,
-            tls_ca_file: None,
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
         }
     }
 }
@@ -127,8 +135,22 @@ impl AmqpOptions {
     }
     /// Trusts the CA certificates of this PEM file for `amqps://`, beside the platform's roots.
     #[must_use]
-    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.tls_ca_file = Some(path.into());
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+    /// The old name of [`AmqpOptions::ca_file`].
+    #[deprecated(note = "renamed to ca_file, the name every TLS transport uses")]
+    #[must_use]
+    pub fn tls_ca_file(self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file(path)
+    }
+    /// Presents the client certificate of the PEM file `cert` with the private key of the PEM
+    /// file `key` for `amqps://` (mutual TLS).
+    #[must_use]
+    pub fn client_certificate(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.cert_file = Some(cert.into());
+        self.key_file = Some(key.into());
         self
     }
 }
@@ -266,7 +288,7 @@ impl AmqpTransport {
     }
 
     /// [`connect`](AmqpTransport::connect) with options, such as a private CA for `amqps://`
-    /// ([`AmqpOptions::tls_ca_file`]). A `prefetch` or `declare=0` in the URL wins over the
+    /// ([`AmqpOptions::ca_file`]). A `prefetch` or `declare=0` in the URL wins over the
     /// options.
     pub async fn connect_with(url: &str, options: AmqpOptions) -> Result<AmqpTransport, AmqpError> {
         let transport = AmqpTransport::lazy_with(url, options)?;
@@ -298,16 +320,8 @@ impl AmqpTransport {
         let declare = parsed.declare && options.declare;
         let options = options.prefetch(prefetch).declare(declare);
         let name = format!("babelqueue-rust pid {}", std::process::id());
-        let mut client = LapinClient::new(parsed.uri, name);
-        if let Some(path) = &options.tls_ca_file {
-            let pem = std::fs::read_to_string(path).map_err(|e| {
-                AmqpError::Tls(format!("cannot read the CA file {}: {e}", path.display()))
-            })?;
-            client = client.with_tls_ca_pem(pem).map_err(|e| match e {
-                AmqpError::Tls(text) => AmqpError::Tls(format!("{text} ({})", path.display())),
-                other => other,
-            })?;
-        }
+        let files = crate::tls::TlsFiles::of(&parsed, &options);
+        let client = files.apply(LapinClient::new(parsed.uri, name))?;
         Ok(AmqpTransport::with_client(Arc::new(client), options))
     }
 
@@ -1498,7 +1512,7 @@ mod tests {
             AmqpOptions::default()
                 .prefetch(Some(2))
                 .declare(false)
-                .tls_ca_file(&good),
+                .ca_file(&good),
         )
         .unwrap();
         assert_eq!(t.inner.options.prefetch, Some(8), "the URL's prefetch wins");
@@ -1515,9 +1529,8 @@ mod tests {
             (dir.join("missing.pem"), "cannot read the CA file"),
             (empty.clone(), "no PEM CERTIFICATE block"),
         ] {
-            let err =
-                AmqpTransport::lazy_with("amqps://h", AmqpOptions::default().tls_ca_file(&path))
-                    .unwrap_err();
+            let err = AmqpTransport::lazy_with("amqps://h", AmqpOptions::default().ca_file(&path))
+                .unwrap_err();
             assert!(!err.is_transient(), "{err}");
             let text = err.to_string();
             assert!(

@@ -833,7 +833,7 @@ async fn amqps_with_a_private_ca_round_trips_and_is_refused_without_it() {
     let q = common::queue("amqps");
     let raw = Raw::new(&url).await;
 
-    let options = babelqueue_transport_amqp::AmqpOptions::default().tls_ca_file(&ca);
+    let options = babelqueue_transport_amqp::AmqpOptions::default().ca_file(&ca);
     let transport = AmqpTransport::connect_with(&tls_url, options)
         .await
         .expect("amqps with the private CA connects");
@@ -863,6 +863,13 @@ async fn amqps_with_a_private_ca_round_trips_and_is_refused_without_it() {
     assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(5)).await, 0);
     transport.close().await.unwrap();
 
+    // The same CA named by the URL query key every TLS transport shares.
+    let sep = if tls_url.contains('?') { '&' } else { '?' };
+    let by_url = AmqpTransport::connect(&format!("{tls_url}{sep}ca_file={}", ca.display()))
+        .await
+        .expect("amqps with ca_file= in the URL connects");
+    by_url.close().await.unwrap();
+
     // Without the CA, the broker's certificate is refused during the handshake.
     let bounded = if tls_url.contains('?') {
         format!("{tls_url}&connection_timeout=3000")
@@ -877,8 +884,8 @@ async fn amqps_with_a_private_ca_round_trips_and_is_refused_without_it() {
     assert!(started.elapsed() < Duration::from_secs(10));
 
     // A CA file that cannot be read is a configuration error, before any connection.
-    let missing = babelqueue_transport_amqp::AmqpOptions::default()
-        .tls_ca_file("/nonexistent/babelqueue-ca.pem");
+    let missing =
+        babelqueue_transport_amqp::AmqpOptions::default().ca_file("/nonexistent/babelqueue-ca.pem");
     let err = AmqpTransport::connect_with(&tls_url, missing)
         .await
         .unwrap_err();
