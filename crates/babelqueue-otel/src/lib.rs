@@ -7,7 +7,14 @@
 //!   (from `traceparent`), or, where no header arrived, a synthetic parent in the trace the
 //!   `trace_id` maps to ([`trace_id_of`]);
 //! * [`Metrics`] counts handled, failed, retried and dead-lettered messages and records handler
-//!   run time.
+//!   run time;
+//! * with the `tracing` feature, `TracingParent` (in `tracing_bridge`) is the path for
+//!   applications that export `tracing` spans with `tracing-opentelemetry`: the runtime's own
+//!   delivery span (`babelqueue.handle`) becomes the CONSUMER span, in the message's trace.
+//!
+//! What a handler publishes continues the delivery's trace either way (the runtime's trace
+//! continuation, see `babelqueue_core::app::trace`): the same `trace_id`, and the consumer
+//! span's `traceparent` where the transport carries headers.
 //!
 //! The envelope is never changed by a header, and headers never enter the envelope.
 //!
