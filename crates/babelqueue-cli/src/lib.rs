@@ -105,9 +105,11 @@ impl Session {
     }
 
     pub(crate) async fn connect(&self, url: &str) -> Result<Arc<dyn Transport>, String> {
-        let transport = (self.connect)(url.to_owned())
-            .await
-            .map_err(|e| e.to_string())?;
+        // Nothing is held yet: a signal abandons the attempt (a broker that does not answer).
+        let transport = tokio::select! {
+            connected = (self.connect)(url.to_owned()) => connected.map_err(|e| e.to_string())?,
+            () = self.shutdown.wait() => return Err("interrupted while connecting".to_owned()),
+        };
         tracing::debug!(target: "babelqueue::cli", transport = transport.name(), "connected");
         Ok(transport)
     }

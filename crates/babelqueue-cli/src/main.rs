@@ -27,7 +27,7 @@
 //!   error when it happens).
 //! - Exit status: 0 done, 1 failed, 2 usage error, 3 `inspect` found a poison body, 130 after
 //!   SIGINT, 143 after SIGTERM (a consumer first finishes its in-flight messages; a dead-letter
-//!   operation first restores what it drained).
+//!   operation first restores what it drained; a second signal exits at once).
 //! - Every broker is built in by default; `--no-default-features` builds a lean binary
 //!   (memory:// only) to which `--features redis,amqp,…` adds brokers by name.
 

@@ -1,6 +1,7 @@
 //! SIGINT and SIGTERM: a consumer stops gracefully, a dead-letter operation finishes its run
-//! (so no drained message is left behind), a publish stops between envelopes; then the process
-//! exits 128 + the signal's number (130, 143).
+//! (so no drained message is left behind), a publish stops between envelopes, a connection
+//! attempt is abandoned; then the process exits 128 + the signal's number (130, 143). A second
+//! signal exits at once.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -88,9 +89,12 @@ impl Shutdown {
 }
 
 fn arrived(state: &State, io: &Io, exit: u8) {
-    if state.exit.swap(exit, Ordering::SeqCst) == 0 {
-        io.note("interrupted: finishing what is in flight (nothing is lost), then exiting");
+    if state.exit.swap(exit, Ordering::SeqCst) != 0 {
+        // A second signal: the operator insists.
+        io.note("interrupted again: exiting now; what was in flight comes back from the broker");
+        std::process::exit(i32::from(exit));
     }
+    io.note("interrupted: finishing what is in flight (nothing is lost), then exiting; signal again to exit at once");
     if let Some(consumer) = state.consumer.get() {
         consumer.stop();
     }

@@ -83,3 +83,35 @@ fn sigint_stops_a_consumer_and_exits_130() {
         "the summary is still printed: {rest:?}"
     );
 }
+
+/// A broker that accepts the connection and never answers: SIGINT abandons the attempt.
+#[cfg(all(unix, feature = "redis"))]
+#[test]
+fn sigint_while_connecting_to_a_mute_broker_exits_130_at_once() {
+    let mute = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", mute.local_addr().unwrap());
+    let child = Command::new(env!("CARGO_BIN_EXE_babelqueue"))
+        .args(["dlq", "list", &url, "--queue", "q"])
+        .env_remove("BABELQUEUE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // Its signal handlers are installed as it starts; the connect attempt lasts 10 s.
+    std::thread::sleep(Duration::from_secs(1));
+    let started = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", printed(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "not after the connect timeout: {:?}",
+        started.elapsed()
+    );
+    assert!(stderr(&out).contains("interrupted"), "{}", printed(&out));
+}
