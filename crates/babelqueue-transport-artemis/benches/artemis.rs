@@ -1,7 +1,7 @@
 //! Messages per second on a real Artemis broker: the Rust worker (the runtime over
 //! `ArtemisTransport`, a no-op handler, every message received, gated, reconciled, decoded,
 //! routed, handled and accepted) against the Python SDK 1.24.0 worker on the same broker and
-//! the same messages.
+//! the same messages, and a raw fe2o3-amqp loop (receive and accept, credit 8).
 //!
 //! ```text
 //! scripts/brokers.sh up artemis python
@@ -88,6 +88,63 @@ async fn consume(t: &ArtemisTransport, queue: &str, n: u64, concurrency: usize) 
     assert_eq!(summary.processed, n, "every message handled");
     let started = first.lock().unwrap().expect("a handler ran");
     started.elapsed()
+}
+
+/// The raw client loop: bare fe2o3-amqp, one receiver link on `queue` with 8 credits renewed
+/// as messages come in (what the worker's link reaches at concurrency 8), each message received
+/// and accepted in turn, nothing decoded. Timed from the first message, as the workers are.
+async fn raw(url: &str, queue: &str, n: u64) -> Duration {
+    use fe2o3_amqp::link::receiver::CreditMode;
+    use fe2o3_amqp::sasl_profile::SaslProfile;
+    use fe2o3_amqp::types::messaging::{Body, Source};
+    use fe2o3_amqp::types::primitives::{Symbol, Value};
+    use fe2o3_amqp::{Connection, Receiver, Session};
+
+    let options = ArtemisOptions::parse(url).unwrap();
+    let stream = tokio::net::TcpStream::connect((options.host.as_str(), options.port))
+        .await
+        .unwrap();
+    let _ = stream.set_nodelay(true);
+    let profile = match &options.username {
+        Some(user) => SaslProfile::Plain {
+            username: user.clone(),
+            password: options.password.clone().unwrap_or_default(),
+        },
+        None => SaslProfile::Anonymous,
+    };
+    let mut connection = Connection::builder()
+        .container_id(queue)
+        .hostname(options.host.as_str())
+        .sasl_profile(profile)
+        .scheme("amqp")
+        .open_with_stream(stream)
+        .await
+        .unwrap();
+    let mut session = Session::begin(&mut connection).await.unwrap();
+    let mut source = Source::builder().address(queue);
+    if options.queue_capability {
+        source = source.capabilities(vec![Symbol::from("queue")]);
+    }
+    let mut receiver = Receiver::builder()
+        .name(format!("{queue}-raw"))
+        .source(source.build())
+        .credit_mode(CreditMode::Auto(8))
+        .auto_accept(false)
+        .attach(&mut session)
+        .await
+        .unwrap();
+    let mut started = None;
+    for _ in 0..n {
+        let delivery = receiver.recv::<Body<Value>>().await.unwrap();
+        started.get_or_insert_with(Instant::now);
+        std::hint::black_box(delivery.body());
+        receiver.accept(&delivery).await.unwrap();
+    }
+    let elapsed = started.expect("a message came").elapsed();
+    let _ = receiver.close().await;
+    let _ = session.end().await;
+    let _ = connection.close().await;
+    elapsed
 }
 
 fn python() -> Option<PathBuf> {
@@ -226,6 +283,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
         let mut c1 = Vec::new();
         let mut c1_credit2 = Vec::new();
         let mut c8 = Vec::new();
+        let mut bare = Vec::new();
         for _ in 0..ROUNDS {
             let q = queue("rust-c1");
             publish.push(fill(transport, &q, n).await);
@@ -236,6 +294,9 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
             let q = queue("rust-c8");
             fill(transport, &q, n).await;
             c8.push(consume(transport, &q, n, 8).await);
+            let q = queue("raw");
+            fill(transport, &q, n).await;
+            bare.push(raw(url, &q, n).await);
         }
         report(
             "publish, Rust (one at a time, each accepted)",
@@ -260,6 +321,12 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
             n,
             c8,
             Some("consume rust-c8"),
+        );
+        report(
+            "raw fe2o3-amqp loop (credit 8, receive and accept each)",
+            n,
+            bare,
+            Some("consume raw"),
         );
     });
     match python() {

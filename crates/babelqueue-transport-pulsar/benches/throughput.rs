@@ -104,6 +104,40 @@ fn python_seconds(python: &PathBuf, mode: &str, url: &str, queue: &str, n: u64) 
         .expect("the driver reports seconds")
 }
 
+/// The raw client loop: a bare `pulsar` crate consumer (Shared subscription, its default
+/// receiver queue), each message taken from the stream and acknowledged in turn, nothing
+/// decoded. The messages are published first through `transport` (not timed); the rate is
+/// timed from the first message, as the workers' are.
+async fn raw(url: &str, transport: &PulsarTransport, queue: &str, payload: &[u8], n: u64) -> f64 {
+    use futures_util::StreamExt;
+    let pulsar: pulsar::Pulsar<pulsar::TokioExecutor> =
+        pulsar::Pulsar::builder(url, pulsar::TokioExecutor)
+            .build()
+            .await
+            .unwrap();
+    let mut consumer: pulsar::Consumer<Vec<u8>, pulsar::TokioExecutor> = pulsar
+        .consumer()
+        .with_topic(queue)
+        .with_subscription("bench-raw")
+        .with_subscription_type(pulsar::SubType::Shared)
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..n {
+        transport.publish(queue, payload).await.unwrap();
+    }
+    let mut started = None;
+    for _ in 0..n {
+        let message = consumer.next().await.unwrap().unwrap();
+        started.get_or_insert_with(Instant::now);
+        std::hint::black_box(&message.payload.data);
+        consumer.ack(&message).await.unwrap();
+    }
+    let took = started.expect("a message came").elapsed();
+    let _ = consumer.close().await;
+    per_second(n, took)
+}
+
 fn live(runtime: &tokio::runtime::Runtime) {
     let url = std::env::var("BQ_PULSAR_URL").unwrap_or_else(|_| "pulsar://127.0.0.1:6650".into());
     let options = PulsarOptions {
@@ -149,6 +183,14 @@ fn live(runtime: &tokio::runtime::Runtime) {
             rust.push((per_second(LIVE, published), per_second(LIVE, consumed)));
         });
     }
+    let raw_rate = runtime.block_on(async {
+        let queue = format!("bench-raw-{stamp}");
+        let transport = PulsarTransport::with_client(client.clone());
+        let payload = body(&app(transport.clone(), &queue, 1));
+        raw(&url, &transport, &queue, &payload, LIVE).await
+    });
+    println!("raw    pulsar consume+ack (bare pulsar crate consumer): {raw_rate:.0} messages/s");
+    println!("BQ-FIGURE broker pulsar consume raw {raw_rate:.0}");
     let Some(python) = python() else {
         println!(
             "SKIPPED: the reference Python SDK with pulsar-client is not installed (scripts/brokers.sh up python pulsar)"
