@@ -662,6 +662,12 @@ impl KafkaProducer for RdProducer {
 
     async fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
         let producer = self.producer.clone();
+        // No broker was ever reached and every one is down: the records still queued were
+        // already reported unreachable to their callers, and nothing can take them now; drop
+        // them (never one in flight) instead of waiting out their delivery timeout.
+        if self.auth.unreachable_now().is_some() {
+            producer.purge(rdkafka::producer::PurgeConfig::default().queue());
+        }
         tokio::task::spawn_blocking(move || producer.flush(timeout))
             .await
             .map_err(|e| KafkaError::Config(format!("the flush task failed: {e}")))?
@@ -1013,6 +1019,14 @@ mod tests {
             );
             assert!(shown.contains("Connection refused"), "{shown}");
         }
+        // Closing does not wait out the delivery timeout of the records librdkafka still holds.
+        let started = Instant::now();
+        producer.flush(Duration::from_secs(30)).await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     /// The same for a batch (`publish_batch`): every record says which broker and why within
@@ -1038,6 +1052,8 @@ mod tests {
             .collect();
         let started = Instant::now();
         let outcomes = producer.send_many(records, Duration::from_secs(30)).await;
+        // Closing does not wait out the delivery timeout of what librdkafka still holds.
+        producer.flush(Duration::from_secs(30)).await.unwrap();
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "{:?}",
