@@ -40,13 +40,15 @@ impl fmt::Debug for Connector {
 impl Connector {
     /// Parses a `postgres://` / `postgresql://` URL or a `key=value` connection string.
     ///
-    /// Besides tokio-postgres' own options, a URL may carry `sslrootcert=/path/ca.pem` (trust
-    /// that PEM bundle instead of the public web roots) and `sslmode=verify-ca` or
+    /// Besides tokio-postgres' own options, a URL may carry `sslrootcert=/path/ca.pem` or
+    /// `ca_file=` (the name every BabelQueue TLS transport uses: trust that PEM bundle instead
+    /// of the public web roots), `sslcert=` + `sslkey=` or `cert_file=` + `key_file=` (a PEM
+    /// client certificate and its key, for mutual TLS), and `sslmode=verify-ca` or
     /// `sslmode=verify-full` (read as `require`). Server certificates are always verified,
     /// whatever the `sslmode`; with the default `prefer`, a server without TLS is reached in
     /// plain text.
     pub fn parse(url: &str) -> Result<Connector, Error> {
-        let (text, root_cert) = split_tls_options(url)?;
+        let (text, files) = split_tls_options(url)?;
         let mut config: tokio_postgres::Config =
             text.parse().map_err(|e: tokio_postgres::Error| {
                 Error::Config(format!(
@@ -58,7 +60,7 @@ impl Connector {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
-        let tls = tls(root_cert.as_deref())?;
+        let tls = tls(&files)?;
         Ok(Connector {
             config,
             tls: MakeRustlsConnect::new(tls),
@@ -127,19 +129,29 @@ impl Connector {
     }
 }
 
-/// Takes `sslrootcert` out of a URL (tokio-postgres does not know it) and maps the libpq
+/// The TLS files a URL names (libpq's names or the ones every BabelQueue TLS transport uses).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct TlsFiles {
+    root_cert: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+}
+
+/// Takes the TLS files out of a URL (tokio-postgres does not know them) and maps the libpq
 /// `sslmode` values it lacks.
-fn split_tls_options(text: &str) -> Result<(String, Option<String>), Error> {
+fn split_tls_options(text: &str) -> Result<(String, TlsFiles), Error> {
+    let mut files = TlsFiles::default();
     if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
-        return Ok((text.to_owned(), None));
+        return Ok((text.to_owned(), files));
     }
     let mut url = url::Url::parse(text)
         .map_err(|e| Error::Config(format!("connection URL {:?}: {e}", redact(text))))?;
-    let mut root_cert = None;
     let mut kept = Vec::new();
     for (key, value) in url.query_pairs() {
         match (key.as_ref(), value.as_ref()) {
-            ("sslrootcert", path) => root_cert = Some(path.to_owned()),
+            ("sslrootcert" | "ca_file", path) => files.root_cert = Some(path.to_owned()),
+            ("sslcert" | "cert_file", path) => files.cert = Some(path.to_owned()),
+            ("sslkey" | "key_file", path) => files.key = Some(path.to_owned()),
             ("sslmode", "verify-ca" | "verify-full") => {
                 kept.push(("sslmode".to_owned(), "require".to_owned()));
             }
@@ -151,12 +163,12 @@ fn split_tls_options(text: &str) -> Result<(String, Option<String>), Error> {
     } else {
         url.query_pairs_mut().clear().extend_pairs(kept);
     }
-    Ok((url.into(), root_cert))
+    Ok((url.into(), files))
 }
 
-fn tls(root_cert: Option<&str>) -> Result<rustls::ClientConfig, Error> {
+fn tls(files: &TlsFiles) -> Result<rustls::ClientConfig, Error> {
     let mut roots = rustls::RootCertStore::empty();
-    match root_cert {
+    match files.root_cert.as_deref() {
         Some(path) => {
             let certs = CertificateDer::pem_file_iter(path)
                 .and_then(|it| it.collect::<Result<Vec<_>, _>>())
@@ -176,11 +188,34 @@ fn tls(root_cert: Option<&str>) -> Result<rustls::ClientConfig, Error> {
     }
     // The provider is named, so the process-wide default never matters.
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::Config(format!("TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+        .with_root_certificates(roots);
+    match (files.cert.as_deref(), files.key.as_deref()) {
+        (None, None) => Ok(builder.with_no_client_auth()),
+        (Some(cert), Some(key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| Error::Config(format!("sslcert {cert:?}: {e}")))?;
+            if chain.is_empty() {
+                return Err(Error::Config(format!(
+                    "sslcert {cert:?} holds no certificate"
+                )));
+            }
+            // The key's bytes never reach a message.
+            let private = rustls_pki_types::PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| Error::Config(format!("sslkey {key:?}: {e}")))?;
+            builder.with_client_auth_cert(chain, private).map_err(|e| {
+                Error::Config(format!(
+                    "sslcert {cert:?} and sslkey {key:?} do not fit: {e}"
+                ))
+            })
+        }
+        _ => Err(Error::Config(
+            "sslcert and sslkey (cert_file and key_file) go together".into(),
+        )),
+    }
 }
 
 /// Opens a connection to `url` (see [`Connector::parse`] for the accepted forms).
@@ -252,22 +287,75 @@ mod tests {
 
     #[test]
     fn tls_options_are_taken_out_of_urls() {
-        let (text, ca) = split_tls_options(
+        let (text, files) = split_tls_options(
             "postgres://u:p@db.example:5433/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
         )
         .unwrap();
-        assert_eq!(ca.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(files.root_cert.as_deref(), Some("/etc/ca.pem"));
         assert_eq!(
             text,
             "postgres://u:p@db.example:5433/app?sslmode=require&application_name=x"
         );
-        let (text, ca) = split_tls_options("postgresql://h/db?sslrootcert=ca.pem").unwrap();
+        let (text, files) = split_tls_options("postgresql://h/db?sslrootcert=ca.pem").unwrap();
         assert_eq!(
-            (text.as_str(), ca.as_deref()),
+            (text.as_str(), files.root_cert.as_deref()),
             ("postgresql://h/db", Some("ca.pem"))
         );
-        let (text, ca) = split_tls_options("host=h user=u").unwrap();
-        assert_eq!((text.as_str(), ca), ("host=h user=u", None));
+        let (text, files) = split_tls_options("host=h user=u").unwrap();
+        assert_eq!(
+            (text.as_str(), files),
+            ("host=h user=u", TlsFiles::default())
+        );
+        // the names every BabelQueue TLS transport uses, and libpq's client certificate names
+        for url in [
+            "postgres://h/db?ca_file=/ca.pem&cert_file=/me.pem&key_file=/me.key",
+            "postgres://h/db?sslrootcert=/ca.pem&sslcert=/me.pem&sslkey=/me.key",
+        ] {
+            let (text, files) = split_tls_options(url).unwrap();
+            assert_eq!(text, "postgres://h/db");
+            assert_eq!(
+                files,
+                TlsFiles {
+                    root_cert: Some("/ca.pem".into()),
+                    cert: Some("/me.pem".into()),
+                    key: Some("/me.key".into()),
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_certificate_reaches_the_tls_config_when_its_key_fits() {
+        let (cert, key, other) = babelqueue_testkit::tls::client_files("postgres");
+        let path = |p: &std::path::Path| Some(p.display().to_string());
+        let files = |cert_file: Option<String>, key_file: Option<String>| TlsFiles {
+            root_cert: None,
+            cert: cert_file,
+            key: key_file,
+        };
+        let config = tls(&files(path(&cert), path(&key))).unwrap();
+        assert!(config.client_auth_cert_resolver.has_certs());
+        assert!(
+            !tls(&TlsFiles::default())
+                .unwrap()
+                .client_auth_cert_resolver
+                .has_certs()
+        );
+        for (cert_file, key_file, needle) in [
+            (path(&cert), path(&other), "do not fit"),
+            (path(&cert), None, "go together"),
+            (path(&cert), path(&cert), "sslkey"),
+        ] {
+            let err = tls(&files(cert_file, key_file)).unwrap_err();
+            assert!(err.to_string().contains(needle), "{needle}: {err}");
+            assert!(!err.to_string().contains("PRIVATE KEY"), "{err}");
+        }
+        let url = format!(
+            "postgres://h/db?sslmode=require&cert_file={}&key_file={}",
+            cert.display(),
+            key.display()
+        );
+        assert!(Connector::parse(&url).is_ok());
     }
 
     /// A port on 127.0.0.1 that nothing listens on.

@@ -64,8 +64,9 @@
 //! [`connect`] and the stores' `connect` take a `postgres://` URL (or a `key=value` string).
 //! TLS is rustls with the aws-lc-rs provider, never OpenSSL or ring: `sslmode=require`
 //! insists on it, the default `prefer` uses it when the server offers it. Certificates are
-//! always verified, against the public web roots or the PEM file named by `sslrootcert=` in the
-//! URL. A store built from a URL reconnects after a lost connection.
+//! always verified, against the public web roots or the PEM file named by `sslrootcert=` (or
+//! `ca_file=`) in the URL; `sslcert=` + `sslkey=` (or `cert_file=` + `key_file=`) present a
+//! client certificate. A store built from a URL reconnects after a lost connection.
 
 mod connect;
 mod error;
