@@ -58,6 +58,23 @@ fn inspect_reports_verdicts_and_the_normalised_envelope() {
     assert_eq!(line["verdict"], "poison");
     assert!(line["poison_cause"].as_str().unwrap().contains("attempts"));
 
+    let table = babelqueue(
+        &["inspect", "--output", "human"],
+        Some(br#"{"job":"urn:x","attempts":1.0}"#),
+    );
+    assert_eq!(table.status.code(), Some(3));
+    let text = stdout(&table);
+    let verdict = text
+        .lines()
+        .find(|l| l.contains("verdict"))
+        .unwrap_or_default();
+    assert!(verdict.contains("| poison"), "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.chars().count() == verdict.chars().count()),
+        "{text}"
+    );
+
     let none = babelqueue(&["inspect"], Some(b"null"));
     assert_eq!(none.status.code(), Some(0), "no identity is not poison");
     let line: serde_json::Value = serde_json::from_str(stdout(&none).trim()).unwrap();

@@ -59,6 +59,7 @@ fn sigint_stops_a_consumer_and_exits_130() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_babelqueue"))
         .args(["consume", "memory://", "--queue", "q"])
         .env_remove("BABELQUEUE_URL")
+        .env_remove("BABELQUEUE_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -66,8 +67,11 @@ fn sigint_stops_a_consumer_and_exits_130() {
         .expect("the binary runs");
     // Wait until it consumes (its signal handlers are in place by then).
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let ready = lines.next().expect("a line").expect("utf-8");
-    assert!(ready.contains("consuming q on memory"), "{ready}");
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("consuming q on memory"));
+    assert!(ready.is_some(), "the consumer announced itself");
     let started = Instant::now();
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])

@@ -16,6 +16,7 @@ pub fn babelqueue_with(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]
     command
         .args(args)
         .env_remove("BABELQUEUE_URL")
+        .env_remove("BABELQUEUE_LOG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
