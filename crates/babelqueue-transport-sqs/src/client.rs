@@ -523,4 +523,14 @@ mod tests {
             SqsOptions::from_url("sqs://us-east-1?endpoint=http://bq:hunter2@h:1").unwrap();
         assert!(!format!("{config:?}").contains("hunter2"), "{config:?}");
     }
+
+    #[test]
+    fn debug_of_the_transport_never_shows_the_password() {
+        let url = "sqs://us-east-1?endpoint=http://bq:hunter2@127.0.0.1:1";
+        let transport = crate::SqsTransport::new(client(url), SqsOptions::from_url(url).unwrap());
+        for shown in [format!("{transport:?}"), format!("{transport:#?}")] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.contains("127.0.0.1"), "{shown}");
+        }
+    }
 }
