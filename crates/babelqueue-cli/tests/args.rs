@@ -82,7 +82,7 @@ fn the_url_comes_from_babelqueue_url_when_absent() {
     );
     assert!(!printed(&out).contains("hunter2"), "{}", printed(&out));
 
-    // Neither on the command line nor in the environment: a usage error naming the variable.
+    // Neither on the command line nor in the environment: a usage error.
     let out = babelqueue(&["publish", "--queue", "q", "--urn", "urn:env"], None);
     assert_eq!(out.status.code(), Some(2), "{}", printed(&out));
 
