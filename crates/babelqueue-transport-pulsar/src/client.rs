@@ -196,7 +196,7 @@ impl fmt::Debug for NativeClient {
 
 impl NativeClient {
     /// Connects to `url` (`pulsar://host:6650` or `pulsar+ssl://host:6651`, with the query
-    /// keys `token` and `ca_file`: see [`ClientSettings`]).
+    /// keys `token` and `ca_file`: see [`ClientSettings`](crate::ClientSettings)).
     pub async fn connect(url: &str, options: PulsarOptions) -> Result<NativeClient, PulsarError> {
         let settings = crate::auth::settings(url, &options)?;
         let retry = ConnectionRetryOptions {

@@ -623,7 +623,17 @@ async fn the_cli_publishes_and_consumes_pulsar_urls_and_routes_sb_urls_to_servic
     );
 
     // sb:// reaches the Service Bus transport: no credentials is a clear configuration error …
-    let out = Command::new(&bin)
+    let no_aad = [
+        "AZURE_TENANT_ID",
+        "AZURE_CLIENT_ID",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_FEDERATED_TOKEN_FILE",
+    ];
+    let mut publish = Command::new(&bin);
+    for name in no_aad {
+        publish.env_remove(name);
+    }
+    let out = publish
         .env_remove("AZURE_SERVICEBUS_CONNECTION_STRING")
         .args(["publish", "sb://127.0.0.1:9", "--queue", "q", "--urn", URN])
         .output()
@@ -635,6 +645,24 @@ async fn the_cli_publishes_and_consumes_pulsar_urls_and_routes_sb_urls_to_servic
             && err.contains("AZURE_SERVICEBUS_CONNECTION_STRING"),
         "{err}"
     );
+    // … with Azure AD credentials in the environment (the default without a key) it goes on
+    // to connect, and the closed port is a connection error, not a configuration one …
+    let out = Command::new(&bin)
+        .env_remove("AZURE_SERVICEBUS_CONNECTION_STRING")
+        .env("AZURE_TENANT_ID", "t")
+        .env("AZURE_CLIENT_ID", "c")
+        .env("AZURE_CLIENT_SECRET", "aad-secret-never-shown")
+        .env("AZURE_AUTHORITY_HOST", "http://127.0.0.1:9")
+        .args(["publish", "sb://127.0.0.1:9", "--queue", "q", "--urn", URN])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("Azure Service Bus connection failed") && err.contains("127.0.0.1:9"),
+        "{err}"
+    );
+    assert!(!err.contains("aad-secret-never-shown"), "{err}");
     // … and an unreachable namespace is a clear connection error (loopback, nothing listens).
     let out = Command::new(&bin)
         .env(
