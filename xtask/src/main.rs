@@ -2,19 +2,22 @@
 //!
 //! ```text
 //! cargo xtask conformance [--manifest PATH] [--results PATH] [--verbose]
-//! cargo xtask conformance --all        # the project's vectors, then ../shared/conformance
+//! cargo xtask conformance --all        # the project's vectors, then the official suite
+//! cargo xtask suite                    # where the official suite is (fetched from PyPI if need be)
+//! cargo xtask examples [--broker NAME]...  # each broker's example: producer, then worker
 //! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
 //! cargo xtask bench runtime            # codec and runtime side by side with the Python SDK
 //! cargo xtask fuzz [--seconds N]       # the four core cargo-fuzz targets, on stable
 //! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
-//! cargo xtask tidy                     # repository invariants
+//! cargo xtask tidy                     # repository invariants, rust-version floors
 //! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
 //! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,
-//!                                      # chaos --short, fuzz (20 s per target), audit
+//!                                      # examples, chaos --short, fuzz (20 s per target), audit
 //! ```
 //!
-//! Only the standard library is used here; the conformance runner is the
+//! Besides the standard library only `serde_json` (to read `cargo metadata`) and `sha2` (to
+//! check the suite's pinned archive) are used here; the conformance runner is the
 //! `babelqueue-conformance` crate, which this command builds and runs.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -25,7 +28,10 @@ use std::process::{Command, ExitCode};
 mod audit;
 mod bench;
 mod chaos;
+mod examples;
 mod fuzz;
+mod msrv;
+mod suite;
 mod tools;
 
 /// The workspace root. `cargo run` (the `cargo xtask` alias) sets `CARGO_MANIFEST_DIR` when it
@@ -64,7 +70,14 @@ fn status(mut cmd: Command) -> Result<(), String> {
     }
 }
 
-const OFFICIAL: &str = "../shared/conformance/manifest.json";
+/// The official suite's manifest: `../shared/conformance` (or `$BQ_SHARED_CONFORMANCE`), else
+/// the copy `cargo xtask suite` fetches from PyPI.
+fn official() -> Result<String, String> {
+    Ok(suite::official_dir()?
+        .join("manifest.json")
+        .display()
+        .to_string())
+}
 
 fn conformance(args: &[String]) -> Result<(), String> {
     let mut manifest: Option<String> = None;
@@ -77,7 +90,7 @@ fn conformance(args: &[String]) -> Result<(), String> {
             "--manifest" => manifest = it.next().cloned(),
             "--results" => results = it.next().cloned(),
             "--all" => all = true,
-            "--official" => manifest = Some(OFFICIAL.into()),
+            "--official" => manifest = Some(official()?),
             "--verbose" | "-v" => extra.push(arg.clone()),
             other => return Err(format!("conformance: unknown argument {other:?}")),
         }
@@ -88,7 +101,7 @@ fn conformance(args: &[String]) -> Result<(), String> {
                 "conformance/manifest.json".into(),
                 "conformance/results/own.json".into(),
             ),
-            (OFFICIAL.into(), "conformance/results/official.json".into()),
+            (official()?, "conformance/results/official.json".into()),
         ]
     } else {
         let manifest = manifest.unwrap_or_else(|| "conformance/manifest.json".into());
@@ -142,6 +155,10 @@ type Step = (
 
 /// The whole check suite, in order; stops at the first failing step.
 fn ci() -> Result<(), String> {
+    // Tests and benchmarks read the official suite from BQ_SHARED_CONFORMANCE: the shared
+    // folder, or the copy fetched from PyPI when a clone has no ../shared.
+    let suite = suite::official_dir()?;
+    println!("==> official conformance suite: {}", suite.display());
     let steps: Vec<Step> = vec![
         ("format", vec!["fmt", "--all", "--", "--check"], vec![]),
         (
@@ -193,7 +210,7 @@ fn ci() -> Result<(), String> {
         disk_report();
         println!("==> {name}: cargo {}", args.join(" "));
         let mut cmd = cargo();
-        cmd.args(&args);
+        cmd.args(&args).env("BQ_SHARED_CONFORMANCE", &suite);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -205,6 +222,8 @@ fn ci() -> Result<(), String> {
     let result = conformance(&["--all".to_string()]);
     disk_report();
     result?;
+    println!("==> examples (each broker's producer, then its worker, on the real broker)");
+    examples::examples(&[])?;
     println!(
         "==> chaos --short (every broker: worker SIGKILLs, broker restarts, a broken DLQ, malformed bodies)"
     );
@@ -256,16 +275,14 @@ fn tidy() -> Result<(), String> {
                 manifest.display()
             ));
         }
-        for field in [
-            "version.workspace = true",
-            "edition.workspace = true",
-            "rust-version.workspace = true",
-        ] {
+        // rust-version is per crate: the msrv check below holds each to its floor.
+        for field in ["version.workspace = true", "edition.workspace = true"] {
             if !text.contains(field) {
                 problems.push(format!("{}: missing `{field}`", manifest.display()));
             }
         }
     }
+    problems.extend(msrv::check()?);
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap_or_default();
     let first_block: Vec<&str> = readme
         .split("```")
@@ -293,14 +310,20 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("audit") => audit::audit(&args[1..]),
         Some("tidy") => tidy(),
+        Some("suite") => suite::suite(&args[1..]),
+        Some("examples") => examples::examples(&args[1..]),
         Some("chaos") => chaos::chaos(&args[1..]),
         Some("ci") => ci(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|conformance|bench|fuzz|audit|tidy|chaos> [options]");
+            eprintln!(
+                "usage: cargo xtask <ci|conformance|suite|examples|bench|fuzz|audit|tidy|chaos> [options]"
+            );
             eprintln!("  ci");
             eprintln!(
                 "  conformance [--manifest PATH] [--results PATH] [--official] [--all] [--verbose]"
             );
+            eprintln!("  suite");
+            eprintln!("  examples [--broker NAME]...");
             eprintln!("  bench [--quick] | bench runtime");
             eprintln!("  fuzz [--seconds N] [--all | --target NAME]");
             eprintln!("  audit");
