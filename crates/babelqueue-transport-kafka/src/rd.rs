@@ -66,7 +66,12 @@ pub(crate) struct AuthWatch {
     last_transport_failure: Mutex<Option<String>>,
     /// A broker answered a request since the client was created.
     ever_answered: std::sync::atomic::AtomicBool,
+    /// When "every broker down" was last logged as a warning.
+    all_down_warned: Mutex<Option<Instant>>,
 }
+
+/// How often librdkafka's repeated "every broker down" is logged as a warning.
+const ALL_DOWN_LOG_EVERY: Duration = Duration::from_secs(30);
 
 /// How long "every broker down" counts as the current state of a client no broker ever
 /// answered: librdkafka reports it again after each failed reconnection (at most
@@ -83,7 +88,22 @@ impl AuthWatch {
             unreachable: tokio::sync::watch::Sender::new(None),
             last_transport_failure: Mutex::new(None),
             ever_answered: std::sync::atomic::AtomicBool::new(false),
+            all_down_warned: Mutex::new(None),
         }
+    }
+
+    /// Whether an "every broker down" report is to be logged as a warning: the first, and
+    /// then one per [`ALL_DOWN_LOG_EVERY`].
+    fn all_down_warning_due(&self) -> bool {
+        let mut last = self
+            .all_down_warned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let due = last.is_none_or(|at| at.elapsed() >= ALL_DOWN_LOG_EVERY);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
     }
 
     /// A connection failed (`all_down`: librdkafka reports every broker down). Only a client
@@ -259,7 +279,15 @@ impl ClientContext for RdContext {
                 Some(C::BrokerTransportFailure | C::Resolve) => {
                     self.auth.connection_failed(&reason, false);
                 }
-                Some(C::AllBrokersDown) => self.auth.connection_failed(&reason, true),
+                Some(C::AllBrokersDown) => {
+                    self.auth.connection_failed(&reason, true);
+                    // librdkafka repeats it after every failed reconnection (many a second):
+                    // one warning per ALL_DOWN_LOG_EVERY, the repeats at debug level.
+                    if !self.auth.all_down_warning_due() {
+                        tracing::debug!(target: LOG, error = %error, "librdkafka: {reason}");
+                        return;
+                    }
+                }
                 _ => {}
             }
             tracing::warn!(target: LOG, error = %error, "librdkafka: {reason}");
@@ -1136,5 +1164,19 @@ mod tests {
         assert_hidden("a refusal", &refusal);
         watch.accepted();
         assert!(watch.current().is_none());
+    }
+
+    #[test]
+    fn every_broker_down_is_warned_about_once_in_a_while() {
+        let watch = AuthWatch::new(&KafkaOptions::from_url("kafka://127.0.0.1:1").unwrap());
+        assert!(watch.all_down_warning_due(), "the first report");
+        for _ in 0..100 {
+            assert!(!watch.all_down_warning_due(), "a repeat within the period");
+        }
+        *watch.all_down_warned.lock().unwrap() = Instant::now().checked_sub(ALL_DOWN_LOG_EVERY);
+        assert!(
+            watch.all_down_warning_due(),
+            "the first report of the next period"
+        );
     }
 }
