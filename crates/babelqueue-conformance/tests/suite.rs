@@ -1,5 +1,11 @@
-//! Checks of the runner itself against the official suite (`../shared/conformance`, or the
-//! directory named by `BQ_SHARED_CONFORMANCE`) and the project's own manifest.
+//! Checks of the runner itself against the official suite and the project's own manifest.
+//!
+//! The official suite is the folder `cargo xtask suite` names: `BQ_SHARED_CONFORMANCE` (which
+//! `cargo xtask ci` sets) or `../shared/conformance` when it holds a `manifest.json`, else the
+//! copy fetched from PyPI into `$BQ_CACHE/conformance` (default `../cache`). The two tables of
+//! the suite's guide these tests compare with (`tests/spec/*.tsv`: the case ids and the section
+//! counts of suite 1.8.0) are kept here, so a clone without `../shared` runs them too; when
+//! `../shared/spec` is there, a test checks that they still agree with it.
 
 use std::path::PathBuf;
 
@@ -11,14 +17,48 @@ fn workspace() -> PathBuf {
 }
 
 fn shared() -> PathBuf {
-    std::env::var_os("BQ_SHARED_CONFORMANCE")
+    let named = std::env::var_os("BQ_SHARED_CONFORMANCE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("../shared/conformance"))
+        .unwrap_or_else(|| workspace().join("../shared/conformance"));
+    if named.join("manifest.json").is_file() {
+        return named;
+    }
+    let fetched = std::env::var_os("BQ_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("../cache"))
+        .join("conformance/babelqueue-1.24.0/tests/conformance");
+    assert!(
+        fetched.join("manifest.json").is_file(),
+        "no official suite in {} or {}: run `cargo xtask suite`",
+        named.display(),
+        fetched.display()
+    );
+    fetched
 }
 
+/// A table of the suite's guide, as kept in `tests/spec`.
 fn spec(file: &str) -> String {
-    let path = shared().join("../spec").join(file);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/spec")
+        .join(file);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn the_kept_spec_tables_match_the_shared_spec() {
+    let shared = workspace().join("../shared/spec");
+    if !shared.is_dir() {
+        // A clone without ../shared: the tables kept here are the only copy.
+        return;
+    }
+    for file in ["conformance-case-ids.tsv", "conformance-sections.tsv"] {
+        let theirs = std::fs::read_to_string(shared.join(file)).unwrap();
+        assert_eq!(
+            spec(file),
+            theirs,
+            "tests/spec/{file} differs from ../shared/spec"
+        );
+    }
 }
 
 fn official() -> Manifest {

@@ -41,6 +41,11 @@
 //! | `outbox` | (any) | `babelqueue-outbox`: the transactional outbox and its relay (`babelqueue::outbox`) |
 //! | `postgres` | (any) | `babelqueue-postgres`: PostgreSQL outbox and idempotency stores (`babelqueue::postgres`) |
 //! | `gdpr` | (any) | `babelqueue-gdpr`: `x-gdpr-sensitive` field encryption (`babelqueue::gdpr`) |
+//!
+//! On docs.rs every feature is on, and each feature-gated item says which feature it needs.
+
+// docs.rs builds with `--cfg docsrs` on nightly: label the feature-gated items.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use std::sync::Arc;
 
@@ -49,40 +54,52 @@ pub use babelqueue_core::*;
 /// GDPR field encryption: [`protect`](babelqueue_gdpr::protect) and
 /// [`unprotect`](babelqueue_gdpr::unprotect) of the `x-gdpr-sensitive` leaves of a message.
 #[cfg(feature = "gdpr")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gdpr")))]
 pub use babelqueue_gdpr as gdpr;
 /// OpenTelemetry: W3C `traceparent` across broker hops, PRODUCER/CONSUMER spans, metrics.
 #[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
 pub use babelqueue_otel as otel;
 /// The transactional outbox: [`Outbox`](babelqueue_outbox::Outbox) and
 /// [`OutboxRelay`](babelqueue_outbox::OutboxRelay).
 #[cfg(feature = "outbox")]
+#[cfg_attr(docsrs, doc(cfg(feature = "outbox")))]
 pub use babelqueue_outbox as outbox;
 /// The PostgreSQL outbox store and idempotency store.
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use babelqueue_postgres as postgres;
 /// The RabbitMQ (AMQP 0-9-1) transport (`amqp://`, `amqps://`).
 #[cfg(feature = "amqp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "amqp")))]
 pub use babelqueue_transport_amqp as amqp;
 /// The ActiveMQ Artemis transport (`artemis://`, `artemis+ssl://`).
 #[cfg(feature = "artemis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "artemis")))]
 pub use babelqueue_transport_artemis as artemis;
 /// The Azure Service Bus transport (`sb://`, `servicebus://`, `azureservicebus://`).
 #[cfg(feature = "asb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "asb")))]
 pub use babelqueue_transport_asb as asb;
 /// The Apache Kafka transport (`kafka://`).
 #[cfg(feature = "kafka")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
 pub use babelqueue_transport_kafka as kafka;
 /// The NATS JetStream transport (`nats://`).
 #[cfg(feature = "nats")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nats")))]
 pub use babelqueue_transport_nats as nats;
 /// The Apache Pulsar transport (`pulsar://`, `pulsar+ssl://`).
 #[cfg(feature = "pulsar")]
+#[cfg_attr(docsrs, doc(cfg(feature = "pulsar")))]
 pub use babelqueue_transport_pulsar as pulsar;
 /// The Redis transport (`redis://`, `rediss://`).
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use babelqueue_transport_redis as redis;
 /// The Amazon SQS transport (`sqs://`).
 #[cfg(feature = "sqs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqs")))]
 pub use babelqueue_transport_sqs as sqs;
 
 /// One row of the URL scheme table.
@@ -497,3 +514,9 @@ mod tests {
         assert_eq!(scheme_of(""), "");
     }
 }
+
+/// The repository README: its Rust blocks (the quick start) are compiled as doc tests of this
+/// crate (`cargo test --doc -p babelqueue`), so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
