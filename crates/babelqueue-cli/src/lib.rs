@@ -260,10 +260,13 @@ pub fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     // The demo narrates instead of logging.
+    // The AWS SDK's credential chain warns about every provider it tried (the instance
+    // metadata service's token text first); the SQS transport's own error names the cause
+    // and what to set, so by default only its errors are shown.
     let default_level = if matches!(cli.command, Command::Demo) {
         "error"
     } else {
-        "warn"
+        "warn,aws_config=error"
     };
     tracing_subscriber::fmt()
         .with_env_filter(
