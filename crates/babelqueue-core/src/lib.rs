@@ -70,9 +70,7 @@ pub mod redrive;
 pub mod schema;
 pub mod transport;
 
-pub use app::{
-    App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary,
-};
+pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
 pub use babelqueue_envelope::{Envelope, Message, RawJson};
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};

@@ -135,8 +135,8 @@ pub mod fake;
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
 pub mod projection;
-pub mod transport;
 mod tls;
+pub mod transport;
 mod url;
 
 pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
