@@ -53,8 +53,8 @@ use fe2o3_amqp::link::delivery::DeliveryInfo;
 use fe2o3_amqp::link::receiver::{CreditMode, ReceiverDisposer};
 use fe2o3_amqp::sasl_profile::SaslProfile;
 use fe2o3_amqp::session::SessionHandle;
-use fe2o3_amqp::types::definitions::ReceiverSettleMode;
-use fe2o3_amqp::types::messaging::{Body, Modified, Outcome, Source, Target};
+use fe2o3_amqp::types::definitions::{ReceiverSettleMode, SenderSettleMode};
+use fe2o3_amqp::types::messaging::{Body, DistributionMode, Modified, Outcome, Source, Target};
 use fe2o3_amqp::types::primitives::{Symbol, Value};
 use fe2o3_amqp::{Connection, Receiver, Sendable, Sender, Session};
 use tokio::net::TcpStream;
@@ -625,6 +625,50 @@ impl Client for AmqpClient {
             message,
             token: DeliveryToken::new(address, live.number, id),
         }))
+    }
+
+    /// A receiver link of its own, attached for this browse and closed after it: the source
+    /// asks for the `copy` distribution mode (an Artemis queue browser) and the link for
+    /// pre-settled deliveries, so no disposition is ever sent ([`crate::browse`]).
+    async fn browse(&self, address: &str, max: usize) -> Result<Vec<AmqpMessage>, ArtemisError> {
+        let live = self.live().await?;
+        let mut source = Source::builder()
+            .address(address)
+            .distribution_mode(DistributionMode::Copy);
+        let capabilities = self.capabilities();
+        if !capabilities.is_empty() {
+            source = source.capabilities(capabilities);
+        }
+        let attached = {
+            let mut session = live.session.lock().await;
+            let attaching = Receiver::builder()
+                .name(self.link_name("browse", address))
+                .source(source.build())
+                .credit_mode(CreditMode::Manual)
+                .sender_settle_mode(SenderSettleMode::Settled)
+                .auto_accept(false)
+                .attach(&mut session);
+            tokio::time::timeout(OPERATION_TIMEOUT, attaching).await
+        };
+        let receiver = match attached {
+            Err(_) => {
+                live.mark_broken("attaching a browser timed out");
+                return Err(ArtemisError::Timeout(OPERATION_TIMEOUT));
+            }
+            Ok(Err(e)) => {
+                return Err(self.attach_error(
+                    &live,
+                    address,
+                    &e.to_string(),
+                    remote_refusal_receiver(&e),
+                ));
+            }
+            Ok(Ok(receiver)) => receiver,
+        };
+        crate::browse::read(receiver, max).await.map_err(|reason| {
+            live.mark_broken("browsing failed");
+            self.connection_error(format!("{reason} ({address:?})"))
+        })
     }
 
     async fn settle(

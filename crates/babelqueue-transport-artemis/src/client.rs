@@ -89,6 +89,11 @@ pub trait Client: Send + Sync + fmt::Debug {
         timeout: Duration,
     ) -> Result<Option<Received>, ArtemisError>;
 
+    /// Up to `max` messages at the head of `address`, in queue order, read without taking
+    /// them: through a browsing link (the AMQP `copy` distribution mode, deliveries settled by
+    /// the broker), so nothing is settled and no delivery count rises. See [`crate::browse`].
+    async fn browse(&self, address: &str, max: usize) -> Result<Vec<AmqpMessage>, ArtemisError>;
+
     /// Settles a delivery [`receive`](Client::receive) returned.
     async fn settle(
         &self,

@@ -32,7 +32,7 @@ struct State {
 ///
 /// * `send` records the message and appends it to the address's queue (or fails, for an
 ///   address set with [`fail_sends_to`](FakeClient::fail_sends_to));
-/// * `receive` takes the head of the queue and holds it unsettled;
+/// * `receive` takes the head of the queue and holds it unsettled; `browse` copies it;
 /// * `accepted` removes it; `released` puts it back at the head, its delivery count unchanged
 ///   (as AMQP says for `released`); `failed` puts it back with the delivery count raised;
 /// * every send and settlement is recorded, in order.
@@ -217,6 +217,19 @@ impl Client for FakeClient {
             message,
             token: DeliveryToken::new(address, 1, id),
         }))
+    }
+
+    /// A copy of the head of the queue; nothing is recorded, held or changed.
+    async fn browse(&self, address: &str, max: usize) -> Result<Vec<AmqpMessage>, ArtemisError> {
+        let state = self.state();
+        if state.closed {
+            return Err(ArtemisError::Closed);
+        }
+        Ok(state
+            .queues
+            .get(address)
+            .map(|q| q.iter().take(max).cloned().collect())
+            .unwrap_or_default())
     }
 
     /// Counted as one call ([`FakeClient::settle_batches`]), then each settled.

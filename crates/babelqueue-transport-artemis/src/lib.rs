@@ -73,6 +73,7 @@
 //! | [`DelayedPublisher`](babelqueue_core::DelayedPublisher) | `x-opt-delivery-delay` |
 //! | dead-letter | the record is published to `<queue>.dlq`, then the original is accepted |
 //! | [`HeaderPublisher`](babelqueue_core::HeaderPublisher) | an extension: out-of-band headers (`traceparent`) ride as string application properties, and non-`bq_` string application properties come back as the delivery's headers; a retry copy does not carry them |
+//! | [`Browser`](babelqueue_core::Browser) (`babelqueue dlq list`) | a browsing link (the `copy` distribution mode, pre-settled): the head of the queue in order, nothing taken or counted; see [`browse`] |
 //! | native settle, routed publish | no (as the reference) |
 //!
 //! # Link credit
@@ -167,6 +168,7 @@
 pub mod amqp;
 #[cfg(test)]
 mod batch_tests;
+pub mod browse;
 pub mod client;
 pub mod config;
 pub mod credit;

@@ -176,6 +176,7 @@ impl Transport for ArtemisTransport {
             .delay(self)
             .rewind(self)
             .batch_ack(self)
+            .browse(self)
     }
 }
 
@@ -421,6 +422,7 @@ mod tests {
         assert!(c.delayed_publisher().is_some());
         assert!(c.rewinder().is_some());
         assert!(c.header_publisher().is_some());
+        assert!(c.browser().is_some());
         assert!(c.routed_publisher().is_none() && c.settle_publisher().is_none());
         assert!(c.native_settler().is_none() && c.dead_letter_writer().is_none());
     }

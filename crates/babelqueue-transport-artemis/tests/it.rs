@@ -8,6 +8,8 @@
 
 #[path = "it/broker.rs"]
 mod broker;
+#[path = "it/browse.rs"]
+mod browse;
 #[path = "it/cli.rs"]
 mod cli;
 #[path = "it/common.rs"]
