@@ -224,3 +224,53 @@ async fn babelqueue_publish_and_consume() {
         assert_eq!(lines[0]["data"], serde_json::json!({"n": 2}));
     }
 }
+
+/// `babelqueue dlq list` browses the dead-letter queue in place: no "drains it" note, the same
+/// records twice, and a worker still gets every message afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn babelqueue_dlq_list_reads_in_place() {
+    use babelqueue_core::Transport;
+
+    let Some(_broker) = broker().await else {
+        return;
+    };
+    let cli = cli().await;
+    let q = queue("cli-dlq");
+    let dlq = format!("{q}.dlq");
+    let url = url();
+    let t = crate::common::transport().await;
+    let bodies: [&[u8]; 3] = [
+        br#"{"job":"urn:babel:cli:a","trace_id":"t1","data":{},"meta":{"id":"m1"},"attempts":2}"#,
+        b"not an envelope",
+        br#"{"job":"urn:babel:cli:b","trace_id":"t3","data":{},"meta":{"id":"m3"},"attempts":2}"#,
+    ];
+    for body in bodies {
+        t.publish(&dlq, body).await.unwrap();
+    }
+    let mut listings = Vec::new();
+    for _ in 0..2 {
+        let output = tokio::process::Command::new(&cli)
+            .args(["dlq", "list", &url, "--queue", &q])
+            .output()
+            .await
+            .expect("run the CLI");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{}\n{stderr}", output.status);
+        assert!(!stderr.contains("cannot browse"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("3 message(s) in {dlq}")),
+            "{stderr}"
+        );
+        listings.push(String::from_utf8_lossy(&output.stdout).into_owned());
+    }
+    assert_eq!(listings[0].lines().count(), 3, "{}", listings[0]);
+    assert_eq!(
+        listings[0], listings[1],
+        "the same records, in the same order"
+    );
+    assert!(listings[0].contains("m1") && listings[0].contains("m3"));
+    let left = crate::common::drain(&t, &dlq, std::time::Duration::from_secs(2)).await;
+    let wanted: Vec<Vec<u8>> = bodies.iter().map(|b| b.to_vec()).collect();
+    assert_eq!(left, wanted, "nothing was taken");
+    t.close().await.unwrap();
+}
