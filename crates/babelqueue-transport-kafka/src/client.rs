@@ -154,6 +154,38 @@ pub trait KafkaConsumer: Send + Sync + fmt::Debug {
 /// the partitions go, so the next owner does not receive those records again.
 pub type RevokeHook = Arc<dyn Fn(&[TopicPartition]) -> Vec<(TopicPartition, i64)> + Send + Sync>;
 
+/// One partition as a browse finds it: its watermarks and the group's committed position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionBounds {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The low watermark (the oldest offset still stored).
+    pub low: i64,
+    /// The high watermark (the offset the next record written will get).
+    pub high: i64,
+    /// The group's committed position (the next record it will read), `None` when it has none.
+    pub committed: Option<i64>,
+}
+
+/// Reads records without consuming them, for `babelqueue dlq list`: it never joins the group
+/// (partitions are assigned, not subscribed), never commits and stores no offset, so no member
+/// of the group can tell it ran. The calls block (run them off the async runtime).
+pub trait KafkaReader: Send + fmt::Debug {
+    /// Every partition of `topic` in partition order, with the reader's group's committed
+    /// positions; empty when the topic does not exist (it is not created).
+    fn bounds(&self, topic: &str) -> Result<Vec<PartitionBounds>, KafkaError>;
+
+    /// Up to `max` records of `partition` (`max` > 0) from offset `from` on, in offset order,
+    /// stopping before offset `to`.
+    fn read(
+        &self,
+        partition: &TopicPartition,
+        from: i64,
+        to: i64,
+        max: usize,
+    ) -> Result<Vec<Record>, KafkaError>;
+}
+
 /// Creates the producer and the consumers.
 pub trait KafkaClient: Send + Sync + fmt::Debug {
     /// The (shared) producer.
@@ -167,4 +199,8 @@ pub trait KafkaClient: Send + Sync + fmt::Debug {
         topics: &[String],
         on_revoke: RevokeHook,
     ) -> Result<Arc<dyn KafkaConsumer>, KafkaError>;
+
+    /// A reader that sees `group_id`'s committed positions without being a member of the
+    /// group (see [`KafkaReader`]).
+    fn reader(&self, group_id: &str) -> Result<Box<dyn KafkaReader>, KafkaError>;
 }

@@ -97,6 +97,24 @@ pub enum KafkaError {
         /// librdkafka's account of the last failed connection, secrets masked.
         reason: String,
     },
+    /// A browse (`babelqueue dlq list`) did not reach the end of a partition it captured at its
+    /// start: no record came for a while (a broker that is slow or down). Nothing was
+    /// consumed or committed. Transient.
+    #[error(
+        "Kafka browse of {topic}[{partition}] stopped at offset {reached} short of {end}: {reason}"
+    )]
+    BrowseIncomplete {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The offset the browse had reached.
+        reached: i64,
+        /// The high watermark captured at the start.
+        end: i64,
+        /// Why it stopped.
+        reason: String,
+    },
     /// A simulated broker failure (the `fake` client).
     #[error("injected Kafka failure: {message}")]
     Injected {
@@ -115,7 +133,9 @@ impl KafkaError {
             KafkaError::Client { source, .. } | KafkaError::Delivery { source, .. } => {
                 classify(source)
             }
-            KafkaError::DeliveryTimeout { .. } => TransportErrorKind::Timeout,
+            KafkaError::DeliveryTimeout { .. } | KafkaError::BrowseIncomplete { .. } => {
+                TransportErrorKind::Timeout
+            }
             KafkaError::Seek { .. } => TransportErrorKind::Other,
             KafkaError::Auth { .. } => TransportErrorKind::Auth,
             KafkaError::Unreachable { .. } => TransportErrorKind::Connection,

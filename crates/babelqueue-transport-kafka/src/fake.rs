@@ -32,7 +32,8 @@ use babelqueue_core::TransportErrorKind;
 use tokio::sync::Notify;
 
 use crate::client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, Record, RevokeHook, TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, OutRecord, PartitionBounds, Record,
+    RevokeHook, TopicPartition,
 };
 use crate::error::KafkaError;
 
@@ -233,6 +234,71 @@ impl KafkaClient for FakeKafka {
         });
         lock(&self.consumers).push(consumer.clone());
         Ok(consumer)
+    }
+
+    fn reader(&self, group_id: &str) -> Result<Box<dyn KafkaReader>, KafkaError> {
+        Ok(Box::new(FakeReader {
+            kafka: self.clone(),
+            group: group_id.to_owned(),
+        }))
+    }
+}
+
+/// The fake reader: a browse that sees a group's committed positions and changes nothing.
+#[derive(Debug)]
+pub struct FakeReader {
+    kafka: FakeKafka,
+    group: String,
+}
+
+impl KafkaReader for FakeReader {
+    fn bounds(&self, topic: &str) -> Result<Vec<PartitionBounds>, KafkaError> {
+        self.kafka.refused()?;
+        let state = self.kafka.state();
+        let Some(parts) = state.topics.get(topic) else {
+            return Ok(Vec::new());
+        };
+        Ok(parts
+            .iter()
+            .enumerate()
+            .map(|(index, log)| {
+                let partition =
+                    TopicPartition::new(topic, i32::try_from(index).unwrap_or(i32::MAX));
+                let committed = state
+                    .committed
+                    .get(&(self.group.clone(), partition.clone()))
+                    .copied();
+                PartitionBounds {
+                    partition,
+                    low: 0,
+                    high: i64::try_from(log.len()).unwrap_or(i64::MAX),
+                    committed,
+                }
+            })
+            .collect())
+    }
+
+    fn read(
+        &self,
+        partition: &TopicPartition,
+        from: i64,
+        to: i64,
+        max: usize,
+    ) -> Result<Vec<Record>, KafkaError> {
+        self.kafka.refused()?;
+        let state = self.kafka.state();
+        let log = usize::try_from(partition.partition)
+            .ok()
+            .and_then(|index| state.topics.get(&partition.topic)?.get(index));
+        Ok(log
+            .map(|log| {
+                log.iter()
+                    .filter(|r| r.offset >= from && r.offset < to)
+                    .take(max)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 }
 

@@ -131,8 +131,9 @@
 //!
 //! [`KafkaTransport`] classifies poison itself and offers `SettlePublisher` (confirmed writes
 //! with the key), `Redeliverer` (retry tiers; `can_redeliver()` is false without them),
-//! `Rewinder` (seek), `DelayedPublisher` (tiers), `BatchPopper` (redrive) and
-//! `HeaderPublisher`.
+//! `Rewinder` (seek), `DelayedPublisher` (tiers), `BatchPopper` (redrive),
+//! `HeaderPublisher` and `Browser` (`babelqueue dlq list` reads a topic from the group's
+//! committed offsets to the high watermarks, without joining the group or committing).
 //!
 //! # Differences from the reference SDK (Python 1.24.0)
 //!
@@ -170,6 +171,7 @@
 //!   until every member polls again: run DLQ tooling on its own transport or group.
 
 mod book;
+mod browse;
 pub mod client;
 pub mod config;
 mod error;
@@ -183,14 +185,15 @@ mod owed;
 #[doc(hidden)]
 pub mod projection;
 mod rd;
+mod rd_reader;
 mod reinject;
 #[cfg(test)]
 mod tests;
 mod transport;
 
 pub use client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, PRODUCE_WINDOW, Record, RecordHeader,
-    RevokeHook, TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, OutRecord, PRODUCE_WINDOW,
+    PartitionBounds, Record, RecordHeader, RevokeHook, TopicPartition,
 };
 #[allow(deprecated)]
 pub use config::KafkaConfig;

@@ -17,8 +17,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, PRODUCE_WINDOW, Record, RecordHeader,
-    RevokeHook, TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, OutRecord, PRODUCE_WINDOW, Record,
+    RecordHeader, RevokeHook, TopicPartition,
 };
 use crate::config::{KafkaOptions, member_instance_id, scrub};
 use crate::error::{KafkaError, is_auth_code};
@@ -499,6 +499,23 @@ impl KafkaClient for RdKafkaClient {
             auth: self.auth.clone(),
         }))
     }
+
+    fn reader(&self, group_id: &str) -> Result<Box<dyn KafkaReader>, KafkaError> {
+        // Set after the user's options so none of them can make the reader commit, store an
+        // offset or create a topic.
+        let mut config = self.base(&[]);
+        for (key, value) in crate::rd_reader::READER_OPTIONS {
+            config.set(key, value);
+        }
+        config.set("group.id", group_id);
+        let consumer: BaseConsumer<RdContext> = config
+            .create_with_context(self.context(None))
+            .map_err(KafkaError::client_config(
+                "create the browsing consumer",
+                &self.auth.secrets,
+            ))?;
+        Ok(Box::new(crate::rd_reader::RdReader::new(consumer)))
+    }
 }
 
 /// The librdkafka producer.
@@ -798,7 +815,7 @@ fn recovers_by_itself(error: &KafkaError) -> bool {
     )
 }
 
-fn owned(message: &BorrowedMessage<'_>) -> Record {
+pub(crate) fn owned(message: &BorrowedMessage<'_>) -> Record {
     let headers = message
         .headers()
         .map(|h| {

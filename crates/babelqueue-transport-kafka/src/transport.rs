@@ -256,6 +256,11 @@ impl KafkaTransport {
         self.inner.client.producer()
     }
 
+    /// The client (for the browse module).
+    pub(crate) fn client(&self) -> Arc<dyn KafkaClient> {
+        self.inner.client.clone()
+    }
+
     fn queue(&self, name: &str) -> Result<Arc<Queue>, KafkaError> {
         let mut queues = lock(&self.inner.queues);
         if let Some(q) = queues.get(name) {
@@ -528,6 +533,7 @@ impl Transport for KafkaTransport {
             .batch_pop(self)
             .batch_ack(self)
             .batch_publish(self)
+            .browse(self)
     }
 }
 

@@ -865,3 +865,66 @@ async fn a_batch_publish_lands_in_order_and_batched_acks_commit_on_an_interval()
     assert_eq!(committed(&group, &topic), Some(300));
     t.close().await.unwrap();
 }
+
+/// `dlq list` on Kafka: a browse reads the records the group has not consumed, byte for byte
+/// and in order, twice alike, without joining the group or committing; the group's consumer
+/// still gets all three afterwards, and a browse while it holds a record neither rebalances it
+/// nor moves its position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browse_reads_in_place_without_touching_the_group() {
+    use babelqueue_core::Browser;
+    let Some(config) = broker() else { return };
+    let (topic, group) = (unique("browse"), unique("group"));
+    create_topics(&config, &[&topic], 1).await;
+    let t = transport(&group, "");
+    let bodies = vec![
+        body(1, &topic),
+        b"not an envelope \xff".to_vec(),
+        body(3, &topic),
+    ];
+    t.publish(&topic, &bodies[0]).await.unwrap();
+    produce_raw(&topic, &bodies[1], Some(b"k"), &[]).await;
+    t.publish(&topic, &bodies[2]).await.unwrap();
+
+    let browser = t.capabilities().browser().expect("Kafka browses");
+    assert_eq!(browser.browse(&topic, 0).await.unwrap(), bodies);
+    assert_eq!(browser.browse(&topic, 0).await.unwrap(), bodies);
+    assert_eq!(browser.browse(&topic, 2).await.unwrap(), bodies[..2]);
+    assert_eq!(
+        committed(&group, &topic),
+        None,
+        "the browse committed nothing"
+    );
+
+    // The group's consumer takes the first record and holds it; a browse from another
+    // transport of the same group meanwhile starts at the committed position and leaves the
+    // member's assignment alone.
+    let first = t
+        .pop(&topic, WAIT)
+        .await
+        .unwrap()
+        .expect("the first record");
+    assert_eq!(first.body(), &bodies[0][..]);
+    t.ack(&first).await.unwrap();
+    let tool = transport(&group, "");
+    assert_eq!(tool.browse(&topic, 0).await.unwrap(), bodies[1..]);
+    assert_eq!(committed(&group, &topic), Some(1));
+    let mut rest = Vec::new();
+    while rest.len() < 2 {
+        let d = t
+            .pop(&topic, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("the rest, with no rebalance in between");
+        rest.push(d.body().to_vec());
+        t.ack(&d).await.unwrap();
+    }
+    assert_eq!(rest, bodies[1..], "nothing was taken by the browses");
+    assert_eq!(committed(&group, &topic), Some(3));
+    assert!(tool.browse(&topic, 0).await.unwrap().is_empty());
+    assert!(
+        tool.browse(&unique("missing"), 0).await.unwrap().is_empty(),
+        "a topic that does not exist is empty"
+    );
+    t.close().await.unwrap();
+}
