@@ -110,6 +110,22 @@ pub trait PulsarClient: Send + Sync + fmt::Debug {
     /// Negatively acknowledges one message: the broker redelivers it.
     async fn nack(&self, message: &MessageRef) -> Result<(), PulsarError>;
 
+    /// Whether [`browse`](PulsarClient::browse) can read a subscription's backlog (the
+    /// native client: when it has an admin URL). The default is `false`.
+    fn can_browse(&self) -> bool {
+        false
+    }
+
+    /// Up to `max` payloads (all when 0, bounded by [`BROWSE_LIMIT`](crate::browse::BROWSE_LIMIT))
+    /// of the backlog of the transport's subscription on `topic`, oldest first, read without
+    /// consuming anything. The default refuses: the client cannot browse.
+    async fn browse(&self, topic: &str, max: usize) -> Result<Vec<Vec<u8>>, PulsarError> {
+        let _ = max;
+        Err(PulsarError::Config(format!(
+            "browsing {topic} needs the admin URL (PulsarOptions::admin_url or {ADMIN_URL_ENV})"
+        )))
+    }
+
     /// Closes producers, consumers and connections.
     async fn close(&self) -> Result<(), PulsarError> {
         Ok(())
@@ -137,6 +153,11 @@ pub struct PulsarOptions {
     /// How the client authenticates (the URL query key `token`; default: the token
     /// `BQ_PULSAR_TOKEN` holds, else none).
     pub auth: Option<PulsarAuth>,
+    /// The broker's admin REST API (its web service, e.g. `http://127.0.0.1:8080`), used only
+    /// to browse a subscription's backlog without consuming (`babelqueue dlq list`); the
+    /// token and `ca_file` apply to it too. Default: the URL `BQ_PULSAR_ADMIN_URL` holds, else
+    /// none, and then the transport offers no browsing.
+    pub admin_url: Option<String>,
 }
 
 impl fmt::Debug for PulsarOptions {
@@ -149,6 +170,13 @@ impl fmt::Debug for PulsarOptions {
             .field("operation_timeout", &self.operation_timeout)
             .field("ca_file", &self.ca_file)
             .field("auth", &self.auth)
+            .field(
+                "admin_url",
+                &self
+                    .admin_url
+                    .as_deref()
+                    .map(babelqueue_core::redact::redact),
+            )
             .finish()
     }
 }
@@ -168,9 +196,16 @@ impl Default for PulsarOptions {
                 .filter(|v| !v.is_empty())
                 .map(std::path::PathBuf::from),
             auth: crate::auth::auth_from_env(),
+            admin_url: std::env::var(ADMIN_URL_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
         }
     }
 }
+
+/// The environment variable holding the broker's admin URL ([`PulsarOptions::admin_url`]'s
+/// default), so `connect(url)` and the CLI can browse.
+pub const ADMIN_URL_ENV: &str = "BQ_PULSAR_ADMIN_URL";
 
 /// The environment variable naming a PEM file of extra CA certificates to trust for
 /// `pulsar+ssl://` ([`PulsarOptions::ca_file`]'s default), so `connect(url)` and
@@ -184,6 +219,7 @@ pub struct NativeClient {
     options: PulsarOptions,
     producers: Mutex<HashMap<String, Arc<Mutex<Producer<TokioExecutor>>>>>,
     consumers: Mutex<HashMap<String, mpsc::Sender<Command>>>,
+    admin: Option<crate::browse::AdminPeek>,
 }
 
 impl fmt::Debug for NativeClient {
@@ -214,6 +250,17 @@ impl NativeClient {
         let mut builder = Pulsar::builder(settings.service_url, TokioExecutor)
             .with_connection_retry_options(retry)
             .with_operation_retry_options(operation);
+        let admin = match &options.admin_url {
+            Some(admin_url) => Some(crate::browse::AdminPeek::new(
+                admin_url,
+                &options.subscription,
+                options.initial_position_earliest,
+                settings.token.clone(),
+                settings.ca_pem.as_deref(),
+                options.operation_timeout,
+            )?),
+            None => None,
+        };
         if let Some(pem) = settings.ca_pem {
             builder = builder.with_certificate_chain(pem);
         }
@@ -232,6 +279,7 @@ impl NativeClient {
             options,
             producers: Mutex::new(HashMap::new()),
             consumers: Mutex::new(HashMap::new()),
+            admin,
         })
     }
 
@@ -428,6 +476,19 @@ impl PulsarClient for NativeClient {
         let id = message.id.clone();
         self.ask(&message.topic, |reply| Command::Nack { id, reply })
             .await
+    }
+
+    fn can_browse(&self) -> bool {
+        self.admin.is_some()
+    }
+
+    async fn browse(&self, topic: &str, max: usize) -> Result<Vec<Vec<u8>>, PulsarError> {
+        match &self.admin {
+            Some(admin) => admin.browse(topic, max).await,
+            None => Err(PulsarError::Config(format!(
+                "browsing {topic} needs the admin URL (PulsarOptions::admin_url or {ADMIN_URL_ENV})"
+            ))),
+        }
     }
 
     async fn close(&self) -> Result<(), PulsarError> {

@@ -303,4 +303,44 @@ impl PulsarClient for FakePulsar {
             .push_back(received);
         Ok(())
     }
+
+    /// The fake always browses, as a client with an admin URL does.
+    fn can_browse(&self) -> bool {
+        true
+    }
+
+    /// The subscription's backlog on `topic` as the broker keeps it: every message not yet
+    /// acknowledged (queued, held for later delivery, or in flight), in message-id order.
+    /// Nothing changes: no message moves, no redelivery count is raised.
+    async fn browse(&self, topic: &str, max: usize) -> Result<Vec<Vec<u8>>, PulsarError> {
+        let state = self.state();
+        let mut backlog: Vec<&Received> = state
+            .queued
+            .get(topic)
+            .into_iter()
+            .flatten()
+            .chain(state.in_flight.values().filter(|m| m.id.topic == topic))
+            .collect();
+        backlog.sort_by_key(|m| entry_of(&m.id));
+        let limit = if max == 0 {
+            crate::browse::BROWSE_LIMIT
+        } else {
+            max
+        };
+        Ok(backlog
+            .into_iter()
+            .take(limit)
+            .map(|m| m.payload.clone())
+            .collect())
+    }
+}
+
+/// The entry number of a fake message id (`"<n>:0:-1:-1"`): the order the fake broker stored
+/// it in.
+fn entry_of(id: &MessageRef) -> u64 {
+    id.id
+        .split(':')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
 }

@@ -63,8 +63,10 @@
 //! * [`Rewinder`]: a failed dead-letter write or retry publish, and a graceful shutdown, nack
 //!   the message (the runtime then pauses 1 s, because the crate's nack redelivers at once).
 //!
-//! Capabilities: [`RoutedPublisher`], [`DelayedPublisher`], [`Rewinder`]; redelivery is the
-//! runtime's copy-then-ack. No header publisher (traceparent is not carried), no native
+//! Capabilities: [`RoutedPublisher`], [`DelayedPublisher`], [`Rewinder`], and
+//! [`Browser`](babelqueue_core::Browser) when an admin URL is set (`babelqueue dlq list` then
+//! peeks the subscription's backlog over the admin REST API instead of draining it: see
+//! [`browse`]); redelivery is the runtime's copy-then-ack. No header publisher (traceparent is not carried), no native
 //! settle.
 //!
 //! # URL and options
@@ -117,6 +119,7 @@ use babelqueue_core::{
 };
 
 pub mod auth;
+pub mod browse;
 pub mod client;
 mod error;
 #[cfg(any(test, feature = "fake"))]
@@ -130,7 +133,8 @@ pub use auth::{ClientSettings, PulsarAuth, TOKEN_ENV};
 #[allow(deprecated)]
 pub use client::ClientOptions;
 pub use client::{
-    MessageRef, NativeClient, PulsarClient, PulsarOptions, Received, TLS_TRUST_CERTS_ENV,
+    ADMIN_URL_ENV, MessageRef, NativeClient, PulsarClient, PulsarOptions, Received,
+    TLS_TRUST_CERTS_ENV,
 };
 pub use error::PulsarError;
 pub use projection::Properties;
@@ -213,6 +217,22 @@ impl Builder {
     /// URL query key `ca_file` does the same.
     pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Builder {
         self.options.ca_file = Some(path.into());
+        self
+    }
+
+    /// The broker's admin REST API (`http://host:8080` or `https://host:8443`), for browsing
+    /// a queue without consuming it (`babelqueue dlq list`; default: `BQ_PULSAR_ADMIN_URL`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), babelqueue_transport_pulsar::PulsarError> {
+    /// use babelqueue_transport_pulsar::PulsarTransport;
+    /// let builder = PulsarTransport::builder("pulsar://127.0.0.1:6650")?
+    ///     .admin_url("http://127.0.0.1:8080");
+    /// assert!(format!("{builder:?}").contains("8080"));
+    /// # Ok(()) }
+    /// ```
+    pub fn admin_url(mut self, url: impl Into<String>) -> Builder {
+        self.options.admin_url = Some(url.into());
         self
     }
 
@@ -443,11 +463,18 @@ impl Transport for PulsarTransport {
     }
 
     fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none()
+        let capabilities = Capabilities::none()
             .routed(self)
             .delay(self)
             .rewind(self)
-            .batch_ack(self)
+            .batch_ack(self);
+        // Browsing reads the subscription's backlog over the admin API; without an admin URL
+        // there is no way to read it in place (see the `browse` module), so none is offered.
+        if self.client.can_browse() {
+            capabilities.browse(self)
+        } else {
+            capabilities
+        }
     }
 }
 

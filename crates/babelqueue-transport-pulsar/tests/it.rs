@@ -827,3 +827,96 @@ async fn consumers_share_one_subscription_named_babelqueue() {
     }
     assert_eq!(got, 10);
 }
+
+// ------------------------------------------------------------------------------------------
+// Browsing (`babelqueue dlq list`) through the admin API
+
+fn admin_url() -> String {
+    std::env::var("BQ_PULSAR_ADMIN_URL").unwrap_or_else(|_| {
+        let addr = std::env::var("BQ_PULSAR_ADMIN").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+        format!("http://{addr}")
+    })
+}
+
+async fn browsing_transport(admin_url: Option<String>) -> PulsarTransport {
+    PulsarTransport::builder(&url())
+        .unwrap()
+        .options(PulsarOptions {
+            admin_url,
+            ..PulsarOptions::default()
+        })
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn subscriptions(queue: &str) -> Value {
+    admin_get(&format!(
+        "/admin/v2/persistent/public/default/{queue}/subscriptions"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsing_reads_the_backlog_in_place_before_and_after_the_subscription_exists() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let without = browsing_transport(None).await;
+    assert!(without.capabilities().browser().is_none());
+
+    let transport = browsing_transport(Some(admin_url())).await;
+    let queue = unique("browse");
+    let bodies = vec![
+        envelope(&queue, 0),
+        b"\x00not an envelope \xff{".to_vec(),
+        envelope(&queue, 3),
+    ];
+    for body in &bodies {
+        transport.publish(&queue, body).await.unwrap();
+    }
+    let browser = transport.capabilities().browser().expect("a browser");
+    // No subscription yet: the retained messages a new one would start with, and none made.
+    assert_eq!(browser.browse(&queue, 0).await.unwrap(), bodies);
+    assert_eq!(browser.browse(&queue, 0).await.unwrap(), bodies);
+    assert_eq!(browser.browse(&queue, 2).await.unwrap(), bodies[..2]);
+    assert_eq!(subscriptions(&queue), serde_json::json!([]));
+
+    // The subscription exists, one message delivered and not acknowledged: still the backlog.
+    let first = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a delivery");
+    assert_eq!(first.body(), &bodies[0][..]);
+    assert_eq!(browser.browse(&queue, 0).await.unwrap(), bodies);
+    assert_eq!(browser.browse(&queue, 0).await.unwrap(), bodies);
+    assert_eq!(subscriptions(&queue), serde_json::json!(["babelqueue"]));
+
+    // Consumed normally, all three are there; once acknowledged, the backlog is empty.
+    transport.ack(&first).await.unwrap();
+    assert_eq!(browser.browse(&queue, 0).await.unwrap(), bodies[1..]);
+    let mut got = vec![first.body().to_vec()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < 3 && Instant::now() < deadline {
+        if let Some(d) = transport.pop(&queue, Duration::from_secs(1)).await.unwrap() {
+            got.push(d.body().to_vec());
+            transport.ack(&d).await.unwrap();
+        }
+    }
+    assert_eq!(got, bodies);
+    assert!(
+        transport
+            .pop(&queue, Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(browser.browse(&queue, 0).await.unwrap().is_empty());
+    assert!(
+        browser
+            .browse(&unique("never"), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
