@@ -203,3 +203,60 @@ async fn cli_warns_at_start_up_when_retries_have_no_tier() {
         );
     }
 }
+
+/// `babelqueue dlq list` on Kafka browses the dead-letter topic in place: no "cannot browse"
+/// note, the same records twice in order, nothing committed for the group, and its consumer
+/// still gets all three afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_dlq_list_reads_in_place() {
+    let Some(config) = broker() else { return };
+    let (topic, group) = (unique("cli-dlq"), unique("group"));
+    let dlq = format!("{topic}.dlq");
+    create_topics(&config, &[&dlq], 1).await;
+    let bodies: [&[u8]; 3] = [
+        br#"{"job":"urn:babel:cli:a","trace_id":"t1","data":{},"meta":{"id":"m1"},"attempts":2}"#,
+        b"not an envelope",
+        br#"{"job":"urn:babel:cli:b","trace_id":"t3","data":{},"meta":{"id":"m3"},"attempts":2}"#,
+    ];
+    for body in bodies {
+        crate::common::produce_raw(&dlq, body, None, &[]).await;
+    }
+    let mut listings = Vec::new();
+    for _ in 0..2 {
+        let (lines, stderr) =
+            run_cli_stderr(&["dlq", "list", &group_url(&group), "--queue", &topic]).await;
+        assert!(!stderr.contains("cannot browse"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("3 message(s) in {dlq}")),
+            "{stderr}"
+        );
+        listings.push(lines);
+    }
+    assert_eq!(
+        listings[0], listings[1],
+        "the same records, in the same order"
+    );
+    let ids: Vec<&serde_json::Value> = listings[0].iter().map(|l| &l["message_id"]).collect();
+    assert_eq!(ids, [&json!("m1"), &json!(null), &json!("m3")]);
+    assert_eq!(listings[0][1]["body"], "not an envelope");
+    assert_eq!(
+        committed(&group, &dlq),
+        None,
+        "the listing committed nothing"
+    );
+
+    let t = KafkaTransport::connect(&group_url(&group)).await.unwrap();
+    let mut left = Vec::new();
+    while left.len() < 3 {
+        let d = t
+            .pop(&dlq, Duration::from_secs(20))
+            .await
+            .unwrap()
+            .expect("every record is still there");
+        left.push(d.body().to_vec());
+        t.ack(&d).await.unwrap();
+    }
+    let wanted: Vec<Vec<u8>> = bodies.iter().map(|b| b.to_vec()).collect();
+    assert_eq!(left, wanted, "nothing was taken");
+    t.close().await.unwrap();
+}
