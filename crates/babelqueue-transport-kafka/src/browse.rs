@@ -52,8 +52,11 @@ fn browse(
 
 #[async_trait]
 impl Browser for KafkaTransport {
-    /// The records of `queue`'s topic the transport's group has not consumed yet, up to the
-    /// high watermarks captured at the start; see the [module](self) for the rules.
+    /// The records of `queue`'s topic the transport's group has not consumed yet (from each
+    /// partition's committed offset, else its low watermark) up to the high watermarks captured
+    /// at the start, partition by partition, read by a [`KafkaReader`](crate::KafkaReader)
+    /// that never joins the group or commits. A null value reads as an empty body; a topic
+    /// that does not exist is empty.
     async fn browse(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, TransportError> {
         let client = self.client();
         let group = self.group_id().to_owned();

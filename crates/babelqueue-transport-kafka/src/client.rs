@@ -170,6 +170,24 @@ pub struct PartitionBounds {
 /// Reads records without consuming them, for `babelqueue dlq list`: it never joins the group
 /// (partitions are assigned, not subscribed), never commits and stores no offset, so no member
 /// of the group can tell it ran. The calls block (run them off the async runtime).
+///
+/// [`KafkaTransport`](crate::KafkaTransport)'s [`Browser`](babelqueue_core::Browser) reads
+/// through it:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::TransportError> {
+/// use std::sync::Arc;
+/// use babelqueue_core::Transport;
+/// use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport, fake::FakeKafka};
+///
+/// let kafka = FakeKafka::new();
+/// let transport = KafkaTransport::with_client(Arc::new(kafka.clone()), &KafkaOptions::default());
+/// transport.publish("orders.dlq", b"not an envelope").await?;
+/// let browser = transport.capabilities().browser().expect("Kafka browses");
+/// assert_eq!(browser.browse("orders.dlq", 0).await?, [b"not an envelope".to_vec()]);
+/// assert_eq!(kafka.committed("babelqueue", "orders.dlq", 0), None); // nothing consumed
+/// # Ok(()) }
+/// ```
 pub trait KafkaReader: Send + fmt::Debug {
     /// Every partition of `topic` in partition order, with the reader's group's committed
     /// positions; empty when the topic does not exist (it is not created).
