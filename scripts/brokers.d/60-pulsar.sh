@@ -136,4 +136,6 @@ env_pulsar() {
     echo "export BQ_PULSAR_URL=pulsar://127.0.0.1:$PULSAR_PORT"
     echo "export BQ_PULSAR_SSL_URL=pulsar+ssl://127.0.0.1:$PULSAR_TLS_PORT"
     echo "export BQ_PULSAR_TLS_TRUST_CERTS=$PULSAR_TLS/ca.cert.pem"
+    # The admin REST API: the transport browses a subscription's backlog with it (dlq list).
+    echo "export BQ_PULSAR_ADMIN_URL=http://127.0.0.1:$PULSAR_HTTP_PORT"
 }

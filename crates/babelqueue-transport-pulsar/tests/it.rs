@@ -920,3 +920,80 @@ async fn browsing_reads_the_backlog_in_place_before_and_after_the_subscription_e
             .is_empty()
     );
 }
+
+/// `babelqueue dlq list` with `BQ_PULSAR_ADMIN_URL` reads the dead-letter queue in place: no
+/// "cannot browse" note, the same three records twice in order, all still there afterwards;
+/// without it the CLI says it drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_a_pulsar_dead_letter_queue_in_place_with_an_admin_url() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let bin = cli();
+    let queue = unique("cli-dlq");
+    let dlq = format!("{queue}.dlq");
+    let transport = browsing_transport(None).await;
+    let bodies: [&[u8]; 3] = [
+        br#"{"job":"urn:babel:cli:a","trace_id":"t1","data":{},"meta":{"id":"m1"},"attempts":2}"#,
+        b"not an envelope",
+        br#"{"job":"urn:babel:cli:b","trace_id":"t3","data":{},"meta":{"id":"m3"},"attempts":2}"#,
+    ];
+    for body in bodies {
+        transport.publish(&dlq, body).await.unwrap();
+    }
+    let list = |admin: bool| {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["dlq", "list", &url(), "--queue", &queue]);
+        if admin {
+            cmd.env("BQ_PULSAR_ADMIN_URL", admin_url());
+        } else {
+            cmd.env_remove("BQ_PULSAR_ADMIN_URL");
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (lines, stderr)
+    };
+    let mut listings = Vec::new();
+    for _ in 0..2 {
+        let (lines, stderr) = list(true);
+        assert!(!stderr.contains("cannot browse"), "{stderr}");
+        listings.push(lines);
+    }
+    assert_eq!(
+        listings[0], listings[1],
+        "the same records, in the same order"
+    );
+    let ids: Vec<&Value> = listings[0].iter().map(|l| &l["message_id"]).collect();
+    assert_eq!(
+        ids,
+        [
+            &serde_json::json!("m1"),
+            &Value::Null,
+            &serde_json::json!("m3")
+        ]
+    );
+    assert_eq!(listings[0][1]["body"], "not an envelope");
+    assert_eq!(
+        subscriptions(&dlq),
+        serde_json::json!([]),
+        "browsing subscribed nothing"
+    );
+
+    let mut left = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while left.len() < 3 && Instant::now() < deadline {
+        if let Some(d) = transport.pop(&dlq, Duration::from_secs(1)).await.unwrap() {
+            left.push(d.body().to_vec());
+            transport.ack(&d).await.unwrap();
+        }
+    }
+    assert_eq!(left, bodies.map(<[u8]>::to_vec), "nothing was taken");
+    let (lines, stderr) = list(false);
+    assert!(lines.is_empty());
+    assert!(stderr.contains("cannot browse"), "{stderr}");
+}
