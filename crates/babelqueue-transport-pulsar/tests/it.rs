@@ -997,3 +997,72 @@ async fn the_cli_lists_a_pulsar_dead_letter_queue_in_place_with_an_admin_url() {
     assert!(lines.is_empty());
     assert!(stderr.contains("cannot browse"), "{stderr}");
 }
+
+/// A batching, compressing producer elsewhere (the Java and Python clients batch by default)
+/// stores several messages in one compressed entry: browsing lists each of them, byte for
+/// byte, and takes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsing_splits_an_entry_a_batching_producer_wrote() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("browse-batch");
+    let bodies: Vec<Vec<u8>> = vec![
+        envelope(&queue, 0),
+        b"\x01raw\xfe".to_vec(),
+        envelope(&queue, 1),
+    ];
+    let pulsar = pulsar::Pulsar::builder(url(), pulsar::TokioExecutor)
+        .build()
+        .await
+        .unwrap();
+    let mut producer = pulsar
+        .producer()
+        .with_topic(format!("persistent://public/default/{queue}"))
+        .with_options(pulsar::ProducerOptions {
+            batch_size: Some(3),
+            // The broker hands the peeked entry back uncompressed.
+            compression: Some(pulsar::compression::Compression::Zstd(
+                pulsar::compression::CompressionZstd { level: 3 },
+            )),
+            ..pulsar::ProducerOptions::default()
+        })
+        .build()
+        .await
+        .unwrap();
+    let mut receipts = Vec::new();
+    for body in &bodies {
+        receipts.push(producer.send_non_blocking(body.clone()).await.unwrap());
+    }
+    producer.send_batch().await.unwrap();
+    for receipt in receipts {
+        receipt.await.unwrap();
+    }
+    let entries = admin_get(&format!(
+        "/admin/v2/persistent/public/default/{queue}/internalStats"
+    ))["entriesAddedCounter"]
+        .as_u64();
+    assert_eq!(entries, Some(1), "the three messages are one batched entry");
+
+    let transport = browsing_transport(Some(admin_url())).await;
+    let browser = transport.capabilities().browser().expect("a browser");
+    assert_eq!(browser.browse(&queue, 0).await.unwrap(), bodies);
+    assert_eq!(browser.browse(&queue, 2).await.unwrap(), bodies[..2]);
+    // With the subscription created (one message delivered, not acknowledged): the peek path.
+    let first = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a delivery");
+    assert_eq!(browser.browse(&queue, 0).await.unwrap(), bodies);
+    transport.ack(&first).await.unwrap();
+    let mut got = vec![first.body().to_vec()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < 3 && Instant::now() < deadline {
+        if let Some(d) = transport.pop(&queue, Duration::from_secs(1)).await.unwrap() {
+            got.push(d.body().to_vec());
+            transport.ack(&d).await.unwrap();
+        }
+    }
+    assert_eq!(got, bodies);
+}
