@@ -121,7 +121,15 @@ impl AuthWatch {
         if self.ever_answered.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
-        let reason = last.clone().unwrap_or(reason);
+        // Unreachable only after a connection itself failed (refused, unresolved, timed out):
+        // a broker that refused the credentials answered, and librdkafka reports it "down" too,
+        // sometimes before the refusal's own event; that stays an `Auth` error.
+        if self.state.borrow().is_some() {
+            return;
+        }
+        let Some(reason) = last.clone() else {
+            return;
+        };
         drop(last);
         self.unreachable.send_replace(Some(Arc::new(AuthFailure {
             at: Instant::now(),
@@ -169,6 +177,9 @@ impl AuthWatch {
     /// Records a refusal (from the context's error callback, on a librdkafka thread).
     fn refused(&self, reason: &str) {
         let reason = self.scrub(reason);
+        // A broker that refused the credentials was reached.
+        self.unreachable
+            .send_if_modified(|state| state.take().is_some());
         self.state.send_replace(Some(Arc::new(AuthFailure {
             at: Instant::now(),
             reason,
