@@ -390,10 +390,24 @@ async fn a_claimed_row_is_skipped_by_another_relay_and_released_by_a_dropped_bat
     assert_eq!(second.len(), 2, "the held rows are skipped, not waited for");
     assert!(first.iter().all(|id| id < &second[0]), "oldest first");
     drop(other);
-    // Dropping the batch rolls its transaction back: the rows come back, unchanged.
+    // Dropping the batch rolls its transaction back on a task: the rows come back, unchanged.
+    // A claim on the same store waits for its own rollback, not for the other store's, so poll
+    // (bounded) until both rollbacks reached the server.
     drop(held);
-    let again = a.claim(10).await.unwrap();
-    assert_eq!(ids(&*again).len(), 5);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        let batch = a.claim(10).await.unwrap();
+        if ids(&*batch).len() == 5 || std::time::Instant::now() > deadline {
+            break batch;
+        }
+        drop(batch);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        ids(&*again).len(),
+        5,
+        "both dropped batches released their rows"
+    );
     assert!(again.records().iter().all(|r| r.attempts() == 0));
     drop(again);
     tables.drop_all().await;
