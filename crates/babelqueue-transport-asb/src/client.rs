@@ -33,7 +33,7 @@ use fe2o3_amqp_cbs::token::CbsToken;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::credential::{AccessToken, EnvironmentCredential, SERVICE_BUS_SCOPE, TokenCredential};
+use crate::credential::{AccessToken, DefaultCredential, SERVICE_BUS_SCOPE, TokenCredential};
 use crate::error::AsbError;
 use crate::projection::{self, AmqpValue, Outgoing};
 
@@ -377,29 +377,20 @@ fn token_refused(context: &str, e: &fe2o3_amqp_management::error::Error) -> AsbE
 
 impl AmqpServiceBus {
     /// Opens the connection, the session and the CBS link. Without a shared access key the
-    /// client authenticates with Azure AD through [`EnvironmentCredential::from_env`] (the
-    /// standard `AZURE_TENANT_ID`, `AZURE_CLIENT_ID`, `AZURE_CLIENT_SECRET` or
-    /// `AZURE_FEDERATED_TOKEN_FILE` variables).
+    /// client authenticates with Azure AD through [`DefaultCredential::from_env`]: the
+    /// `AZURE_*` environment variables, then the machine's managed identity, then the Azure
+    /// CLI. The first token is asked for before connecting, so a machine where no link works
+    /// fails here with an error listing why each failed.
     pub async fn connect(config: AsbOptions) -> Result<AmqpServiceBus, AsbError> {
-        let credential = if config.uses_azure_ad() {
-            let found = EnvironmentCredential::from_env().ok_or_else(|| {
-                AsbError::Config(format!(
-                    "no credentials for {}: set {CONNECTION_STRING_ENV} to the namespace's connection string, \
-                     put the shared access key in the URL (sb://<key name>:<url-encoded key>@{}), \
-                     or set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or \
-                     AZURE_FEDERATED_TOKEN_FILE) for Azure AD",
-                    config.host, config.host
-                ))
-            })?;
-            Some(Arc::new(found) as Arc<dyn TokenCredential>)
-        } else {
-            None
-        };
+        let credential = config
+            .uses_azure_ad()
+            .then(|| Arc::new(DefaultCredential::from_env()) as Arc<dyn TokenCredential>);
         AmqpServiceBus::open(config, credential).await
     }
 
     /// Like [`connect`](Self::connect), authenticating with Azure AD tokens from `credential`
-    /// (the options' shared access key, if any, is not used).
+    /// (the options' shared access key, if any, is not used). The first token is asked for
+    /// before connecting.
     pub async fn connect_with_credential(
         config: AsbOptions,
         credential: Arc<dyn TokenCredential>,
@@ -411,6 +402,11 @@ impl AmqpServiceBus {
         config: AsbOptions,
         credential: Option<Arc<dyn TokenCredential>>,
     ) -> Result<AmqpServiceBus, AsbError> {
+        // A credential that cannot give a token fails before any connection is tried.
+        let aad = match &credential {
+            Some(credential) => Some(credential.get_token(SERVICE_BUS_SCOPE).await?),
+            None => None,
+        };
         let scheme = if config.tls { "amqps" } else { "amqp" };
         let url = format!("{scheme}://{}:{}", config.host, config.port);
         let container = format!("babelqueue-rust-{}", std::process::id());
@@ -438,7 +434,7 @@ impl AmqpServiceBus {
                 session,
                 cbs,
                 tokens: HashMap::new(),
-                aad: None,
+                aad,
             }),
             senders: Mutex::new(HashMap::new()),
             receivers: Mutex::new(HashMap::new()),
@@ -933,6 +929,45 @@ mod tests {
             let text = shown(error);
             assert!(!text.contains("hunter2"), "{url}: {text}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_first_token_is_asked_for_before_connecting() {
+        use crate::credential::DefaultCredential;
+        let port = closed_port();
+        let options = AsbOptions::from_url(&format!("sb://127.0.0.1:{port}"), Some("")).unwrap();
+        // a chain where no link works: its error, before any connection is tried
+        let nothing = DefaultCredential::empty().with_link(
+            "Azure CLI",
+            Arc::new(crate::AzureCliCredential::new().with_program("/nonexistent/bq-az")),
+        );
+        let error = AmqpServiceBus::connect_with_credential(options.clone(), Arc::new(nothing))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), babelqueue_core::TransportErrorKind::Config);
+        let text = error.to_string();
+        assert!(
+            text.contains("Azure CLI: ") && text.contains(CONNECTION_STRING_ENV),
+            "{text}"
+        );
+        // a credential that gives a token: on to connect, and the closed port says so
+        #[derive(Debug)]
+        struct Gives;
+        #[async_trait]
+        impl TokenCredential for Gives {
+            async fn get_token(&self, _: &str) -> Result<AccessToken, AsbError> {
+                Ok(AccessToken {
+                    token: "ey.given".into(),
+                    expires_at: SystemTime::now() + Duration::from_secs(3600),
+                })
+            }
+        }
+        let error = AmqpServiceBus::connect_with_credential(options, Arc::new(Gives))
+            .await
+            .unwrap_err();
+        assert!(error.is_transient(), "{error:?}");
+        assert!(error.to_string().contains("127.0.0.1"), "{error}");
+        assert!(!shown(error).contains("ey.given"));
     }
 
     #[test]

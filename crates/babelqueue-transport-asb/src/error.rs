@@ -48,6 +48,21 @@ impl AsbError {
         }
     }
 
+    /// What went wrong, without the variant's "Azure Service Bus …" prefix (for an error that
+    /// lists several causes).
+    pub(crate) fn detail(&self) -> &str {
+        match self {
+            AsbError::Config(s)
+            | AsbError::Connection(s)
+            | AsbError::Auth(s)
+            | AsbError::Timeout(s)
+            | AsbError::Rejected(s)
+            | AsbError::Invalid(s)
+            | AsbError::ForeignDelivery(s)
+            | AsbError::Client(s) => s,
+        }
+    }
+
     /// Whether retrying later may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(

@@ -88,9 +88,12 @@
 //! with [`AsbOptions::from_connection_string`] and given to [`AsbTransport::connect_with`], else
 //! read from `AZURE_SERVICEBUS_CONNECTION_STRING`) takes precedence over the URL; otherwise the URL carries the key
 //! (`sb://<key name>:<url-encoded key>@<host>`); a URL without a key authenticates with Azure
-//! AD, as the reference SDK's `DefaultAzureCredential` does: [`EnvironmentCredential`] reads
-//! the standard `AZURE_TENANT_ID`, `AZURE_CLIENT_ID` and `AZURE_CLIENT_SECRET` (or
-//! `AZURE_FEDERATED_TOKEN_FILE`, a workload identity) variables, and
+//! AD through [`DefaultCredential`], a chain like the reference SDK's `DefaultAzureCredential`:
+//! [`EnvironmentCredential`] (the standard `AZURE_TENANT_ID`, `AZURE_CLIENT_ID` and
+//! `AZURE_CLIENT_SECRET`, or `AZURE_FEDERATED_TOKEN_FILE`, variables), then
+//! [`ManagedIdentityCredential`] (`IDENTITY_ENDPOINT`, else a VM's IMDS), then
+//! [`AzureCliCredential`] (`az account get-access-token`); the first token is asked for before
+//! connecting, and when no link gives one the error lists why each failed.
 //! [`AmqpServiceBus::connect_with_credential`] takes any other [`TokenCredential`]. The bearer
 //! token is put on the `$cbs` node with the token type `jwt` and renewed before it expires.
 //! `UseDevelopmentEmulator=true` in a connection
@@ -106,10 +109,10 @@
 //!   feature), with the real runtime in front; the AMQP client ([`AmqpServiceBus`]) is
 //!   compiled and its pure parts (connection strings, URLs, SAS signatures) are unit-tested,
 //!   but its wire exchange with a namespace has not been exercised.
-//! * Azure AD: of `DefaultAzureCredential`'s chain only the environment links (a client
-//!   secret, a workload identity's federated token) are built in; a managed identity or the
-//!   Azure CLI is a [`TokenCredential`] of the application's own. The token request is tested
-//!   against a local HTTP endpoint, the CBS put-token only through its pure parts.
+//! * Azure AD: of `DefaultAzureCredential`'s chain the environment, managed identity and
+//!   Azure CLI links are built in (no IDE, PowerShell or interactive links). The token requests
+//!   are tested against local HTTP endpoints and a fake `az` program, never against Azure; the
+//!   CBS put-token only through its pure parts.
 //! * Settling waits for a receive in progress on the same queue (one receiver per queue
 //!   behind a lock), so with `concurrency` above 1 a settle can wait up to the poll timeout.
 //! * No lock renewal, as in the reference: a handler that outlives the lock duration makes
@@ -143,7 +146,8 @@ pub use client::{
     AmqpServiceBus, AsbOptions, CONNECTION_STRING_ENV, LockToken, Received, ServiceBusClient,
 };
 pub use credential::{
-    AccessToken, ClientProof, EnvironmentCredential, SERVICE_BUS_SCOPE, TokenCredential,
+    AccessToken, AzureCliCredential, ClientProof, DefaultCredential, EnvironmentCredential,
+    ManagedIdentityCredential, SERVICE_BUS_SCOPE, TokenCredential,
 };
 pub use error::AsbError;
 pub use projection::{AmqpValue, Outgoing};

@@ -1,12 +1,6 @@
-//! Azure AD (Microsoft Entra ID) credentials: the [`TokenCredential`] seam the client asks for
-//! a bearer token, and [`EnvironmentCredential`], the first links of the reference SDK's
-//! `DefaultAzureCredential` chain (a service principal's client secret, or a workload
-//! identity's federated token file, named by the standard `AZURE_*` environment variables).
-//!
-//! The client puts the token on the namespace's `$cbs` node with the token type `jwt`, for
-//! the scope [`SERVICE_BUS_SCOPE`], and asks again before it expires. Any other credential
-//! (managed identity, the Azure CLI, a token from elsewhere) is a [`TokenCredential`] of the
-//! application's own, given to [`AmqpServiceBus::connect_with_credential`](crate::AmqpServiceBus::connect_with_credential).
+//! The environment link: a service principal's client secret, or a workload identity's
+//! federated token file, named by the standard `AZURE_*` environment variables, exchanged for a
+//! token at Azure AD's OAuth2 token endpoint.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -14,38 +8,11 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+use super::{AccessToken, TokenCredential};
 use crate::error::AsbError;
-
-/// The scope of a Service Bus token.
-pub const SERVICE_BUS_SCOPE: &str = "https://servicebus.azure.net/.default";
 
 /// The authority used when `AZURE_AUTHORITY_HOST` is not set (the public cloud).
 pub const DEFAULT_AUTHORITY_HOST: &str = "https://login.microsoftonline.com";
-
-/// A bearer token and when it expires. `Debug` never shows the token.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AccessToken {
-    /// The JWT.
-    pub token: String,
-    /// When it stops being accepted.
-    pub expires_at: SystemTime,
-}
-
-impl fmt::Debug for AccessToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AccessToken")
-            .field("token", &"***")
-            .field("expires_at", &self.expires_at)
-            .finish()
-    }
-}
-
-/// Something that hands out Azure AD bearer tokens (the seam; tests put a fake behind it).
-#[async_trait]
-pub trait TokenCredential: Send + Sync + fmt::Debug {
-    /// A token for `scope` (for Service Bus: [`SERVICE_BUS_SCOPE`]).
-    async fn get_token(&self, scope: &str) -> Result<AccessToken, AsbError>;
-}
 
 /// What proves the application's identity to Azure AD.
 #[derive(Clone, PartialEq, Eq)]
@@ -243,6 +210,8 @@ impl TokenCredential for EnvironmentCredential {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::credential::SERVICE_BUS_SCOPE;
+    use crate::credential::test_http::token_endpoint;
 
     fn credential(authority: &str) -> EnvironmentCredential {
         EnvironmentCredential {
@@ -335,48 +304,13 @@ mod tests {
         assert!(parse_token_response(200, "<html>", now).is_err());
     }
 
-    /// One HTTP exchange on 127.0.0.1: the request as received, the canned answer sent back.
-    async fn token_endpoint(answer: &'static str) -> (String, tokio::task::JoinHandle<String>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut seen = Vec::new();
-            let mut buffer = [0u8; 4096];
-            loop {
-                let n = socket.read(&mut buffer).await.unwrap();
-                seen.extend_from_slice(&buffer[..n]);
-                let text = String::from_utf8_lossy(&seen).into_owned();
-                if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                    let length = head
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap())
-                        })
-                        .unwrap_or(0);
-                    if body.len() >= length || n == 0 {
-                        break;
-                    }
-                }
-            }
-            let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-            socket.write_all(response.as_bytes()).await.unwrap();
-            String::from_utf8_lossy(&seen).into_owned()
-        });
-        (address, task)
-    }
-
     #[tokio::test]
     async fn get_token_posts_to_the_tenant_endpoint() {
-        let (authority, request) =
-            token_endpoint(r#"{"token_type":"Bearer","expires_in":3599,"access_token":"ey.tok"}"#)
-                .await;
+        let (authority, request) = token_endpoint(
+            200,
+            r#"{"token_type":"Bearer","expires_in":3599,"access_token":"ey.tok"}"#,
+        )
+        .await;
         let token = credential(&authority)
             .get_token(SERVICE_BUS_SCOPE)
             .await
