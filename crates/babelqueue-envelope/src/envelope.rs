@@ -244,7 +244,7 @@ impl Envelope {
         let mut first = true;
         while let Some(key) = s.next_key(first).map_err(Error::InvalidJson)? {
             first = false;
-            let key = Key::scanned(&s, key.start, key.end);
+            let key = Key::scanned(&s, key);
             let member = if key.is("meta") && s.peek() == Some(b'{') {
                 s.pos += 1;
                 Member::Meta(Object::read_members(&mut s, 2).map_err(Error::InvalidJson)?)

@@ -167,7 +167,7 @@ fn check_members(
     let mut first = true;
     while let Some(key) = s.next_key(first)? {
         first = false;
-        let name = scan::unescape(&text[key.start..key.end]);
+        let name = key.decoded(text);
         let span = s.value(depth, &mut |_| {})?;
         if let Some(&(_, member, expected)) = table.iter().find(|(n, _, _)| *n == name)
             && !type_ok(expected, span.kind, &text.as_bytes()[span.start..span.end])
@@ -201,7 +201,7 @@ fn shape(text: &str) -> Result<Shape, PoisonCause> {
     let mut first = true;
     while let Some(key) = s.next_key(first).map_err(syntax)? {
         first = false;
-        let name: Cow<'_, str> = scan::unescape(&text[key.start..key.end]);
+        let name: Cow<'_, str> = key.decoded(text);
         let nested = match &*name {
             "meta" => Some(&META[..]),
             "dead_letter" => Some(&DEAD_LETTER[..]),
@@ -302,7 +302,7 @@ pub fn is_spliceable(body: &[u8]) -> bool {
         match s.next_key(first) {
             Ok(Some(key)) => {
                 first = false;
-                if scan::unescape(&text[key.start..key.end]) == "dead_letter" {
+                if key.decoded(text) == "dead_letter" {
                     return false;
                 }
                 if s.value(1, &mut |_| {}).is_err() {
@@ -344,9 +344,8 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), Pois
     let mut first = true;
     while let Some(key) = s.next_key(first).map_err(syntax)? {
         first = false;
-        let raw_key = &text[key.start..key.end];
-        let name: Cow<'_, str> = scan::unescape(raw_key);
-        let key = Key::scanned(&s, key.start, key.end);
+        let name: Cow<'_, str> = key.decoded(text);
+        let key = Key::scanned(&s, key);
         if s.peek() == Some(b'{') && name == "meta" {
             s.pos += 1;
             let meta = Object::read_members_visiting(&mut s, 2, &mut |k, v| {

@@ -34,13 +34,20 @@ impl Key {
     }
 
     /// The key `s` read between `start` and `end` (a slice of its shared text, when it has one).
-    pub(crate) fn scanned(s: &Scanner<'_>, start: usize, end: usize) -> Key {
-        Key::from_text(s.text_of(start, end))
+    pub(crate) fn scanned(s: &Scanner<'_>, span: scan::StrSpan) -> Key {
+        Key {
+            raw: s.text_of(span.start, span.end),
+            plain: !span.escaped,
+        }
     }
 
     /// The decoded member name.
     pub fn name(&self) -> Cow<'_, str> {
-        scan::unescape(&self.raw)
+        if self.plain {
+            Cow::Borrowed(&self.raw)
+        } else {
+            scan::unescape(&self.raw)
+        }
     }
 
     /// The escaped text between the quotes, as written on the wire.
@@ -129,7 +136,7 @@ impl Object {
         while let Some(key) = s.next_key(first)? {
             first = false;
             let span = s.value(depth, &mut |_| {})?;
-            let key = Key::scanned(s, key.start, key.end);
+            let key = Key::scanned(s, key);
             let value = RawJson::scanned(s, span);
             visit(&key, &value);
             object.insert_key(key, value);

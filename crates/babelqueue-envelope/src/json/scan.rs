@@ -71,6 +71,21 @@ impl fmt::Display for SyntaxError {
 pub(crate) struct StrSpan {
     pub(crate) start: usize,
     pub(crate) end: usize,
+    /// Whether the literal holds an escape (else its text is the string itself).
+    pub(crate) escaped: bool,
+}
+
+impl StrSpan {
+    /// The decoded string of this span of `text` (borrowed when it holds no escape).
+    #[inline]
+    pub(crate) fn decoded<'t>(&self, text: &'t str) -> alloc::borrow::Cow<'t, str> {
+        let inner = &text[self.start..self.end];
+        if self.escaped {
+            unescape(inner)
+        } else {
+            alloc::borrow::Cow::Borrowed(inner)
+        }
+    }
 }
 
 /// The span of one scanned value.
@@ -245,6 +260,7 @@ impl<'a> Scanner<'a> {
         let start = self.pos;
         // `pending_high`: the previous item of this literal was a high-surrogate escape.
         let mut pending_high = false;
+        let mut escaped = false;
         loop {
             let Some(&c) = self.b.get(self.pos) else {
                 return Err(self.err(SyntaxErrorKind::UnexpectedEnd));
@@ -256,9 +272,14 @@ impl<'a> Scanner<'a> {
                     }
                     let end = self.pos;
                     self.pos += 1;
-                    return Ok(StrSpan { start, end });
+                    return Ok(StrSpan {
+                        start,
+                        end,
+                        escaped,
+                    });
                 }
                 b'\\' => {
+                    escaped = true;
                     let Some(&e) = self.b.get(self.pos + 1) else {
                         self.pos += 1;
                         return Err(self.err(SyntaxErrorKind::UnexpectedEnd));
@@ -712,6 +733,21 @@ pub(crate) fn code_units(inner: &str) -> impl Iterator<Item = u16> + '_ {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_string_span_says_whether_it_holds_an_escape() {
+        for (literal, escaped, decoded) in [
+            (r#""job""#, false, "job"),
+            (r#""\u006aob""#, true, "job"),
+            (r#""a\"b""#, true, "a\"b"),
+            (r#""""#, false, ""),
+        ] {
+            let mut s = super::Scanner::new(literal);
+            let span = s.string().expect("a string");
+            assert_eq!(span.escaped, escaped, "{literal}");
+            assert_eq!(span.decoded(literal), decoded, "{literal}");
+        }
+    }
+
     /// Alternating objects and arrays `levels` deep, closed in order (or, with `swap_at`, with
     /// the wrong bracket at that level).
     fn nested(levels: usize, swap_at: Option<usize>) -> alloc::string::String {

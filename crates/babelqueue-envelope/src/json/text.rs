@@ -68,9 +68,24 @@ impl Deref for Text {
     }
 }
 
+impl Text {
+    /// The bytes of the text: for a slice, without the character-boundary checks of `as_str`
+    /// (comparing bytes needs none, and equal bytes are equal text).
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Static(text) => text.as_bytes(),
+            Repr::Owned(text) => text.as_bytes(),
+            Repr::Slice { source, start, end } => {
+                source.as_bytes().get(*start..*end).unwrap_or(&[])
+            }
+        }
+    }
+}
+
 impl PartialEq for Text {
     fn eq(&self, other: &Text) -> bool {
-        self.as_str() == other.as_str()
+        self.as_bytes() == other.as_bytes()
     }
 }
 
