@@ -23,7 +23,7 @@
 //!   logs (`BABELQUEUE_LOG=debug|info|warn|error`, no colour unless a terminal) and progress
 //!   bars (only on a terminal) go to standard error.
 //! - `dlq list` and `dlq show` leave the dead-letter queue unchanged: Redis, NATS, Artemis, Kafka,
-//!   Pulsar (with `BQ_PULSAR_ADMIN_URL`) and memory:// read it in place, the other brokers drain it and restore every message (said on standard
+//!   Pulsar (with `BQ_PULSAR_ADMIN_URL`), Azure Service Bus and memory:// read it in place, the other brokers drain it and restore every message (said on standard
 //!   error when it happens).
 //! - Exit status: 0 done, 1 failed, 2 usage error, 3 `inspect` found a poison body, 130 after
 //!   SIGINT, 143 after SIGTERM (a consumer first finishes its in-flight messages; a dead-letter

@@ -88,6 +88,17 @@ pub trait ServiceBusClient: Send + Sync + fmt::Debug {
     async fn close(&self) -> Result<(), AsbError> {
         Ok(())
     }
+
+    /// Up to `max` bodies (all when 0) from the head of `queue`, in sequence-number order,
+    /// read without locking, settling or counting a delivery (Service Bus's peek). `queue` may
+    /// be a dead-letter sub-queue, `<queue>/$deadletterqueue`. A client that cannot peek says
+    /// so (the default).
+    async fn peek(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, AsbError> {
+        let _ = max;
+        Err(AsbError::Client(format!(
+            "this Service Bus client cannot peek {queue}"
+        )))
+    }
 }
 
 /// How to reach and authenticate with a namespace: from a URL ([`AsbOptions::from_url`]), a
@@ -326,9 +337,9 @@ fn fresh(token: &AccessToken, now: SystemTime) -> bool {
         .is_ok_and(|left| left > TOKEN_RENEW_MARGIN)
 }
 
-struct Link {
+pub(crate) struct Link {
     connection: ConnectionHandle<()>,
-    session: SessionHandle<()>,
+    pub(crate) session: SessionHandle<()>,
     cbs: CbsClient,
     tokens: HashMap<String, Instant>,
     /// The Azure AD token last obtained (one serves every entity of the namespace).
@@ -341,7 +352,7 @@ struct Link {
 pub struct AmqpServiceBus {
     config: AsbOptions,
     credential: Option<Arc<dyn TokenCredential>>,
-    link: Mutex<Link>,
+    pub(crate) link: Mutex<Link>,
     senders: Mutex<HashMap<String, Arc<Mutex<Sender>>>>,
     receivers: Mutex<HashMap<String, Arc<Mutex<Receiver>>>>,
     locks: Mutex<HashMap<u64, DeliveryInfo>>,
@@ -445,7 +456,7 @@ impl AmqpServiceBus {
 
     /// Puts (or renews) the token for `queue`: a SAS token signed with the key, or the
     /// Azure AD token.
-    async fn authorize(&self, link: &mut Link, queue: &str) -> Result<(), AsbError> {
+    pub(crate) async fn authorize(&self, link: &mut Link, queue: &str) -> Result<(), AsbError> {
         if link.tokens.get(queue).is_some_and(|until| {
             until.saturating_duration_since(Instant::now()) > TOKEN_RENEW_MARGIN
         }) {
@@ -593,7 +604,7 @@ fn from_simple(value: &SimpleValue) -> AmqpValue {
     }
 }
 
-fn body_bytes(body: Body<Value>) -> Vec<u8> {
+pub(crate) fn body_bytes(body: Body<Value>) -> Vec<u8> {
     match body {
         Body::Data(sections) => sections.into_iter().flat_map(|d| d.0.into_vec()).collect(),
         Body::Value(v) => match v.0 {
@@ -731,6 +742,10 @@ impl ServiceBusClient for AmqpServiceBus {
                 .map_err(|e| refused("dead-lettering", e))
         })
         .await
+    }
+
+    async fn peek(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, AsbError> {
+        self.peek_bodies(queue, max).await
     }
 
     async fn close(&self) -> Result<(), AsbError> {

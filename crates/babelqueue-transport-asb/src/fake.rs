@@ -54,6 +54,9 @@ pub struct NativeDeadLetter {
 /// A Service Bus queue's default lock duration (`LockDuration` PT1M).
 pub const DEFAULT_LOCK_DURATION: Duration = Duration::from_secs(60);
 
+/// The path suffix of a dead-letter sub-queue.
+const DEAD_LETTER_SUFFIX: &str = "/$deadletterqueue";
+
 /// How often a waiting receive looks for lapsed locks.
 const EXPIRY_CHECK: Duration = Duration::from_millis(20);
 
@@ -287,6 +290,37 @@ impl ServiceBusClient for FakeServiceBus {
         drop(state);
         self.arrived.notify_waiters();
         Ok(())
+    }
+
+    /// The bodies waiting on `queue`, in order, left in place; for `<queue>/$deadletterqueue`
+    /// (any case), the messages dead-lettered from `<queue>`. Unlike Service Bus, messages
+    /// locked at that moment are not shown.
+    async fn peek(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, AsbError> {
+        let mut state = self.state();
+        Self::expire(&mut state);
+        let limit = if max == 0 { usize::MAX } else { max };
+        let dead_letters = queue
+            .len()
+            .checked_sub(DEAD_LETTER_SUFFIX.len())
+            .filter(|&at| {
+                queue.is_char_boundary(at) && queue[at..].eq_ignore_ascii_case(DEAD_LETTER_SUFFIX)
+            })
+            .map(|at| &queue[..at]);
+        let bodies = match dead_letters {
+            Some(parent) => state
+                .dead_lettered
+                .iter()
+                .filter(|d| d.message.lock.queue == parent)
+                .map(|d| d.message.body.clone())
+                .take(limit)
+                .collect(),
+            None => state
+                .queued
+                .get(queue)
+                .map(|q| q.iter().map(|m| m.body.clone()).take(limit).collect())
+                .unwrap_or_default(),
+        };
+        Ok(bodies)
     }
 
     async fn dead_letter(

@@ -81,6 +81,13 @@
 //!   is abandoned at once (then the runtime pauses 1 s). ASB is deliberately not a rewinder: a
 //!   failed poison DLQ write or retry copy stays locked until the lock expires.
 //!
+//! # Browsing
+//!
+//! The transport is a [`Browser`]: `babelqueue dlq list` reads a
+//! queue in place with Service Bus's peek (the `com.microsoft:peek-message` management
+//! operation, encoded in [`peek`]), no lock taken, no `DeliveryCount` raised. The native
+//! dead-letter sub-queue of `Q` is `Q/$deadletterqueue` ([`peek::dead_letter_path`]).
+//!
 //! # URL and credentials
 //!
 //! `sb://<namespace host>[:port]`, also `servicebus://` and `azureservicebus://`. A connection
@@ -127,14 +134,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Abandoner, Capabilities, Delivery, NativeSettler, Transport, TransportError,
+    Abandoner, Browser, Capabilities, Delivery, NativeSettler, Transport, TransportError,
 };
 
+mod browse;
 pub mod client;
 pub mod credential;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod peek;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
@@ -257,7 +266,20 @@ impl Transport for AsbTransport {
     /// dead-letter. Retries and releases are copies (the default): Service Bus is neither a
     /// redeliverer nor a rewinder here.
     fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none().abandon(self).native_settle(self)
+        Capabilities::none()
+            .abandon(self)
+            .native_settle(self)
+            .browse(self)
+    }
+}
+
+/// `babelqueue dlq list` reads a queue (or a dead-letter sub-queue,
+/// `<queue>/$deadletterqueue`) in place: Service Bus's peek, no lock taken, no delivery
+/// counted.
+#[async_trait]
+impl Browser for AsbTransport {
+    async fn browse(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, TransportError> {
+        self.client.peek(queue, max).await.map_err(Into::into)
     }
 }
 

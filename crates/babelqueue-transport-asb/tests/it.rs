@@ -189,10 +189,11 @@ async fn pop_hands_over_the_raw_body_with_the_property_and_the_count() {
 }
 
 #[test]
-fn the_capabilities_are_abandon_and_the_native_dead_letter() {
+fn the_capabilities_are_abandon_the_native_dead_letter_and_browse() {
     let (_, transport) = setup();
     let c: Capabilities<'_> = transport.capabilities();
     assert!(c.abandoner().is_some() && c.native_settler().is_some());
+    assert!(c.browser().is_some(), "dlq list peeks in place");
     assert!(matches!(c.redelivery_mode(), Redelivery::Copy));
     assert!(c.rewinder().is_none(), "ASB is deliberately not a rewinder");
     assert!(c.delayed_publisher().is_none() && c.routed_publisher().is_none());
@@ -255,6 +256,72 @@ async fn poison_and_gated_messages_are_dead_lettered_natively_when_dead_letterin
         "the message declares a schema version this consumer does not support"
     );
     assert!(fake.completed().is_empty() && fake.sent().is_empty());
+}
+
+#[tokio::test]
+async fn browsing_reads_in_place_and_consuming_still_takes_everything() {
+    let (fake, transport) = setup();
+    let bodies: [&[u8]; 3] = [
+        br#"{"job":"urn:babel:orders:created","trace_id":"t-1","data":{"n":1},"meta":{"id":"a"},"attempts":0}"#,
+        b"\xff not an envelope",
+        br#"{"job":"urn:babel:orders:created","trace_id":"t-3","data":{"n":3},"meta":{"id":"c"},"attempts":2}"#,
+    ];
+    for body in bodies {
+        transport.publish("orders", body).await.unwrap();
+    }
+    let browser = transport.capabilities().browser().expect("a browser");
+    let expected: Vec<Vec<u8>> = bodies.iter().map(|b| b.to_vec()).collect();
+    for _ in 0..2 {
+        assert_eq!(browser.browse("orders", 0).await.unwrap(), expected);
+    }
+    assert_eq!(browser.browse("orders", 2).await.unwrap(), expected[..2]);
+    assert_eq!(fake.queued("orders"), 3, "nothing taken");
+    assert_eq!(fake.locked(), 0, "nothing locked");
+    assert!(fake.completed().is_empty());
+    // consuming afterwards takes all three, in order, each at its first delivery
+    for body in &expected {
+        let delivery = transport
+            .pop("orders", Duration::from_millis(10))
+            .await
+            .unwrap()
+            .expect("still there");
+        assert_eq!(delivery.body(), body.as_slice());
+        assert_eq!(delivery.facts().count, None, "first delivery");
+        transport.ack(&delivery).await.unwrap();
+    }
+    assert_eq!(fake.completed().len(), 3);
+    assert!(browser.browse("orders", 0).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_native_dead_letter_sub_queue_is_browsable() {
+    let (fake, transport) = setup();
+    fake.deliver("orders", b"\xff poison".to_vec(), Vec::new(), 1);
+    fake.deliver("other", b"\xff elsewhere".to_vec(), Vec::new(), 1);
+    let app = builder(transport.clone()).build().unwrap();
+    run(&app, 1).await;
+    assert_eq!(fake.dead_lettered().len(), 1);
+    let browser = transport.capabilities().browser().expect("a browser");
+    let path = babelqueue_transport_asb::peek::dead_letter_path("orders");
+    for _ in 0..2 {
+        assert_eq!(
+            browser.browse(&path, 0).await.unwrap(),
+            [b"\xff poison".to_vec()]
+        );
+    }
+    assert_eq!(
+        browser.browse("orders/$DeadLetterQueue", 0).await.unwrap(),
+        [b"\xff poison".to_vec()],
+        "the sub-queue's name is not case-sensitive"
+    );
+    assert!(
+        browser
+            .browse("other/$deadletterqueue", 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(browser.browse("other", 0).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
