@@ -10,6 +10,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -128,7 +129,7 @@ pub struct Facts {
 /// One message a transport handed out, held until the runtime settles it.
 pub struct Delivery {
     body: Bytes,
-    queue: String,
+    queue: Arc<str>,
     headers: Headers,
     facts: Facts,
     key: Option<Vec<u8>>,
@@ -137,8 +138,9 @@ pub struct Delivery {
 
 impl Delivery {
     /// A delivery of `body` consumed from `queue`, with no headers and no facts. A `Vec<u8>`
-    /// or a [`Bytes`] is taken without a copy.
-    pub fn new(queue: impl Into<String>, body: impl Into<Bytes>) -> Delivery {
+    /// or a [`Bytes`] is taken without a copy, and so is an `Arc<str>` queue name (a transport
+    /// that keeps its queue's name in one hands out clones of it: no allocation per message).
+    pub fn new(queue: impl Into<Arc<str>>, body: impl Into<Bytes>) -> Delivery {
         Delivery {
             body: body.into(),
             queue: queue.into(),
@@ -235,6 +237,11 @@ impl Delivery {
 
     /// The queue the delivery was consumed from.
     pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The queue's name, shared (a clone is a reference-count increment).
+    pub(crate) fn queue_shared(&self) -> &Arc<str> {
         &self.queue
     }
 

@@ -55,7 +55,7 @@ pub struct Context {
 
 struct ContextInner {
     envelope: Envelope,
-    queue: String,
+    queue: Arc<str>,
     headers: Headers,
     route: String,
     native_attempts: i64,
@@ -68,13 +68,13 @@ struct ContextInner {
 impl Context {
     /// A context for `envelope` consumed from `queue` (the runtime builds these; handy in tests).
     /// Such a context has no [`App`]: [`Context::publish`] and its siblings refuse.
-    pub fn new(envelope: Envelope, queue: impl Into<String>, headers: Headers) -> Context {
+    pub fn new(envelope: Envelope, queue: impl Into<Arc<str>>, headers: Headers) -> Context {
         Context::with_route(envelope, queue, headers, String::new(), 0, None)
     }
 
     pub(crate) fn with_route(
         envelope: Envelope,
-        queue: impl Into<String>,
+        queue: impl Into<Arc<str>>,
         headers: Headers,
         route: String,
         native_attempts: i64,

@@ -48,14 +48,35 @@ struct Stored {
 
 #[derive(Debug)]
 struct InFlight {
-    queue: String,
+    queue: Arc<str>,
     message: Stored,
     reserved_at: Instant,
 }
 
+/// One queue's waiting messages, and its name shared by every delivery taken from it.
+#[derive(Debug)]
+struct Queue {
+    name: Arc<str>,
+    waiting: VecDeque<Stored>,
+}
+
+impl State {
+    /// `queue`, created empty on first use.
+    fn queue(&mut self, queue: &str) -> &mut VecDeque<Stored> {
+        &mut self
+            .queues
+            .entry(queue.to_owned())
+            .or_insert_with(|| Queue {
+                name: Arc::from(queue),
+                waiting: VecDeque::new(),
+            })
+            .waiting
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    queues: HashMap<String, VecDeque<Stored>>,
+    queues: HashMap<String, Queue>,
     /// By tag: tags are handed out in reservation order, so the oldest reservation is first.
     in_flight: BTreeMap<u64, InFlight>,
     next_tag: u64,
@@ -110,7 +131,10 @@ impl MemoryTransport {
 
     /// Messages waiting in `queue` (visible or delayed), not counting those in flight.
     pub fn len(&self, queue: &str) -> usize {
-        self.state().queues.get(queue).map_or(0, VecDeque::len)
+        self.state()
+            .queues
+            .get(queue)
+            .map_or(0, |q| q.waiting.len())
     }
 
     /// Whether `queue` holds no waiting message.
@@ -128,7 +152,7 @@ impl MemoryTransport {
         self.state()
             .queues
             .get(queue)
-            .map(|q| q.iter().map(|m| m.body.to_vec()).collect())
+            .map(|q| q.waiting.iter().map(|m| m.body.to_vec()).collect())
             .unwrap_or_default()
     }
 
@@ -137,7 +161,7 @@ impl MemoryTransport {
         self.state()
             .queues
             .get(queue)
-            .map(|q| q.iter().map(|m| m.headers.clone()).collect())
+            .map(|q| q.waiting.iter().map(|m| m.headers.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -160,8 +184,7 @@ impl MemoryTransport {
                     "memory: publishing to {queue:?} fails (injected)"
                 )));
             }
-            let q = state.queues.entry(queue.to_owned()).or_default();
-            q.push_back(message);
+            state.queue(queue).push_back(message);
         }
         self.shared.arrived.notify_waiters();
         Ok(())
@@ -179,11 +202,7 @@ impl MemoryTransport {
                 break;
             }
             let f = entry.remove();
-            state
-                .queues
-                .entry(f.queue)
-                .or_default()
-                .push_front(f.message);
+            state.queue(&f.queue).push_front(f.message);
         }
         let State {
             queues,
@@ -191,7 +210,7 @@ impl MemoryTransport {
             next_tag,
             ..
         } = &mut *state;
-        let Some(q) = queues.get_mut(queue) else {
+        let Some(Queue { name, waiting: q }) = queues.get_mut(queue) else {
             return Err(None);
         };
         let mut taken = Vec::new();
@@ -203,14 +222,14 @@ impl MemoryTransport {
             let tag = *next_tag;
             *next_tag += 1;
             taken.push(
-                Delivery::new(queue, message.body.clone())
+                Delivery::new(Arc::clone(name), message.body.clone())
                     .with_headers(message.headers.clone())
                     .with_handle(Tag(tag)),
             );
             in_flight.insert(
                 tag,
                 InFlight {
-                    queue: queue.to_owned(),
+                    queue: Arc::clone(name),
                     message,
                     reserved_at: now,
                 },
@@ -319,8 +338,7 @@ impl BatchPublisher for MemoryTransport {
                     "memory: publishing to {queue:?} fails (injected)"
                 )));
             }
-            let q = state.queues.entry(queue.to_owned()).or_default();
-            q.extend(bodies.iter().map(|body| Stored {
+            state.queue(queue).extend(bodies.iter().map(|body| Stored {
                 body: Bytes::copy_from_slice(body),
                 headers: Headers::new(),
                 visible_at: None,
@@ -411,11 +429,7 @@ impl Rewinder for MemoryTransport {
             .ok_or_else(|| TransportError::rejected("memory: the delivery is no longer held"))?;
         {
             let mut state = self.state();
-            state
-                .queues
-                .entry(held.queue)
-                .or_default()
-                .push_back(held.message);
+            state.queue(&held.queue).push_back(held.message);
         }
         self.shared.arrived.notify_waiters();
         Ok(())
@@ -455,6 +469,25 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn deliveries_share_their_queue_name_instead_of_copying_it() {
+        let m = MemoryTransport::new();
+        m.publish("q", b"a").await.unwrap();
+        m.publish("q", b"b").await.unwrap();
+        let a = m
+            .pop("q", Duration::from_millis(10))
+            .await
+            .unwrap()
+            .unwrap();
+        let b = m
+            .pop("q", Duration::from_millis(10))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((a.queue(), b.queue()), ("q", "q"));
+        assert!(Arc::ptr_eq(a.queue_shared(), b.queue_shared()));
     }
 
     #[tokio::test(start_paused = true)]

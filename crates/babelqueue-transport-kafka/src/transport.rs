@@ -44,7 +44,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One work topic's consumer and its in-flight book.
 struct Queue {
-    name: String,
+    name: Arc<str>,
     consumer: Arc<dyn KafkaConsumer>,
     book: Arc<Mutex<Book>>,
     /// Positions released by the book and waiting for the commit interval. Lock order: `owed`
@@ -279,7 +279,7 @@ impl KafkaTransport {
             }),
         )?;
         let queue = Arc::new(Queue {
-            name: name.to_owned(),
+            name: Arc::from(name),
             consumer,
             book,
             owed,
@@ -370,7 +370,7 @@ impl KafkaTransport {
             }
         }
         let ticket = lock(&queue.book).track(&partition, record.offset);
-        Delivery::new(queue.name.clone(), record.value.unwrap_or_default())
+        Delivery::new(Arc::clone(&queue.name), record.value.unwrap_or_default())
             .with_facts(facts)
             .with_key(record.key)
             .with_headers(headers)

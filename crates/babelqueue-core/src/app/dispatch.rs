@@ -139,7 +139,7 @@ impl Inner {
                 };
                 let ctx = Context::with_route(
                     envelope,
-                    queue,
+                    Arc::clone(delivery.queue_shared()),
                     delivery.headers().clone(),
                     if routed { urn.clone() } else { String::new() },
                     delivery.facts().count.map_or(0, |c| c.native()),
