@@ -292,6 +292,16 @@ impl TokenCredential for ManagedIdentityCredential {
                 e.without_url()
             ))
         })?;
+        // IMDS always answers JSON; anything else came from something in the way (a proxy, a
+        // captive portal), so there is no managed identity here either.
+        if matches!(self.source, ManagedIdentitySource::Imds { .. })
+            && serde_json::from_str::<serde_json::Value>(&body).is_err()
+        {
+            return Err(AsbError::Config(format!(
+                "no managed identity here: {endpoint} answered {status} without JSON, so it is \
+                 not the instance metadata service"
+            )));
+        }
         parse_managed_identity_response(status, &body, SystemTime::now())
     }
 }
@@ -457,6 +467,27 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.kind(), TransportErrorKind::Config);
         assert!(error.to_string().contains("Identity not found"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_imds_means_no_managed_identity() {
+        let (address, _request) = token_endpoint(502, "<html>Bad Gateway</html>").await;
+        let error = ManagedIdentityCredential::imds(address)
+            .get_token(SERVICE_BUS_SCOPE)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), TransportErrorKind::Config, "{error:?}");
+        assert!(
+            error.to_string().contains("no managed identity here"),
+            "{error}"
+        );
+        // the App Service endpoint was named by the platform: its failure may pass
+        let (address, _request) = token_endpoint(502, "<html>Bad Gateway</html>").await;
+        let error = ManagedIdentityCredential::app_service(address, "h")
+            .get_token(SERVICE_BUS_SCOPE)
+            .await
+            .unwrap_err();
+        assert!(error.is_transient(), "{error:?}");
     }
 
     #[tokio::test]
