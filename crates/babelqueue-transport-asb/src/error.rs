@@ -48,6 +48,21 @@ impl AsbError {
         }
     }
 
+    /// The same kind of error, its detail rewritten by `f` (to say where it came from).
+    pub(crate) fn map_detail(self, f: impl FnOnce(&str) -> String) -> AsbError {
+        let detail = f(self.detail());
+        match self {
+            AsbError::Config(_) => AsbError::Config(detail),
+            AsbError::Connection(_) => AsbError::Connection(detail),
+            AsbError::Auth(_) => AsbError::Auth(detail),
+            AsbError::Timeout(_) => AsbError::Timeout(detail),
+            AsbError::Rejected(_) => AsbError::Rejected(detail),
+            AsbError::Invalid(_) => AsbError::Invalid(detail),
+            AsbError::ForeignDelivery(_) => AsbError::ForeignDelivery(detail),
+            AsbError::Client(_) => AsbError::Client(detail),
+        }
+    }
+
     /// What went wrong, without the variant's "Azure Service Bus …" prefix (for an error that
     /// lists several causes).
     pub(crate) fn detail(&self) -> &str {

@@ -635,6 +635,11 @@ async fn the_cli_publishes_and_consumes_pulsar_urls_and_routes_sb_urls_to_servic
     }
     let out = publish
         .env_remove("AZURE_SERVICEBUS_CONNECTION_STRING")
+        // The credential chain's managed-identity link asks IMDS: keep it on loopback (nothing
+        // listens on port 9), and the Azure CLI link away from any real `az`.
+        .env_remove("IDENTITY_ENDPOINT")
+        .env("AZURE_POD_IDENTITY_AUTHORITY_HOST", "http://127.0.0.1:9")
+        .env("PATH", "/nonexistent")
         .args(["publish", "sb://127.0.0.1:9", "--queue", "q", "--urn", URN])
         .output()
         .unwrap();

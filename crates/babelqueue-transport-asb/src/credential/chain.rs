@@ -11,8 +11,12 @@ use super::{
 };
 use crate::error::AsbError;
 
-/// Tries each link in order and returns the first token; when none gives one, the error lists
-/// why each failed. [`from_env`](Self::from_env) builds the reference SDK's order: environment,
+/// Tries each link in order and returns the first token. A link that is not set up here (it
+/// fails with a configuration error: no variables, no managed identity, no `az`) passes to the
+/// next; a link that is set up but fails (refused, unreachable) ends the chain with its own
+/// error, as Azure's own SDKs do: a wrong client secret is reported as such, and the chain
+/// never goes on to probe the metadata service. When no link is set up, the error lists why
+/// each was not. [`from_env`](Self::from_env) builds the reference SDK's order: environment,
 /// managed identity, Azure CLI.
 ///
 /// ```
@@ -100,20 +104,15 @@ impl DefaultCredential {
 
 #[async_trait]
 impl TokenCredential for DefaultCredential {
-    /// The first link's token; else an error naming every link's failure. Its kind: transient
-    /// (a connection error) when a link failed in a way that may pass, else an auth error when
-    /// a link was refused, else a configuration error (nothing is set up).
+    /// The first set-up link's token, or its error (same kind, naming the link); else, when no
+    /// link is set up, a configuration error naming why each is not.
     async fn get_token(&self, scope: &str) -> Result<AccessToken, AsbError> {
         let mut failures = Vec::with_capacity(self.links.len());
-        let (mut transient, mut refused) = (false, false);
         for (name, link) in &self.links {
             match link.get_token(scope).await {
                 Ok(token) => return Ok(token),
-                Err(e) => {
-                    transient |= e.is_transient();
-                    refused |= matches!(e, AsbError::Auth(_));
-                    failures.push(format!("{name}: {}", e.detail()));
-                }
+                Err(AsbError::Config(why)) => failures.push(format!("{name}: {why}")),
+                Err(e) => return Err(e.map_detail(|detail| format!("Azure AD ({name}): {detail}"))),
             }
         }
         let what = format!(
@@ -126,13 +125,7 @@ impl TokenCredential for DefaultCredential {
                 failures.join("; ")
             }
         );
-        Err(if transient {
-            AsbError::Connection(what)
-        } else if refused {
-            AsbError::Auth(what)
-        } else {
-            AsbError::Config(what)
-        })
+        Err(AsbError::Config(what))
     }
 }
 
@@ -213,15 +206,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_error_lists_every_link_in_order() {
+    async fn with_no_link_set_up_the_error_lists_every_link_in_order() {
         let (chain, asked) = links(&[
             ("a", Err(Fail::Config)),
-            ("b", Err(Fail::Auth)),
+            ("b", Err(Fail::Config)),
             ("c", Err(Fail::Config)),
         ]);
         let error = chain.get_token(SERVICE_BUS_SCOPE).await.unwrap_err();
         assert_eq!(*asked.lock().unwrap(), ["a", "b", "c"]);
-        assert_eq!(error.kind(), TransportErrorKind::Auth);
+        assert_eq!(error.kind(), TransportErrorKind::Config);
         let text = error.to_string();
         assert!(
             text.contains("(a: a is not here; b: b is not here; c: c is not here)"),
@@ -231,18 +224,27 @@ mod tests {
             text.contains("AZURE_SERVICEBUS_CONNECTION_STRING"),
             "{text}"
         );
+    }
 
-        let (chain, _) = links(&[("a", Err(Fail::Config)), ("b", Err(Fail::Config))]);
-        let error = chain.get_token(SERVICE_BUS_SCOPE).await.unwrap_err();
-        assert_eq!(error.kind(), TransportErrorKind::Config);
-        let (chain, _) = links(&[("a", Err(Fail::Auth)), ("b", Err(Fail::Connection))]);
-        assert!(
-            chain
-                .get_token(SERVICE_BUS_SCOPE)
-                .await
-                .unwrap_err()
-                .is_transient()
-        );
+    #[tokio::test]
+    async fn a_link_set_up_but_failing_ends_the_chain_with_its_own_error() {
+        for (fail, kind) in [
+            (Fail::Auth, TransportErrorKind::Auth),
+            (Fail::Connection, TransportErrorKind::Connection),
+        ] {
+            let (chain, asked) = links(&[
+                ("a", Err(Fail::Config)),
+                ("b", Err(fail)),
+                ("c", Ok("ey.c")),
+            ]);
+            let error = chain.get_token(SERVICE_BUS_SCOPE).await.unwrap_err();
+            assert_eq!(*asked.lock().unwrap(), ["a", "b"], "c is never asked");
+            assert_eq!(error.kind(), kind);
+            assert!(
+                error.to_string().contains("Azure AD (b): b is not here"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

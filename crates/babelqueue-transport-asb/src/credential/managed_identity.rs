@@ -8,6 +8,9 @@
 //!   with `Metadata: true`. Off Azure nothing answers there, so the connection is given
 //!   [`IMDS_CONNECT_TIMEOUT`] and then fails with "no managed identity here".
 //!
+//! `AZURE_POD_IDENTITY_AUTHORITY_HOST` (the variable Azure's own SDKs read for it) moves the IMDS
+//! host elsewhere, e.g. `http://127.0.0.1:9` where a test must keep its traffic on loopback.
+//!
 //! A user-assigned identity is picked by its client id (`client_id=`, from `AZURE_CLIENT_ID`).
 //! Both answer `{"access_token": …, "expires_on": <epoch seconds, a number or a string>}`.
 
@@ -21,6 +24,9 @@ use crate::error::AsbError;
 
 /// The instance metadata service's token endpoint.
 pub const IMDS_ENDPOINT: &str = "http://169.254.169.254/metadata/identity/oauth2/token";
+
+/// The variable naming another IMDS host (its scheme and authority; the token path is added).
+pub const IMDS_HOST_ENV: &str = "AZURE_POD_IDENTITY_AUTHORITY_HOST";
 
 /// How long a connection to the identity endpoint may take: IMDS answers at once on Azure, and
 /// nothing answers off Azure.
@@ -124,7 +130,15 @@ impl ManagedIdentityCredential {
                 ManagedIdentitySource::AppService { endpoint, header }
             }
             _ => ManagedIdentitySource::Imds {
-                endpoint: IMDS_ENDPOINT.to_owned(),
+                endpoint: get(IMDS_HOST_ENV).map_or_else(
+                    || IMDS_ENDPOINT.to_owned(),
+                    |host| {
+                        format!(
+                            "{}/metadata/identity/oauth2/token",
+                            host.trim().trim_end_matches('/')
+                        )
+                    },
+                ),
             },
         };
         ManagedIdentityCredential {
@@ -333,6 +347,14 @@ mod tests {
             (name == "IDENTITY_ENDPOINT").then(|| "http://x".to_owned())
         });
         assert_eq!(vm, ManagedIdentityCredential::imds(IMDS_ENDPOINT));
+        // another IMDS host, as Azure's SDKs read it
+        let moved = ManagedIdentityCredential::from_vars(|name| {
+            (name == IMDS_HOST_ENV).then(|| "http://127.0.0.1:9/".to_owned())
+        });
+        assert_eq!(
+            moved,
+            ManagedIdentityCredential::imds("http://127.0.0.1:9/metadata/identity/oauth2/token")
+        );
         let request = vm.request(SERVICE_BUS_SCOPE).unwrap();
         assert_eq!(
             request.url,

@@ -36,8 +36,8 @@ pub use environment::{
     ClientProof, DEFAULT_AUTHORITY_HOST, EnvironmentCredential, parse_token_response,
 };
 pub use managed_identity::{
-    IMDS_CONNECT_TIMEOUT, IMDS_ENDPOINT, ManagedIdentityCredential, ManagedIdentitySource,
-    TokenRequest, parse_managed_identity_response,
+    IMDS_CONNECT_TIMEOUT, IMDS_ENDPOINT, IMDS_HOST_ENV, ManagedIdentityCredential,
+    ManagedIdentitySource, TokenRequest, parse_managed_identity_response,
 };
 
 /// The scope of a Service Bus token.
