@@ -38,6 +38,7 @@
 //! | `nats` | `nats://` | `babelqueue-transport-nats` (JetStream) |
 //! | `full` | all of the above | |
 //! | `otel` | (any) | `babelqueue-otel`: `traceparent` propagation, spans, metrics (`babelqueue::otel`) |
+//! | `otel-tracing` | (any) | `otel`, plus `babelqueue::otel::TracingParent`: the runtime's `babelqueue.handle` span joins the message's trace under tracing-opentelemetry |
 //! | `outbox` | (any) | `babelqueue-outbox`: the transactional outbox and its relay (`babelqueue::outbox`) |
 //! | `postgres` | (any) | `babelqueue-postgres`: PostgreSQL outbox and idempotency stores (`babelqueue::postgres`) |
 //! | `gdpr` | (any) | `babelqueue-gdpr`: `x-gdpr-sensitive` field encryption (`babelqueue::gdpr`) |
