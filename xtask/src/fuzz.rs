@@ -36,12 +36,11 @@ use crate::{cargo, root, status, tools};
 /// Seconds per target when `--seconds` is not given: a smoke run, as CI does.
 const DEFAULT_SECONDS: u64 = 20;
 
-/// The conformance files whose bodies seed every corpus (paths from the repository root).
-const MANIFESTS: [&str; 2] = [
-    "conformance/manifest.json",
-    "../shared/conformance/manifest.json",
-];
-const FIXTURE_DIRS: [&str; 2] = ["conformance/fixtures", "../shared/conformance/fixtures"];
+/// Our conformance files whose bodies seed every corpus (paths from the repository root); the
+/// official suite's are added from wherever `cargo xtask suite` finds it (`../shared`, or the
+/// copy fetched from PyPI), so a clone without `../shared` seeds from the same 710 cases.
+const MANIFESTS: [&str; 1] = ["conformance/manifest.json"];
+const FIXTURE_DIRS: [&str; 1] = ["conformance/fixtures"];
 
 /// Members of the manifests that hold a message body or a stored value, as text …
 const BODY_KEYS: [&str; 5] = ["body", "raw", "member", "handler_body", "stored"];
@@ -495,17 +494,23 @@ fn digest(bytes: &[u8]) -> u64 {
     hasher.finish()
 }
 
-/// Every seed: the fixture files, the bodies inside the manifests, and the committed seeds in
-/// fuzz/seeds. Missing sources (the shared suite is a sibling checkout) are skipped.
+/// Every seed: the fixture files, the bodies inside the manifests (ours and the official
+/// suite's), and the committed seeds in fuzz/seeds. When the official suite cannot be had (no
+/// `../shared` and no network), that is said and its seeds are left out.
 fn seed_inputs() -> Result<Vec<Vec<u8>>, String> {
     let base = root();
     let mut seeds: Vec<Vec<u8>> = Vec::new();
     let mut files: Vec<PathBuf> = Vec::new();
-    for dir in FIXTURE_DIRS
-        .iter()
-        .map(|d| base.join(d))
-        .chain([base.join("fuzz/seeds")])
-    {
+    let mut manifests: Vec<PathBuf> = MANIFESTS.iter().map(|m| base.join(m)).collect();
+    let mut dirs: Vec<PathBuf> = FIXTURE_DIRS.iter().map(|d| base.join(d)).collect();
+    match crate::suite::official_dir() {
+        Ok(official) => {
+            manifests.push(official.join("manifest.json"));
+            dirs.push(official.join("fixtures"));
+        }
+        Err(e) => eprintln!("fuzz: seeding without the official suite ({e})"),
+    }
+    for dir in dirs.into_iter().chain([base.join("fuzz/seeds")]) {
         if let Ok(entries) = fs::read_dir(&dir) {
             files.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_file()));
         }
@@ -514,7 +519,7 @@ fn seed_inputs() -> Result<Vec<Vec<u8>>, String> {
     for file in files {
         seeds.push(fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?);
     }
-    for manifest in MANIFESTS.iter().map(|m| base.join(m)) {
+    for manifest in manifests {
         let Ok(text) = fs::read_to_string(&manifest) else {
             continue;
         };
@@ -884,6 +889,22 @@ test = false
                 vec![0xed, 0xa0, 0x80],
             ]
         );
+    }
+
+    #[test]
+    fn seeds_include_the_official_suite_wherever_it_comes_from() {
+        // ../shared when present, else the copy `cargo xtask suite` fetched from PyPI.
+        let official = crate::suite::official_dir().expect("the official suite");
+        let text = std::fs::read_to_string(official.join("manifest.json")).unwrap();
+        let mut bodies = Vec::new();
+        collect_bodies(&json::parse(&text).unwrap(), None, &mut bodies);
+        assert!(bodies.len() > 100, "{} bodies", bodies.len());
+        let seeds = seed_inputs().unwrap();
+        let missing = bodies
+            .iter()
+            .filter(|b| seeds.binary_search(b).is_err())
+            .count();
+        assert_eq!(missing, 0, "every official body seeds the corpora");
     }
 
     #[test]
