@@ -36,6 +36,10 @@ mod batching;
 #[path = "it/reliability.rs"]
 mod reliability;
 
+/// Mutual TLS against a server that requires a client certificate.
+#[path = "it/mtls.rs"]
+mod mtls;
+
 fn base_url() -> String {
     std::env::var("BQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
