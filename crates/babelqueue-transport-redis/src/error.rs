@@ -121,21 +121,56 @@ fn io_cause(details: &str) -> String {
     if let Some(error) = quoted("error: \"") {
         return error.to_owned();
     }
+    // `Custom { kind: InvalidData, error: AlertReceived(CertificateRequired) }`: a TLS alert
+    // the server sent (rustls), in words.
+    if let Some(alert) = details
+        .split_once("error: AlertReceived(")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(alert, _)| alert)
+    {
+        return tls_alert(alert);
+    }
     // `Kind(TimedOut)`: the kind, in words.
     if let Some(kind) = details
         .strip_prefix("Kind(")
         .and_then(|k| k.strip_suffix(')'))
     {
-        let mut words = String::new();
-        for c in kind.chars() {
-            if c.is_ascii_uppercase() && !words.is_empty() {
-                words.push(' ');
-            }
-            words.push(c.to_ascii_lowercase());
-        }
-        return words;
+        return words(kind);
     }
     details.to_owned()
+}
+
+/// A TLS alert the server ended the handshake with (rustls' name of it), in words, with what the
+/// alerts about the client certificate usually mean.
+fn tls_alert(alert: &str) -> String {
+    let hint = match alert {
+        "CertificateRequired" => {
+            " (the server requires a client certificate: cert_file and key_file)"
+        }
+        "UnknownCA"
+        | "BadCertificate"
+        | "UnsupportedCertificate"
+        | "CertificateUnknown"
+        | "CertificateExpired"
+        | "CertificateRevoked"
+        | "AccessDenied" => " (the server does not accept the client certificate)",
+        _ => "",
+    };
+    format!("the server ended the TLS handshake: {}{hint}", words(alert))
+}
+
+/// `TimedOut` as `timed out`, `UnknownCA` as `unknown ca`.
+fn words(camel: &str) -> String {
+    let mut words = String::new();
+    let mut lower_before = false;
+    for c in camel.chars() {
+        if c.is_ascii_uppercase() && lower_before {
+            words.push(' ');
+        }
+        lower_before = c.is_ascii_lowercase();
+        words.push(c.to_ascii_lowercase());
+    }
+    words
 }
 
 /// ` at <endpoint>`, or nothing.
@@ -199,6 +234,25 @@ mod tests {
         assert_eq!(
             io(std::io::Error::other("no route to 10.0.0.1")),
             "no route to 10.0.0.1"
+        );
+        // a TLS alert of the server (a refused client certificate), as rustls reports it
+        let alert = |a| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                fred::rustls::Error::AlertReceived(a),
+            ))
+        };
+        assert_eq!(
+            alert(fred::rustls::AlertDescription::CertificateRequired),
+            "the server ended the TLS handshake: certificate required (the server requires a client certificate: cert_file and key_file)"
+        );
+        assert_eq!(
+            alert(fred::rustls::AlertDescription::UnknownCA),
+            "the server ended the TLS handshake: unknown ca (the server does not accept the client certificate)"
+        );
+        assert_eq!(
+            alert(fred::rustls::AlertDescription::HandshakeFailure),
+            "the server ended the TLS handshake: handshake failure"
         );
         let other = fred::error::Error::new(fred::error::ErrorKind::Timeout, "took too long");
         assert_eq!(cause(&other), "Timeout Error: took too long");
