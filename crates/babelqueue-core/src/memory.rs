@@ -243,13 +243,16 @@ impl MemoryTransport {
 
     /// Waits up to `timeout` for visible messages of `queue`, and takes up to `max`.
     async fn receive_up_to(&self, queue: &str, max: usize, timeout: Duration) -> Vec<Delivery> {
-        let deadline = Instant::now() + timeout;
+        // The deadline is read from the clock only when the queue has nothing visible.
+        let mut deadline = None;
         loop {
             let notified = self.shared.arrived.notified();
-            let wake = match self.take(queue, max) {
+            let next_visible = match self.take(queue, max) {
                 Ok(deliveries) => return deliveries,
-                Err(next_visible) => next_visible.map_or(deadline, |t| t.min(deadline)),
+                Err(next_visible) => next_visible,
             };
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+            let wake = next_visible.map_or(deadline, |t| t.min(deadline));
             if Instant::now() >= deadline {
                 return Vec::new();
             }
