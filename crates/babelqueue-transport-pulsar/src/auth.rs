@@ -5,14 +5,16 @@
 //! Query keys (percent-decoded): `token` (a JWT, `token:<jwt>`, or `file:///path` to read it
 //! from), `ca_file` (a PEM file of CA certificates to trust) and `tls_trust_certs_file` (the
 //! deprecated older name of `ca_file`). `cert_file` / `key_file` are refused: the `pulsar`
-//! crate (6.9) cannot present a client certificate. OAuth2 is not offered: the crate's
-//! `auth-oauth2` feature brings a second TLS provider (`ring`) into the build.
+//! crate (6.9) cannot present a client certificate. OAuth2 client credentials
+//! ([`crate::oauth2`]): `oauth2_issuer_url`, `oauth2_private_key` (`file:///path` or a `data:`
+//! URL), `oauth2_audience`, `oauth2_scope`; they cannot be combined with `token`.
 
 use std::fmt;
 use std::path::PathBuf;
 
 use crate::client::PulsarOptions;
 use crate::error::PulsarError;
+use crate::oauth2::{OAuth2Credentials, OAuth2Grant, OAuth2Params};
 
 /// The environment variable holding the token `connect(url)` and the CLI authenticate with
 /// when neither the URL nor the options name one (a JWT, `token:<jwt>` or `file:///path`).
@@ -26,6 +28,9 @@ pub enum PulsarAuth {
     Token(String),
     /// A file holding the JWT, read when the client connects.
     TokenFile(PathBuf),
+    /// OAuth2 client credentials: the client requests access tokens from the issuer and sends
+    /// them with the `token` auth method ([`crate::oauth2`]).
+    OAuth2(OAuth2Params),
 }
 
 impl PulsarAuth {
@@ -56,12 +61,14 @@ impl fmt::Debug for PulsarAuth {
         match self {
             PulsarAuth::Token(_) => f.write_str("Token(***)"),
             PulsarAuth::TokenFile(path) => f.debug_tuple("TokenFile").field(path).finish(),
+            // `OAuth2Params`' Debug masks the secret.
+            PulsarAuth::OAuth2(params) => f.debug_tuple("OAuth2").field(params).finish(),
         }
     }
 }
 
-/// What the client is built with: the service URL without BabelQueue's query keys, the token,
-/// and the extra CA certificates (PEM).
+/// What the client is built with: the service URL without BabelQueue's query keys, the token
+/// or the OAuth2 grant, and the extra CA certificates (PEM).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientSettings {
     /// The URL handed to the `pulsar` crate.
@@ -70,6 +77,9 @@ pub struct ClientSettings {
     pub token: Option<String>,
     /// The PEM certificates trusted beside the webpki roots.
     pub ca_pem: Option<Vec<u8>>,
+    /// The OAuth2 client credentials the client requests its tokens with, when it
+    /// authenticates with OAuth2 (the key file read).
+    pub oauth2: Option<OAuth2Grant>,
 }
 
 impl fmt::Debug for ClientSettings {
@@ -81,6 +91,7 @@ impl fmt::Debug for ClientSettings {
             )
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .field("oauth2", &self.oauth2)
             .finish()
     }
 }
@@ -92,10 +103,16 @@ pub(crate) fn apply_url(url: &str, options: &mut PulsarOptions) -> Result<String
         return Ok(url.to_owned());
     };
     let mut rest = Vec::new();
+    let mut token = None;
+    let mut oauth2 = OAuth2Keys::default();
     for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
         let value = value.into_owned();
         match key.as_ref() {
-            "token" => options.auth = Some(PulsarAuth::token(&value)),
+            "token" => token = Some(PulsarAuth::token(&value)),
+            "oauth2_issuer_url" => oauth2.issuer_url = Some(value),
+            "oauth2_private_key" => oauth2.private_key = Some(value),
+            "oauth2_audience" => oauth2.audience = Some(value),
+            "oauth2_scope" => oauth2.scope = Some(value),
             "ca_file" | "tls_trust_certs_file" => options.ca_file = Some(PathBuf::from(value)),
             "cert_file" | "key_file" => {
                 return Err(PulsarError::Config(format!(
@@ -105,6 +122,16 @@ pub(crate) fn apply_url(url: &str, options: &mut PulsarOptions) -> Result<String
             }
             _ => rest.push((key.into_owned(), value)),
         }
+    }
+    if oauth2.any() {
+        if token.is_some() {
+            return Err(PulsarError::Config(
+                "token= and the oauth2_* keys cannot be combined: choose one authentication".into(),
+            ));
+        }
+        options.auth = Some(PulsarAuth::OAuth2(oauth2.onto(options.auth.take())?));
+    } else if token.is_some() {
+        options.auth = token;
     }
     if rest.is_empty() {
         return Ok(base.to_owned());
@@ -119,8 +146,13 @@ pub(crate) fn apply_url(url: &str, options: &mut PulsarOptions) -> Result<String
 pub(crate) fn settings(url: &str, options: &PulsarOptions) -> Result<ClientSettings, PulsarError> {
     let mut options = options.clone();
     let service_url = apply_url(url, &mut options)?;
+    let mut oauth2 = None;
     let token = match options.auth {
         None => None,
+        Some(PulsarAuth::OAuth2(params)) => {
+            oauth2 = Some(params.resolve()?);
+            None
+        }
         Some(PulsarAuth::Token(jwt)) => Some(jwt),
         Some(PulsarAuth::TokenFile(path)) => {
             let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -145,7 +177,57 @@ pub(crate) fn settings(url: &str, options: &PulsarOptions) -> Result<ClientSetti
         service_url,
         token,
         ca_pem,
+        oauth2,
     })
+}
+
+/// The `oauth2_*` query keys of a URL.
+#[derive(Default)]
+struct OAuth2Keys {
+    issuer_url: Option<String>,
+    private_key: Option<String>,
+    audience: Option<String>,
+    scope: Option<String>,
+}
+
+impl OAuth2Keys {
+    fn any(&self) -> bool {
+        self.issuer_url.is_some()
+            || self.private_key.is_some()
+            || self.audience.is_some()
+            || self.scope.is_some()
+    }
+
+    /// The keys over the OAuth2 settings of the options, if any (the URL wins field by field);
+    /// without a private key in either, an error.
+    fn onto(self, current: Option<PulsarAuth>) -> Result<OAuth2Params, PulsarError> {
+        let current = match current {
+            Some(PulsarAuth::OAuth2(params)) => Some(params),
+            _ => None,
+        };
+        let credentials = match (self.private_key, &current) {
+            (Some(key), _) => OAuth2Credentials::private_key(&key)?,
+            (None, Some(params)) => params.credentials.clone(),
+            (None, None) => {
+                return Err(PulsarError::Config(
+                    "the oauth2_* keys need oauth2_private_key (file:///path or a data: URL)"
+                        .into(),
+                ));
+            }
+        };
+        let mut params = current.unwrap_or_else(|| OAuth2Params::from_key(credentials.clone()));
+        params.credentials = credentials;
+        if self.issuer_url.is_some() {
+            params.issuer_url = self.issuer_url;
+        }
+        if self.audience.is_some() {
+            params.audience = self.audience;
+        }
+        if self.scope.is_some() {
+            params.scope = self.scope;
+        }
+        Ok(params)
+    }
 }
 
 /// The token [`TOKEN_ENV`] names, if set and not empty.

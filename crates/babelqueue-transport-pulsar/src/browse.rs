@@ -51,6 +51,8 @@ pub(crate) struct AdminPeek {
     http: reqwest::Client,
     base: url::Url,
     token: Option<String>,
+    /// OAuth2 access tokens (shared with the client's connections), instead of `token`.
+    oauth2: Option<crate::oauth2::OAuth2Provider>,
     subscription: String,
     earliest: bool,
 }
@@ -60,6 +62,7 @@ impl std::fmt::Debug for AdminPeek {
         f.debug_struct("AdminPeek")
             .field("base", &babelqueue_core::redact::redact(self.base.as_str()))
             .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("oauth2", &self.oauth2)
             .field("subscription", &self.subscription)
             .finish()
     }
@@ -99,9 +102,16 @@ impl AdminPeek {
             http,
             base,
             token,
+            oauth2: None,
             subscription: subscription.to_owned(),
             earliest,
         })
+    }
+
+    /// Sends the access tokens of `provider` as bearer tokens.
+    pub(crate) fn with_oauth2(mut self, provider: crate::oauth2::OAuth2Provider) -> AdminPeek {
+        self.oauth2 = Some(provider);
+        self
     }
 
     /// Up to `max` bodies (all, bounded by [`BROWSE_LIMIT`], when 0) of the subscription's
@@ -175,7 +185,9 @@ impl AdminPeek {
         url: url::Url,
     ) -> Result<Option<reqwest::Response>, PulsarError> {
         let mut request = self.http.get(url);
-        if let Some(token) = &self.token {
+        if let Some(provider) = &self.oauth2 {
+            request = request.bearer_auth(provider.access_token().await?);
+        } else if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
         let response = request.send().await.map_err(|e| http_error(topic, &e))?;

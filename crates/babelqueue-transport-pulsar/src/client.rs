@@ -150,8 +150,8 @@ pub struct PulsarOptions {
     /// roots), for a broker whose certificate a private CA signed (the URL query key
     /// `ca_file`; default: the file `BQ_PULSAR_TLS_TRUST_CERTS` names).
     pub ca_file: Option<std::path::PathBuf>,
-    /// How the client authenticates (the URL query key `token`; default: the token
-    /// `BQ_PULSAR_TOKEN` holds, else none).
+    /// How the client authenticates (the URL query keys `token` and `oauth2_*`; default: the
+    /// token `BQ_PULSAR_TOKEN` holds, else none).
     pub auth: Option<PulsarAuth>,
     /// The broker's admin REST API (its web service, e.g. `http://127.0.0.1:8080`), used only
     /// to browse a subscription's backlog without consuming (`babelqueue dlq list`); the
@@ -250,17 +250,35 @@ impl NativeClient {
         let mut builder = Pulsar::builder(settings.service_url, TokioExecutor)
             .with_connection_retry_options(retry)
             .with_operation_retry_options(operation);
-        let admin = match &options.admin_url {
-            Some(admin_url) => Some(crate::browse::AdminPeek::new(
-                admin_url,
-                &options.subscription,
-                options.initial_position_earliest,
-                settings.token.clone(),
+        // One token cache for the broker connections and the admin API.
+        let oauth2 = match settings.oauth2 {
+            Some(grant) => Some(crate::oauth2::OAuth2Provider::new(
+                grant,
                 settings.ca_pem.as_deref(),
                 options.operation_timeout,
             )?),
             None => None,
         };
+        let admin = match &options.admin_url {
+            Some(admin_url) => {
+                let peek = crate::browse::AdminPeek::new(
+                    admin_url,
+                    &options.subscription,
+                    options.initial_position_earliest,
+                    settings.token.clone(),
+                    settings.ca_pem.as_deref(),
+                    options.operation_timeout,
+                )?;
+                Some(match &oauth2 {
+                    Some(provider) => peek.with_oauth2(provider.clone()),
+                    None => peek,
+                })
+            }
+            None => None,
+        };
+        if let Some(provider) = &oauth2 {
+            builder = builder.with_auth_provider(Box::new(provider.clone()));
+        }
         if let Some(pem) = settings.ca_pem {
             builder = builder.with_certificate_chain(pem);
         }

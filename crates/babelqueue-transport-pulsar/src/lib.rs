@@ -124,6 +124,7 @@ pub mod client;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod oauth2;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
@@ -137,6 +138,7 @@ pub use client::{
     TLS_TRUST_CERTS_ENV,
 };
 pub use error::PulsarError;
+pub use oauth2::{OAuth2Credentials, OAuth2Grant, OAuth2Params};
 pub use projection::Properties;
 
 /// What the transport keeps with each delivery: the message handle for ack and nack.
@@ -257,6 +259,28 @@ impl Builder {
     /// ```
     pub fn token(mut self, token: &str) -> Builder {
         self.options.auth = Some(PulsarAuth::token(token));
+        self
+    }
+
+    /// Authenticates with OAuth2 client credentials: the client requests access tokens from
+    /// the issuer and sends them with the `token` auth method (see [`oauth2`]). The URL query
+    /// keys `oauth2_issuer_url`, `oauth2_private_key`, `oauth2_audience` and `oauth2_scope` do
+    /// the same.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), babelqueue_transport_pulsar::PulsarError> {
+    /// use babelqueue_transport_pulsar::{OAuth2Credentials, OAuth2Params, PulsarTransport};
+    /// let builder = PulsarTransport::builder("pulsar+ssl://broker:6651")?.oauth2(
+    ///     OAuth2Params::new("https://auth.example.com", OAuth2Credentials::client_secret("bq", "s3cr3t"))
+    ///         .audience("urn:pulsar:cluster"),
+    /// );
+    /// let grant = builder.settings()?.oauth2.expect("an OAuth2 grant");
+    /// assert_eq!(grant.client_id, "bq");
+    /// assert!(!format!("{builder:?}").contains("s3cr3t"));
+    /// # Ok(()) }
+    /// ```
+    pub fn oauth2(mut self, params: OAuth2Params) -> Builder {
+        self.options.auth = Some(PulsarAuth::OAuth2(params));
         self
     }
 
