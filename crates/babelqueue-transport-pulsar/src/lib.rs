@@ -72,8 +72,9 @@
 //! # URL and options
 //!
 //! `pulsar://host:6650` or `pulsar+ssl://host:6651` (TLS through rustls with the aws-lc-rs
-//! provider and the webpki roots), passed to the client as it is; there are no query
-//! parameters. [`PulsarOptions`] (given to [`PulsarTransport::connect_with`]) and
+//! provider and the webpki roots). Its query keys `token`, `ca_file` and `oauth2_*` (OAuth2
+//! client credentials, see [`oauth2`]) are taken out before the URL reaches the client (see
+//! [`auth`]). [`PulsarOptions`] (given to [`PulsarTransport::connect_with`]) and
 //! [`PulsarTransport::builder`] set the rest: `topic_prefix` (default empty, e.g.
 //! `persistent://public/default/`), the subscription name, the connect timeout, and extra CA
 //! certificates to trust for a privately signed broker certificate (default: the PEM file the

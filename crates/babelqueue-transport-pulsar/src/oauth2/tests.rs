@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use babelqueue_core::TransportErrorKind;
 use base64::Engine as _;
+use pulsar::authentication::Authentication as _;
+use pulsar::error::AuthenticationError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
