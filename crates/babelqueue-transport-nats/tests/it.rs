@@ -550,8 +550,9 @@ async fn bad_urls_and_headers_are_refused_before_anything_is_sent() {
     purge(&t, &q).await;
 }
 
-/// A nats-server of our own, with a user and a password, on a free port; `None` (skip) when
-/// the binary is not installed.
+/// A nats-server of our own, with a user and a password, on a free port: the binary
+/// `BQ_NATS_SERVER` names (`scripts/brokers.sh env` exports the one it built), else
+/// `nats-server` on the PATH; `None` (skip) when there is none.
 struct Guarded(std::process::Child, u16);
 
 impl Drop for Guarded {
@@ -567,7 +568,8 @@ fn guarded_server() -> Option<Guarded> {
         .local_addr()
         .ok()?
         .port();
-    let child = std::process::Command::new("nats-server")
+    let binary = std::env::var_os("BQ_NATS_SERVER").unwrap_or_else(|| "nats-server".into());
+    let child = std::process::Command::new(binary)
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
         .args(["--user", "app", "--pass", "s3cret-pw"])
         .stdout(std::process::Stdio::null())
