@@ -175,8 +175,9 @@ pub(crate) struct ConsumeArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum DlqCommand {
     /// List the dead-letter queue of a queue, leaving it unchanged. Redis, NATS, Artemis,
-    /// Kafka, Pulsar (with BQ_PULSAR_ADMIN_URL), Azure Service Bus and memory:// read it in place; on the other brokers the listing drains the dead-letter queue and
-    /// restores every message in order (a consumer of it could see them meanwhile).
+    /// Kafka, Pulsar (with BQ_PULSAR_ADMIN_URL), Azure Service Bus and memory:// read it in
+    /// place; RabbitMQ and SQS cannot browse, so there the listing drains the dead-letter
+    /// queue and restores every message in order (a consumer of it could see them meanwhile).
     List(DlqArgs),
     /// Show the dead-lettered messages with these ids (`meta.id`), body included.
     Show(ByIdArgs),
