@@ -454,6 +454,45 @@ async fn concurrency_n_runs_n_handlers_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_bound_handlers_still_run_side_by_side_above_concurrency_one() {
+    // A handler that computes without awaiting (here: blocks its thread for 20 ms). The
+    // consume loop polls a new dispatch itself first; one long first poll turns that off, so
+    // the later ones are tasks and two of them run at the same time on the two workers.
+    const MESSAGES: usize = 12;
+    let memory = MemoryTransport::new();
+    let now = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (n, p) = (now.clone(), peak.clone());
+    let app = app(&memory)
+        .concurrency(2)
+        .handle(URN, move |_ctx: Context| {
+            let (n, p) = (n.clone(), p.clone());
+            async move {
+                p.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+                n.fetch_sub(1, Ordering::SeqCst);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    for i in 0..MESSAGES {
+        app.publish(URN, &json!({"i": i})).await.unwrap();
+    }
+    let summary = app
+        .consume(
+            Consume::new()
+                .max_messages(MESSAGES as u64)
+                .handle_signals(false),
+        )
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, MESSAGES as u64);
+    assert_eq!(peak.load(Ordering::SeqCst), 2, "two handlers overlapped");
+    assert!(memory.is_empty("orders") && memory.in_flight() == 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_one_runs_handlers_one_at_a_time() {
     let memory = MemoryTransport::new();
     let now = Arc::new(AtomicUsize::new(0));

@@ -178,6 +178,8 @@ impl App {
         let mut ready: VecDeque<Delivery> = VecDeque::new();
         // The dispatches in flight: polled by this task at concurrency 1, a task each above.
         let mut running = Running::new(inner.concurrency);
+        // Above concurrency 1: whether a new dispatch is first polled here (see `start`).
+        let mut inline = Inline::default();
         // A receive in progress. It is never cancelled (a reserved delivery would be
         // stranded): when a dispatch finishes first, the receive stays pending for the next
         // round.
@@ -205,7 +207,7 @@ impl App {
             if running.len() < inner.concurrency
                 && let Some(delivery) = ready.pop_front()
             {
-                running.push(start(inner, delivery, &deadline_rx, gather));
+                running.push(start(inner, delivery, &deadline_rx, gather, &mut inline));
                 continue;
             }
             let held = running.len() + ready.len();
@@ -382,6 +384,25 @@ impl App {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_first_polls_stop_for_good_after_one_long_poll() {
+        let mut inline = Inline::default();
+        assert!(inline.on);
+        for took in [Duration::ZERO, Duration::from_micros(50), Inline::BUDGET] {
+            inline.polled(took);
+            assert!(inline.on, "{took:?} is within the budget");
+        }
+        inline.polled(Inline::BUDGET + Duration::from_micros(1));
+        assert!(!inline.on);
+        inline.polled(Duration::ZERO);
+        assert!(!inline.on, "a quick poll later does not turn them back on");
+    }
+}
+
 /// Acknowledgements gathered before they are sent together, at least.
 const ACK_BATCH: usize = 64;
 
@@ -449,22 +470,62 @@ impl<'a> Running<'a> {
 }
 
 /// Starts dispatching `delivery`: polled by the consume loop itself at concurrency 1 (no spawn
-/// and no wake-up of another thread per message), as a task of its own above (so handlers run
-/// on every worker thread of the runtime at once).
+/// and no wake-up of another thread per message). Above, it is first polled here too, while
+/// [`Inline`] allows: a dispatch that finishes at once (a quick handler) never becomes a task,
+/// and one that waits (on I/O, a timer) continues as a task of its own from where it stopped,
+/// so waiting handlers overlap and run on every worker thread. A first poll that took long (a
+/// CPU-bound handler) turns the inline polls off for the rest of the run: from then on each
+/// dispatch is a task at once, and CPU-bound handlers run on every worker thread.
 fn start<'a>(
     inner: &Arc<Inner>,
     delivery: Delivery,
     deadline: &watch::Receiver<bool>,
     gather: bool,
+    inline: &mut Inline,
 ) -> Dispatching<'a> {
     let deadline = Deadline::at(deadline.clone());
     let dispatch = std::panic::AssertUnwindSafe(inner.clone().dispatch(delivery, deadline, gather))
         .catch_unwind();
     if inner.concurrency == 1 {
-        Box::pin(dispatch)
-    } else {
-        let task = tokio::spawn(dispatch);
-        Box::pin(async move { task.await.unwrap_or_else(|e| Err(Box::new(e.to_string()))) })
+        return Box::pin(dispatch);
+    }
+    let mut dispatch = Box::pin(dispatch);
+    if inline.on {
+        let polled = std::time::Instant::now();
+        let done = dispatch.as_mut().now_or_never();
+        inline.polled(polled.elapsed());
+        if let Some(done) = done {
+            return Box::pin(std::future::ready(done));
+        }
+    }
+    // A future polled once may move to a task: the task polls it at once, which registers
+    // the task's waker wherever the first poll registered the loop's.
+    let task = tokio::spawn(dispatch);
+    Box::pin(async move { task.await.unwrap_or_else(|e| Err(Box::new(e.to_string()))) })
+}
+
+/// Whether a new dispatch (above concurrency 1) is first polled by the consume loop: yes,
+/// until one first poll takes longer than [`Inline::BUDGET`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Inline {
+    on: bool,
+}
+
+impl Default for Inline {
+    fn default() -> Inline {
+        Inline { on: true }
+    }
+}
+
+impl Inline {
+    /// A first poll longer than this is a handler that computes before it waits (or never
+    /// waits): it should run beside the others, not on the consume loop.
+    const BUDGET: Duration = Duration::from_micros(200);
+
+    fn polled(&mut self, took: Duration) {
+        if took > Inline::BUDGET {
+            self.on = false;
+        }
     }
 }
 
