@@ -230,6 +230,22 @@ impl OAuth2Keys {
     }
 }
 
+/// `http` trusting the PEM certificates `ca_pem` (what `ca_file` names) beside the webpki
+/// roots: the admin API's client and the OAuth2 identity provider's.
+pub(crate) fn trusting(
+    mut http: reqwest::ClientBuilder,
+    ca_pem: Option<&[u8]>,
+) -> Result<reqwest::ClientBuilder, PulsarError> {
+    if let Some(pem) = ca_pem {
+        let certificates = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| PulsarError::Config(format!("CA certificates: {e}")))?;
+        for certificate in certificates {
+            http = http.add_root_certificate(certificate);
+        }
+    }
+    Ok(http)
+}
+
 /// The token [`TOKEN_ENV`] names, if set and not empty.
 pub(crate) fn auth_from_env() -> Option<PulsarAuth> {
     std::env::var(TOKEN_ENV)

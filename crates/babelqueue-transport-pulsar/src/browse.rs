@@ -87,15 +87,7 @@ impl AdminPeek {
                 "admin URL {shown:?} is not an http:// or https:// URL with a host"
             )));
         }
-        let mut http = reqwest::Client::builder().timeout(timeout);
-        if let Some(pem) = ca_pem {
-            let certificates = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| PulsarError::Config(format!("CA certificates: {e}")))?;
-            for certificate in certificates {
-                http = http.add_root_certificate(certificate);
-            }
-        }
-        let http = http
+        let http = crate::auth::trusting(reqwest::Client::builder().timeout(timeout), ca_pem)?
             .build()
             .map_err(|e| PulsarError::Config(format!("admin HTTP client: {e}")))?;
         Ok(AdminPeek {

@@ -55,17 +55,10 @@ impl OAuth2Provider {
         ca_pem: Option<&[u8]>,
         timeout: Duration,
     ) -> Result<OAuth2Provider, PulsarError> {
-        let mut http = reqwest::Client::builder()
+        let http = reqwest::Client::builder()
             .timeout(timeout)
             .redirect(reqwest::redirect::Policy::none());
-        if let Some(pem) = ca_pem {
-            let certificates = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| PulsarError::Config(format!("CA certificates: {e}")))?;
-            for certificate in certificates {
-                http = http.add_root_certificate(certificate);
-            }
-        }
-        let http = http
+        let http = crate::auth::trusting(http, ca_pem)?
             .build()
             .map_err(|e| PulsarError::Config(format!("OAuth2 HTTP client: {e}")))?;
         Ok(OAuth2Provider {
