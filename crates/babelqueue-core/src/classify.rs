@@ -137,14 +137,15 @@ pub fn classify<'a>(body: &'a [u8], facts: &Facts, queue: &str) -> Class<'a> {
         }
         None => Cow::Borrowed(body),
     };
+    let own = envelope.urn().into_owned();
     let out_of_band = facts
         .urn
         .as_deref()
         .map(ascii::trim)
-        .filter(|urn| !urn.is_empty() && !envelope.urn().is_empty());
+        .filter(|urn| !urn.is_empty() && !own.is_empty());
     let (urn, routed) = match out_of_band {
         Some(urn) => (urn.to_owned(), true),
-        None => (envelope.urn().into_owned(), false),
+        None => (own, false),
     };
     Class::Readable {
         body,

@@ -1,6 +1,5 @@
 //! Configuring an [`App`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +20,7 @@ pub struct AppBuilder {
     transport: Arc<dyn Transport>,
     queue: String,
     policy: Policy,
-    handlers: HashMap<String, Arc<dyn Handler>>,
+    handlers: super::Handlers,
     fallback: Option<Arc<dyn Handler>>,
     concurrency: usize,
     prefetch: Option<usize>,
@@ -244,7 +243,7 @@ impl App {
             transport,
             queue: "default".into(),
             policy: Policy::default(),
-            handlers: HashMap::new(),
+            handlers: super::Handlers::default(),
             fallback: None,
             concurrency: 1,
             prefetch: None,

@@ -11,7 +11,6 @@
 //! * [`trace`]: the span around every handler call, and trace continuation for what a handler
 //!   publishes.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,11 +74,15 @@ pub trait Observer: Send + Sync {
 }
 
 /// Everything an app holds, shared by its clones and its dispatch tasks.
+/// The handlers by URN. The keys are the application's own; a delivery's URN only looks one up,
+/// so a seeded fast hasher is enough.
+type Handlers = std::collections::HashMap<String, Arc<dyn Handler>, foldhash::fast::RandomState>;
+
 struct Inner {
     transport: Arc<dyn Transport>,
     queue: String,
     policy: Policy,
-    handlers: HashMap<String, Arc<dyn Handler>>,
+    handlers: Handlers,
     fallback: Option<Arc<dyn Handler>>,
     concurrency: usize,
     /// Deliveries held at once, running or waiting for a slot (at least `concurrency`).

@@ -8,6 +8,41 @@ use super::scan::{self, Scanner};
 use super::text::Text;
 use super::write;
 
+/// The member names of the envelope and of its `meta`, as written by every SDK.
+const WELL_KNOWN: [&str; 10] = [
+    "id",
+    "job",
+    "data",
+    "meta",
+    "lang",
+    "queue",
+    "trace_id",
+    "attempts",
+    "created_at",
+    "schema_version",
+];
+
+/// The position in [`WELL_KNOWN`] of `name`, plus one.
+fn well_known(name: &[u8]) -> Option<u8> {
+    // Compared as fixed-size arrays: a word or two each, where a slice compare calls memcmp.
+    fn is<const N: usize>(name: &[u8], index: u8) -> Option<u8> {
+        let candidate: &[u8; N] = WELL_KNOWN[usize::from(index)].as_bytes().try_into().ok()?;
+        (<&[u8; N]>::try_from(name).ok()? == candidate).then_some(index + 1)
+    }
+    match name.len() {
+        2 => is::<2>(name, 0),
+        3 => is::<3>(name, 1),
+        4 => is::<4>(name, 2)
+            .or_else(|| is::<4>(name, 3))
+            .or_else(|| is::<4>(name, 4)),
+        5 => is::<5>(name, 5),
+        8 => is::<8>(name, 6).or_else(|| is::<8>(name, 7)),
+        10 => is::<10>(name, 8),
+        14 => is::<14>(name, 9),
+        _ => None,
+    }
+}
+
 /// An object member name, kept as its escaped JSON text so it re-emits byte for byte.
 ///
 /// Names compare by the UTF-16 code units they stand for (`"job"` and `"\u006aob"` are the same
@@ -18,6 +53,10 @@ pub struct Key {
     raw: Text,
     /// Whether `raw` holds no escape (then it is the name itself), found once at construction.
     plain: bool,
+    /// For a plain key that is one of [`WELL_KNOWN`], its position plus one (else 0): two
+    /// such keys are the same member exactly when their positions are, and such a key is
+    /// never the same member as another plain key.
+    known: u8,
 }
 
 impl Key {
@@ -30,14 +69,33 @@ impl Key {
 
     fn from_text(raw: Text) -> Key {
         let plain = !raw.as_bytes().contains(&b'\\');
-        Key { raw, plain }
+        let known = if plain {
+            well_known(raw.as_bytes()).unwrap_or(0)
+        } else {
+            0
+        };
+        Key { raw, plain, known }
     }
 
     /// The key `s` read between `start` and `end` (a slice of its shared text, when it has one).
+    ///
+    /// A plain key that is one of the envelope's own names is kept as its static text instead:
+    /// every body repeats the same ten or so, and a static name costs no reference count on the
+    /// shared text (two atomic operations per key, for its life).
     pub(crate) fn scanned(s: &Scanner<'_>, span: scan::StrSpan) -> Key {
+        if !span.escaped
+            && let Some(known) = well_known(&s.text().as_bytes()[span.start..span.end])
+        {
+            return Key {
+                raw: Text::from_static(WELL_KNOWN[usize::from(known - 1)]),
+                plain: true,
+                known,
+            };
+        }
         Key {
             raw: s.text_of(span.start, span.end),
             plain: !span.escaped,
+            known: 0,
         }
     }
 
@@ -67,6 +125,9 @@ impl Key {
     /// Whether this key and `other` name the same member (equal code units).
     pub fn same_member(&self, other: &Key) -> bool {
         if self.plain && other.plain {
+            if self.known != 0 || other.known != 0 {
+                return self.known == other.known;
+            }
             self.raw == other.raw
         } else {
             scan::code_units(&self.raw).eq(scan::code_units(&other.raw))
@@ -230,6 +291,33 @@ impl fmt::Debug for Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_envelope_s_own_names_hold_no_reference_to_the_body() {
+        let source: alloc::sync::Arc<str> =
+            alloc::sync::Arc::from(r#"{"meta":1,"queue":2,"\u006aob":3,"order_id":4}"#);
+        let mut s = Scanner::shared(&source);
+        s.start().unwrap();
+        s.pos += 1;
+        let mut keys = Vec::new();
+        let mut first = true;
+        while let Some(span) = s.next_key(first).unwrap() {
+            first = false;
+            keys.push(Key::scanned(&s, span));
+            s.value(1, &mut |_| {}).unwrap();
+        }
+        let names: Vec<_> = keys.iter().map(|k| k.name().into_owned()).collect();
+        assert_eq!(names, ["meta", "queue", "job", "order_id"]);
+        assert_eq!(
+            keys[2].raw(),
+            "\\u006aob",
+            "an escaped name keeps its wire text"
+        );
+        // Only the escaped `job` and the unknown `order_id` share the body.
+        assert_eq!(alloc::sync::Arc::strong_count(&source), 3);
+        assert!(keys[0].is("meta") && keys[0] == Key::new("meta"));
+        assert!(keys[2].same_member(&Key::new("job")));
+    }
 
     #[test]
     fn last_value_wins_at_first_position() {

@@ -258,6 +258,19 @@ impl<'a> Scanner<'a> {
         debug_assert_eq!(self.peek(), Some(b'"'));
         self.pos += 1;
         let start = self.pos;
+        // Most strings hold neither an escape nor a control character: one run to the quote.
+        let run = plain_run(self.b, start);
+        if self.b.get(run) == Some(&b'"') {
+            self.pos = run + 1;
+            return Ok(StrSpan {
+                start,
+                end: run,
+                escaped: false,
+            });
+        }
+        // Otherwise the loop below goes on from where the run stopped (nothing before it can
+        // have been a surrogate escape).
+        self.pos = run;
         // `pending_high`: the previous item of this literal was a high-surrogate escape.
         let mut pending_high = false;
         let mut escaped = false;
@@ -412,6 +425,27 @@ impl<'a> Scanner<'a> {
         on_number: &mut F,
     ) -> Result<ValueSpan, SyntaxError> {
         let start = self.pos;
+        // Most member values are a string or a number: scanned without the container machinery.
+        let scalar = match self.peek() {
+            Some(b'"') => {
+                self.string()?;
+                Some(JsonKind::String)
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                let (s, e) = self.number()?;
+                on_number(&self.b[s..e]);
+                Some(JsonKind::Number)
+            }
+            _ => None,
+        };
+        if let Some(kind) = scalar {
+            return Ok(ValueSpan {
+                start,
+                end: self.pos,
+                kind,
+                spaced: false,
+            });
+        }
         let mut kind = None;
         let mut spaced = false;
         // Open containers: `true` for an object, `false` for an array.
