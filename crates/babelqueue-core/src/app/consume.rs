@@ -236,7 +236,8 @@ impl App {
             }
             let receive = receiving.get_or_insert_with(|| {
                 receive_started = tokio::time::Instant::now();
-                Box::pin(inner.transport.receive(&queue, wanted, inner.poll_timeout))
+                // Already a pinned box (an `async_trait` method): not boxed a second time.
+                inner.transport.receive(&queue, wanted, inner.poll_timeout)
             });
             let received = match receive.as_mut().now_or_never() {
                 Some(received) => received,

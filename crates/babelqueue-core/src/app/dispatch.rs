@@ -151,7 +151,8 @@ impl Inner {
                     HandlerRun::Interrupted => {
                         tracing::warn!(target: LOG, queue, urn = %urn,
                             "Shutdown deadline passed while the handler was running: releasing the message unchanged");
-                        self.release_unprocessed(&delivery).await;
+                        // Boxed: a rare path, whose future would otherwise make every dispatch larger.
+                        Box::pin(self.release_unprocessed(&delivery)).await;
                         self.observe(&delivery, &urn, Outcome::Interrupted, None);
                         return Dispatched::settled(Outcome::Interrupted);
                     }
