@@ -207,7 +207,10 @@ impl App {
             if running.len() < inner.concurrency
                 && let Some(delivery) = ready.pop_front()
             {
-                running.push(start(inner, delivery, &deadline_rx, gather, &mut inline));
+                match start(inner, delivery, &deadline_rx, gather, &mut inline) {
+                    Started::Finished(done) => count(&mut summary, done, &mut gathered),
+                    Started::Running(dispatch) => running.push(dispatch),
+                }
                 continue;
             }
             let held = running.len() + ready.len();
@@ -390,15 +393,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn inline_first_polls_stop_for_good_after_one_long_poll() {
+    fn inline_first_polls_stop_for_good_after_three_long_polls_in_a_row() {
+        let long = Inline::BUDGET + Duration::from_micros(1);
         let mut inline = Inline::default();
         assert!(inline.on);
         for took in [Duration::ZERO, Duration::from_micros(50), Inline::BUDGET] {
             inline.polled(took);
             assert!(inline.on, "{took:?} is within the budget");
         }
-        inline.polled(Inline::BUDGET + Duration::from_micros(1));
-        assert!(!inline.on);
+        // Long polls among quick ones (a preempted thread) leave them on.
+        for took in [long, long, Duration::ZERO, long, Duration::ZERO, long, long] {
+            inline.polled(took);
+            assert!(inline.on, "never three long polls in a row");
+        }
+        inline.polled(long);
+        assert!(!inline.on, "the third long poll in a row");
         inline.polled(Duration::ZERO);
         assert!(!inline.on, "a quick poll later does not turn them back on");
     }
@@ -474,8 +483,8 @@ impl<'a> Running<'a> {
 /// and no wake-up of another thread per message). Above, it is first polled here too, while
 /// [`Inline`] allows: a dispatch that finishes at once (a quick handler) never becomes a task,
 /// and one that waits (on I/O, a timer) continues as a task of its own from where it stopped,
-/// so waiting handlers overlap and run on every worker thread. A first poll that took long (a
-/// CPU-bound handler) turns the inline polls off for the rest of the run: from then on each
+/// so waiting handlers overlap and run on every worker thread. Three first polls in a row that
+/// took long (a CPU-bound handler) turn the inline polls off for the rest of the run: from then on each
 /// dispatch is a task at once, and CPU-bound handlers run on every worker thread.
 fn start<'a>(
     inner: &Arc<Inner>,
@@ -483,12 +492,12 @@ fn start<'a>(
     deadline: &watch::Receiver<bool>,
     gather: bool,
     inline: &mut Inline,
-) -> Dispatching<'a> {
+) -> Started<'a> {
     let deadline = Deadline::at(deadline.clone());
     let dispatch = std::panic::AssertUnwindSafe(inner.clone().dispatch(delivery, deadline, gather))
         .catch_unwind();
     if inner.concurrency == 1 {
-        return Box::pin(dispatch);
+        return Started::Running(Box::pin(dispatch));
     }
     let mut dispatch = Box::pin(dispatch);
     if inline.on {
@@ -496,25 +505,36 @@ fn start<'a>(
         let done = dispatch.as_mut().now_or_never();
         inline.polled(polled.elapsed());
         if let Some(done) = done {
-            return Box::pin(std::future::ready(done));
+            return Started::Finished(done);
         }
     }
     // A future polled once may move to a task: the task polls it at once, which registers
     // the task's waker wherever the first poll registered the loop's.
     let task = tokio::spawn(dispatch);
-    Box::pin(async move { task.await.unwrap_or_else(|e| Err(Box::new(e.to_string()))) })
+    Started::Running(Box::pin(async move {
+        task.await.unwrap_or_else(|e| Err(Box::new(e.to_string())))
+    }))
+}
+
+/// What [`start`] did with a delivery: finished it in its first poll (nothing is left to
+/// track), or left a dispatch running.
+enum Started<'a> {
+    Finished(std::thread::Result<Dispatched>),
+    Running(Dispatching<'a>),
 }
 
 /// Whether a new dispatch (above concurrency 1) is first polled by the consume loop: yes,
-/// until one first poll takes longer than [`Inline::BUDGET`].
+/// until [`Inline::IN_A_ROW`] first polls in a row each take longer than [`Inline::BUDGET`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Inline {
     on: bool,
+    /// Long first polls since the last quick one.
+    long: u8,
 }
 
 impl Default for Inline {
     fn default() -> Inline {
-        Inline { on: true }
+        Inline { on: true, long: 0 }
     }
 }
 
@@ -522,10 +542,20 @@ impl Inline {
     /// A first poll longer than this is a handler that computes before it waits (or never
     /// waits): it should run beside the others, not on the consume loop.
     const BUDGET: Duration = Duration::from_micros(200);
+    /// Long first polls in a row that turn the inline polls off. A handler that computes does
+    /// so every time; one long poll among quick ones is the machine (the thread was
+    /// preempted, a page fault), and turning the inline polls off for it would cost every
+    /// later message a task for nothing.
+    const IN_A_ROW: u8 = 3;
 
     fn polled(&mut self, took: Duration) {
         if took > Inline::BUDGET {
-            self.on = false;
+            self.long += 1;
+            if self.long >= Inline::IN_A_ROW {
+                self.on = false;
+            }
+        } else {
+            self.long = 0;
         }
     }
 }
