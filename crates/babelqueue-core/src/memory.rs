@@ -76,7 +76,8 @@ impl State {
 
 #[derive(Debug, Default)]
 struct State {
-    queues: HashMap<String, Queue>,
+    /// Looked up on every take: a seeded fast hasher (the names are the application's).
+    queues: HashMap<String, Queue, foldhash::fast::RandomState>,
     /// By tag: tags are handed out in reservation order, so the oldest reservation is first.
     in_flight: BTreeMap<u64, InFlight>,
     next_tag: u64,
