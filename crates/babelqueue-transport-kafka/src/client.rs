@@ -131,6 +131,26 @@ pub trait KafkaConsumer: Send + Sync + fmt::Debug {
     /// The next record, waiting up to `timeout`; `None` when none came.
     async fn poll(&self, timeout: Duration) -> Result<Option<Record>, KafkaError>;
 
+    /// The next records, up to `max`: the first waits up to `timeout`, the others are only
+    /// those already at hand. Empty when none came; an error only when the first poll fails (a
+    /// later one ends the batch, and the next poll meets it again).
+    ///
+    /// The default polls one record at a time; a client that can read what it has fetched
+    /// more cheaply than a full poll per record overrides it.
+    async fn poll_batch(&self, max: usize, timeout: Duration) -> Result<Vec<Record>, KafkaError> {
+        let Some(first) = self.poll(timeout).await? else {
+            return Ok(Vec::new());
+        };
+        let mut records = vec![first];
+        while records.len() < max {
+            match self.poll(Duration::ZERO).await {
+                Ok(Some(record)) => records.push(record),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        Ok(records)
+    }
+
     /// Commits `next_offset` (the offset of the next record to read) for `partition`,
     /// synchronously.
     async fn commit(&self, partition: &TopicPartition, next_offset: i64) -> Result<(), KafkaError>;

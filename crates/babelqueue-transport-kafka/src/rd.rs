@@ -871,6 +871,27 @@ impl KafkaConsumer for RdConsumer {
         }
     }
 
+    /// The first record through [`poll`](KafkaConsumer::poll) (its timeout, the credential
+    /// watch, the recovery from librdkafka's errors); the rest straight from what the
+    /// consumer has fetched, without a timer, a watch or a wait each. An error there ends the
+    /// batch (a refusal of the credentials is recorded by the client's callbacks, and the next
+    /// poll reports it).
+    async fn poll_batch(&self, max: usize, timeout: Duration) -> Result<Vec<Record>, KafkaError> {
+        use futures_util::FutureExt as _;
+        let Some(first) = self.poll(timeout).await? else {
+            return Ok(Vec::new());
+        };
+        let mut records = vec![first];
+        let consumer = self.get()?;
+        while records.len() < max {
+            match consumer.recv().now_or_never() {
+                Some(Ok(message)) => records.push(owned(&message)),
+                Some(Err(_)) | None => break,
+            }
+        }
+        Ok(records)
+    }
+
     async fn commit(&self, partition: &TopicPartition, next_offset: i64) -> Result<(), KafkaError> {
         let consumer = self.get()?;
         let list = RdConsumer::list(partition, Some(next_offset))?;

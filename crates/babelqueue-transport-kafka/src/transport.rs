@@ -382,13 +382,44 @@ impl KafkaTransport {
             })
     }
 
-    async fn poll_one(
+    /// Up to `max` records of `queue` (the first waiting up to `timeout`), as deliveries.
+    async fn take(
         &self,
-        queue: &Arc<Queue>,
+        queue: &str,
+        max: usize,
         timeout: Duration,
-    ) -> Result<Option<Delivery>, KafkaError> {
-        let record = queue.consumer.poll(timeout).await?;
-        Ok(record.map(|record| self.deliver(queue, record)))
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let q = self.queue(queue)?;
+        self.reseek_abandoned(&q).await;
+        let started = tokio::time::Instant::now();
+        match q.consumer.poll_batch(max.max(1), timeout).await {
+            Ok(records) => Ok(records
+                .into_iter()
+                .map(|record| self.deliver(&q, record))
+                .collect()),
+            // Refused credentials (and a consumer fenced by another with its static member
+            // id) do not heal by polling again: the runtime stops with the error.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    TransportErrorKind::Auth | TransportErrorKind::Config
+                ) =>
+            {
+                Err(e.into())
+            }
+            Err(e) => {
+                // librdkafka reports broker and subscription trouble as events on the poll and
+                // keeps retrying by itself; the librdkafka client already reads past those
+                // events within the poll (one a poll would leave the worker minutes behind its
+                // queue after a broker outage). An error that still comes out here (one past
+                // the client's bound on a single poll, or from another client) is reported and
+                // the poll waited out, so that an error returned at once on every poll does not
+                // turn into a busy loop.
+                tracing::warn!(target: LOG, queue, error = %e, "Kafka poll reported an error");
+                tokio::time::sleep_until(started + timeout).await;
+                Ok(Vec::new())
+            }
+        }
     }
 
     /// Marks `held` settled and commits what that allows. Commits of a partition run one at a
@@ -451,34 +482,7 @@ impl Transport for KafkaTransport {
         queue: &str,
         timeout: Duration,
     ) -> Result<Option<Delivery>, TransportError> {
-        let q = self.queue(queue)?;
-        self.reseek_abandoned(&q).await;
-        let started = tokio::time::Instant::now();
-        match self.poll_one(&q, timeout).await {
-            Ok(delivery) => Ok(delivery),
-            // Refused credentials (and a consumer fenced by another with its static member
-            // id) do not heal by polling again: the runtime stops with the error.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    TransportErrorKind::Auth | TransportErrorKind::Config
-                ) =>
-            {
-                Err(e.into())
-            }
-            Err(e) => {
-                // librdkafka reports broker and subscription trouble as events on the poll and
-                // keeps retrying by itself; the librdkafka client already reads past those
-                // events within the poll (one a poll would leave the worker minutes behind its
-                // queue after a broker outage). An error that still comes out here (one past
-                // the client's bound on a single poll, or from another client) is reported and
-                // the poll waited out, so that an error returned at once on every poll does not
-                // turn into a busy loop.
-                tracing::warn!(target: LOG, queue, error = %e, "Kafka poll reported an error");
-                tokio::time::sleep_until(started + timeout).await;
-                Ok(None)
-            }
-        }
+        Ok(self.take(queue, 1, timeout).await?.pop())
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -496,19 +500,7 @@ impl Transport for KafkaTransport {
         max: usize,
         timeout: Duration,
     ) -> Result<Vec<Delivery>, TransportError> {
-        let Some(first) = self.pop(queue, timeout).await? else {
-            return Ok(Vec::new());
-        };
-        let q = self.queue(queue)?;
-        let mut received = vec![first];
-        while received.len() < max {
-            match self.poll_one(&q, Duration::ZERO).await {
-                Ok(Some(delivery)) => received.push(delivery),
-                // Nothing at hand, or an error the next receive meets again.
-                Ok(None) | Err(_) => break,
-            }
-        }
-        Ok(received)
+        self.take(queue, max, timeout).await
     }
 
     async fn close(&self) -> Result<(), TransportError> {
@@ -745,8 +737,8 @@ impl BatchPopper for KafkaTransport {
         self.reseek_abandoned(&q).await;
         let mut batch = Vec::new();
         while max == 0 || batch.len() < max {
-            match self.poll_one(&q, timeout).await {
-                Ok(Some(delivery)) => batch.push(delivery),
+            match q.consumer.poll(timeout).await {
+                Ok(Some(record)) => batch.push(self.deliver(&q, record)),
                 Ok(None) => break,
                 Err(e) if batch.is_empty() => return Err(e.into()),
                 Err(e) => {
