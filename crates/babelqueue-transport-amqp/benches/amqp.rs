@@ -1,8 +1,8 @@
 //! Publish + consume + ack throughput on a real RabbitMQ, three ways, with the ratios:
 //!
 //! * the Rust worker: `App` over `AmqpTransport` (every publish confirmed, 64 in flight at once;
-//!   prefetch following
-//!   the concurrency, each message classified, decoded, routed, handled and acked);
+//!   prefetch following the concurrency, and once more at concurrency 8 with a prefetch of 64;
+//!   each message classified, decoded, routed, handled and acked);
 //! * the reference Python SDK 1.24.0 (`BabelQueue` over pika: unconfirmed publishes, a
 //!   `basic_get` per message), through `tests/python/bq_amqp.py bench`;
 //! * a bare lapin loop with the same publisher confirms and the same prefetch, no envelope
@@ -80,15 +80,27 @@ impl Run {
     }
 }
 
-async fn rust_worker(transport: &AmqpTransport, n: u64, concurrency: usize, batched: bool) -> Run {
+/// `prefetch`: deliveries held beyond the handlers in flight (`None`: the default, as many as
+/// `concurrency`).
+async fn rust_worker(
+    transport: &AmqpTransport,
+    n: u64,
+    concurrency: usize,
+    prefetch: Option<usize>,
+    batched: bool,
+) -> Run {
     let q = queue("rust");
-    let app = App::builder(transport.clone())
+    let builder = App::builder(transport.clone())
         .queue(&q)
         .concurrency(concurrency)
         .poll_timeout(Duration::from_secs(2))
-        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
-        .build()
-        .expect("valid configuration");
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) });
+    let app = match prefetch {
+        Some(prefetch) => builder.prefetch(prefetch),
+        None => builder,
+    }
+    .build()
+    .expect("valid configuration");
     let started = Instant::now();
     // Batched: App::publish_batch by 256 (one window of confirms in flight per call).
     let mut sent = if batched { n } else { 0 };
@@ -310,7 +322,7 @@ fn main() {
     let benching = figures_only || std::env::args().any(|a| a == "--bench");
     if !benching {
         // `cargo test --benches`: a smoke pass that every loop still works.
-        let rust = runtime.block_on(rust_worker(&transport, 50, 1, false));
+        let rust = runtime.block_on(rust_worker(&transport, 50, 1, None, false));
         let lapin = runtime.block_on(bare_lapin(50, 1));
         let python = python_sdk(50);
         for (name, run) in [("rust", rust), ("lapin", lapin), ("python", python)] {
@@ -338,7 +350,7 @@ fn criterion_runs(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) 
             async move {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let run = rust_worker(&transport, BATCH, 1, false).await;
+                    let run = rust_worker(&transport, BATCH, 1, None, false).await;
                     total += run.publish + run.consume;
                 }
                 total
@@ -359,9 +371,10 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
     println!(
         "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); Rust publishes keep {WINDOW} confirms in flight"
     );
-    let rust_1 = runtime.block_on(rust_worker(transport, n, 1, false));
+    let rust_1 = runtime.block_on(rust_worker(transport, n, 1, None, false));
     let lapin_1 = runtime.block_on(bare_lapin(n, 1));
-    let rust_8 = runtime.block_on(rust_worker(transport, n, 8, true));
+    let rust_8 = runtime.block_on(rust_worker(transport, n, 8, None, true));
+    let rust_8_64 = runtime.block_on(rust_worker(transport, n, 8, Some(64), true));
     let lapin_8 = runtime.block_on(bare_lapin(n, 8));
     let python = python_sdk(n);
     println!(
@@ -372,6 +385,10 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
     println!(
         "{}",
         rust_8.line("rust worker, concurrency 8 (prefetch 8), publish_batch")
+    );
+    println!(
+        "{}",
+        rust_8_64.line("rust worker, concurrency 8, prefetch 64, publish_batch")
     );
     println!("{}", lapin_8.line("bare lapin loop, confirms, prefetch 8"));
     println!(
@@ -406,6 +423,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
     for (who, run) in [
         ("rust-c1", rust_1),
         ("rust-c8", rust_8),
+        ("rust-c8-prefetch64", rust_8_64),
         ("raw", lapin_8),
         ("python", python),
     ] {
