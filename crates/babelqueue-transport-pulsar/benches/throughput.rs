@@ -16,7 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
+use babelqueue_core::{App, BatchPublisher, Consume, Context, HandlerError, Transport};
 use babelqueue_transport_pulsar::fake::FakePulsar;
 use babelqueue_transport_pulsar::{NativeClient, PulsarClient, PulsarOptions, PulsarTransport};
 use criterion::{Criterion, Throughput};
@@ -166,14 +166,34 @@ fn live(runtime: &tokio::runtime::Runtime) {
         runtime.block_on(async {
             // subscribe first so nothing is skipped
             assert!(transport.pop(&queue, Duration::from_millis(100)).await.unwrap().is_none());
+            // Concurrency 1 publishes one at a time, awaiting each receipt; concurrency 8 in
+            // batches of 256 (`publish_batch`: a window of receipts in flight).
             let started = Instant::now();
-            for _ in 0..LIVE {
-                transport.publish(&queue, &payload).await.unwrap();
+            if concurrency == 1 {
+                for _ in 0..LIVE {
+                    transport.publish(&queue, &payload).await.unwrap();
+                }
+            } else {
+                let batch = vec![payload.as_slice(); 256];
+                let mut left = LIVE;
+                while left > 0 {
+                    let take = usize::try_from(left.min(256)).unwrap();
+                    transport
+                        .publish_batch(&queue, &batch[..take])
+                        .await
+                        .unwrap();
+                    left -= take as u64;
+                }
             }
             let published = started.elapsed();
             let consumed = consume(&app, LIVE).await;
+            let how = if concurrency == 1 {
+                "awaiting each receipt"
+            } else {
+                "publish_batch by 256"
+            };
             println!(
-                "rust   pulsar publish (awaiting each receipt): {LIVE} in {published:?} = {:.0} messages/s",
+                "rust   pulsar publish ({how}): {LIVE} in {published:?} = {:.0} messages/s",
                 per_second(LIVE, published)
             );
             println!(

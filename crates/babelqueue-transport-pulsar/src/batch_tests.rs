@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use babelqueue_core::{App, BatchAcker, Consume, Context, HandlerError, Transport};
+use babelqueue_core::{
+    App, BatchAcker, BatchPublisher, Consume, Context, HandlerError, Transport, TransportErrorKind,
+};
 
 use crate::PulsarTransport;
 use crate::fake::FakePulsar;
@@ -73,4 +75,38 @@ async fn the_runtime_receives_and_acknowledges_in_batches() {
         fake.ack_calls().len(),
         fake.receive_calls()
     );
+}
+
+/// A batch publish sends each body as `publish` would (same topic, same properties), in order;
+/// the transport offers it to `App::publish_batch`; a refused send is the batch's error.
+#[tokio::test]
+async fn a_batch_publish_sends_each_body_as_publish_would_in_order() {
+    let (fake, t) = setup();
+    assert!(t.capabilities().batch_publisher().is_some());
+    let bodies: Vec<Vec<u8>> = (0..5)
+        .map(|n| format!(r#"{{"job":"{URN}","data":{{"n":{n}}},"attempts":0}}"#).into_bytes())
+        .collect();
+    let slices: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+    t.publish_batch("orders", &slices).await.unwrap();
+    t.publish("single", &bodies[0]).await.unwrap();
+    let sent = fake.sent();
+    let (batch, single) = sent.split_at(5);
+    let payloads: Vec<&[u8]> = batch.iter().map(|s| s.payload.as_slice()).collect();
+    assert_eq!(payloads, slices, "in order, byte for byte");
+    assert!(
+        batch
+            .iter()
+            .all(|s| s.topic == single[0].topic.replace("single", "orders"))
+    );
+    assert_eq!(
+        batch[0].properties, single[0].properties,
+        "the same projection"
+    );
+    assert!(batch.iter().all(|s| s.deliver_at.is_none()));
+
+    let failing = sent[0].topic.replace("orders", "broken");
+    fake.fail_sends_to(&failing);
+    let e = t.publish_batch("broken", &slices).await.unwrap_err();
+    assert_ne!(e.kind(), TransportErrorKind::Config, "{e}");
+    assert!(fake.sent_to(&failing).is_empty());
 }

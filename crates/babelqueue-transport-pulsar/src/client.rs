@@ -48,6 +48,14 @@ pub struct Received {
     pub id: MessageRef,
 }
 
+/// Messages a batch send hands the producer before it awaits their receipts (the client's
+/// outbound queue per connection holds 100 by default).
+pub const SEND_WINDOW: usize = 64;
+
+/// How many times one batch send waits for a full outbound queue to drain before it gives up
+/// with the client's `SlowDown` error.
+const SLOW_DOWN_LIMIT: usize = 1000;
+
 /// The broker operations the transport uses. Topics are full topic names (prefix + queue).
 #[async_trait]
 pub trait PulsarClient: Send + Sync + fmt::Debug {
@@ -58,6 +66,21 @@ pub trait PulsarClient: Send + Sync + fmt::Debug {
         payload: &[u8],
         properties: Properties,
     ) -> Result<(), PulsarError>;
+
+    /// Sends every `(payload, properties)` of `messages` to `topic`, in order, and waits for
+    /// their receipts: `Ok` once the broker took them all, else the first error (a message
+    /// sent before it may have been taken). The default sends them one at a time; a client
+    /// that can keep receipts in flight together overrides it.
+    async fn send_batch(
+        &self,
+        topic: &str,
+        messages: Vec<(&[u8], Properties)>,
+    ) -> Result<(), PulsarError> {
+        for (payload, properties) in messages {
+            self.send(topic, payload, properties).await?;
+        }
+        Ok(())
+    }
 
     /// Sends like [`send`](PulsarClient::send), and asks the broker to hold the message until
     /// `deliver_at` (Pulsar delayed delivery: the message's `deliver_at_time`, honoured for
@@ -382,6 +405,78 @@ impl NativeClient {
         }
     }
 
+    /// [`PulsarClient::send_batch`] on the topic's cached producer: up to [`SEND_WINDOW`]
+    /// messages handed to it at once (in order, under its lock), then their receipts awaited,
+    /// window after window. When the connection's outbound queue is full (the client's
+    /// `SlowDown`, shared with every producer and consumer on the connection) the receipts in
+    /// flight are awaited and the message is handed over again, in its place. Any other
+    /// refusal ends the batch (the producer is dropped from the cache, as for one send); the
+    /// receipts already in flight are still awaited.
+    async fn send_window(
+        &self,
+        topic: &str,
+        messages: Vec<(&[u8], Properties)>,
+    ) -> Result<(), PulsarError> {
+        use pulsar::error::{ConnectionError, ProducerError};
+        for (payload, _) in &messages {
+            crate::projection::check_size(topic, payload.len())?;
+        }
+        let producer = self.producer(topic).await?;
+        let failed =
+            |e: pulsar::Error| PulsarError::from_client(&format!("sending to {topic}"), &e);
+        let mut first_error = None;
+        let mut receipts = Vec::with_capacity(SEND_WINDOW);
+        let mut slowed = 0usize;
+        let mut messages = messages.iter();
+        let mut next = messages.next();
+        while let Some((payload, properties)) = next {
+            let message = pulsar::producer::Message {
+                payload: payload.to_vec(),
+                properties: properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                ..Default::default()
+            };
+            let sent = producer.lock().await.send_non_blocking(message).await;
+            let mut full = false;
+            match sent {
+                Ok(receipt) => {
+                    receipts.push(receipt);
+                    next = messages.next();
+                }
+                Err(pulsar::Error::Producer(ProducerError::Connection(
+                    ConnectionError::SlowDown,
+                ))) if slowed < SLOW_DOWN_LIMIT => {
+                    // Let what is in flight drain, then hand the same message over again.
+                    slowed += 1;
+                    full = true;
+                    if receipts.is_empty() {
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+                Err(e) => {
+                    first_error = Some(failed(e));
+                    self.producers.lock().await.remove(topic);
+                    break;
+                }
+            }
+            if receipts.len() >= SEND_WINDOW || full {
+                for receipt in receipts.drain(..) {
+                    if let Err(e) = receipt.await {
+                        first_error.get_or_insert_with(|| failed(e));
+                    }
+                }
+            }
+        }
+        for receipt in receipts {
+            if let Err(e) = receipt.await {
+                first_error.get_or_insert_with(|| failed(e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     async fn ask<T>(
         &self,
         topic: &str,
@@ -408,6 +503,14 @@ impl PulsarClient for NativeClient {
         properties: Properties,
     ) -> Result<(), PulsarError> {
         self.send_message(topic, payload, properties, None).await
+    }
+
+    async fn send_batch(
+        &self,
+        topic: &str,
+        messages: Vec<(&[u8], Properties)>,
+    ) -> Result<(), PulsarError> {
+        self.send_window(topic, messages).await
     }
 
     async fn send_at(

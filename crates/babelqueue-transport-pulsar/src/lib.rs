@@ -115,8 +115,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, Capabilities, DelayedPublisher, Delivery, Facts, Rewinder, RoutedPublisher,
-    Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, DelayedPublisher, Delivery, Facts, Rewinder,
+    RoutedPublisher, Transport, TransportError,
 };
 
 pub mod auth;
@@ -492,7 +492,8 @@ impl Transport for PulsarTransport {
             .routed(self)
             .delay(self)
             .rewind(self)
-            .batch_ack(self);
+            .batch_ack(self)
+            .batch_publish(self);
         // Browsing reads the subscription's backlog over the admin API; without an admin URL
         // there is no way to read it in place (see the `browse` module), so none is offered.
         if self.client.can_browse() {
@@ -545,6 +546,23 @@ impl RoutedPublisher for PulsarTransport {
             delay,
         )
         .await
+    }
+}
+
+/// A batch in order on the topic's producer, with the receipts of a window of messages in
+/// flight together ([`SEND_WINDOW`](client::SEND_WINDOW)); each body gets the projection
+/// [`publish`](Transport::publish) gives it.
+#[async_trait]
+impl BatchPublisher for PulsarTransport {
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        let messages = bodies
+            .iter()
+            .map(|body| (*body, projection::properties(body)))
+            .collect();
+        self.client
+            .send_batch(&self.topic(queue), messages)
+            .await
+            .map_err(Into::into)
     }
 }
 

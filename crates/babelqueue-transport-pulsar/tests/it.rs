@@ -114,6 +114,29 @@ async fn publish_projects_string_properties_and_keeps_the_body_byte_for_byte() {
     assert_eq!(got.properties.len(), 6);
 }
 
+/// A batch publish keeps a window of receipts in flight and lands in order, byte for byte,
+/// each message with the properties a single publish gives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_publish_lands_in_order_with_the_projection_of_each_body() {
+    use babelqueue_core::BatchPublisher as _;
+    let Some(inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("batch");
+    let bodies: Vec<Vec<u8>> = (0..300).map(|n| envelope(&queue, n % 3)).collect();
+    let slices: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+    transport()
+        .await
+        .publish_batch(&queue, &slices)
+        .await
+        .unwrap();
+    for body in &bodies {
+        let got = receive(&inspect, &queue).await;
+        assert_eq!(&got.payload, body, "in order, byte for byte");
+        assert_eq!(got.properties, projection::properties(body));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_handler_is_retried_by_republish_then_dead_lettered() {
     let Some(inspect) = inspector().await else {
