@@ -64,6 +64,19 @@ async fn fill(t: &ArtemisTransport, queue: &str, n: u64) -> Duration {
     started.elapsed()
 }
 
+/// Publishes `n` envelopes to `queue` with `publish_batch`, 256 at a time; returns how long it
+/// took.
+async fn fill_batched(t: &ArtemisTransport, queue: &str, n: u64) -> Duration {
+    use babelqueue_core::BatchPublisher as _;
+    let bodies: Vec<Vec<u8>> = (0..n).map(|i| body(queue, i)).collect();
+    let started = Instant::now();
+    for chunk in bodies.chunks(256) {
+        let slices: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+        t.publish_batch(queue, &slices).await.unwrap();
+    }
+    started.elapsed()
+}
+
 /// Consumes `n` messages with a no-op handler; the clock runs from the first handler call to the
 /// end of the loop (as the Python driver measures).
 async fn consume(t: &ArtemisTransport, queue: &str, n: u64, concurrency: usize) -> Duration {
@@ -280,6 +293,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
         consume(transport, &warm, 500, 1).await;
 
         let mut publish = Vec::new();
+        let mut publish_batched = Vec::new();
         let mut c1 = Vec::new();
         let mut c1_credit2 = Vec::new();
         let mut c8 = Vec::new();
@@ -292,7 +306,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
             fill(transport, &q, n).await;
             c1_credit2.push(consume(&credit2, &q, n, 1).await);
             let q = queue("rust-c8");
-            fill(transport, &q, n).await;
+            publish_batched.push(fill_batched(transport, &q, n).await);
             c8.push(consume(transport, &q, n, 8).await);
             let q = queue("raw");
             fill(transport, &q, n).await;
@@ -303,6 +317,12 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
             n,
             publish,
             Some("publish rust-c1"),
+        );
+        report(
+            "publish, Rust (publish_batch by 256, a window of transfers in flight)",
+            n,
+            publish_batched,
+            Some("publish rust-c8"),
         );
         report(
             "worker, Rust, concurrency 1 (credit 1)",

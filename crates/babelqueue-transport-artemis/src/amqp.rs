@@ -67,6 +67,9 @@ use crate::credit::CreditWindow;
 use crate::error::ArtemisError;
 use crate::projection::AmqpMessage;
 
+/// Transfers a batch send keeps in flight on one link before it awaits their outcomes.
+const SEND_WINDOW: usize = 256;
+
 const LOG: &str = "babelqueue::artemis";
 /// TCP connect + AMQP open + session begin.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -548,6 +551,92 @@ impl AmqpClient {
     }
 }
 
+impl AmqpClient {
+    /// One window of a batch: every message transferred on the address's link under its lock
+    /// (each with the credit bound of one send), then every outcome awaited. `Ok(n)`: the
+    /// first `n` were accepted and the window stopped at an error (returned with it), or
+    /// `n == messages.len()` and the error is `None`.
+    async fn try_send_window(
+        &self,
+        address: &str,
+        messages: &[Sendable<Body<Value>>],
+    ) -> (usize, Option<ArtemisError>) {
+        let live = match self.live().await {
+            Ok(live) => live,
+            Err(e) => return (0, Some(e)),
+        };
+        let (_slot, mut guard) = loop {
+            let slot = match self.sender(&live, address).await {
+                Ok(slot) => slot,
+                Err(e) => return (0, Some(e)),
+            };
+            let guard = slot.clone().lock_owned().await;
+            if guard.sender.is_some() {
+                break (slot, guard);
+            }
+            live.forget_sender(address, &slot);
+        };
+        let Some(sender) = guard.sender.as_mut() else {
+            return (
+                0,
+                Some(self.connection_error(format!(
+                    "the sender link to {address:?} was retired under its lock"
+                ))),
+            );
+        };
+        let wait = self.config.send_credit_timeout;
+        let mut transfers = Vec::with_capacity(messages.len());
+        let mut stopped = None;
+        for sendable in messages {
+            match tokio::time::timeout(wait, sender.send_batchable_ref(sendable)).await {
+                Ok(Ok(transferred)) => transfers.push(transferred),
+                Ok(Err(e)) => {
+                    live.mark_broken("sending failed");
+                    stopped = Some(self.connection_error(format!("sending to {address:?}: {e}")));
+                    break;
+                }
+                Err(_) => {
+                    stopped = Some(ArtemisError::AddressBlocked {
+                        address: address.to_owned(),
+                        waited: wait,
+                    });
+                    break;
+                }
+            }
+        }
+        let mut accepted = 0;
+        for transferred in transfers {
+            let outcome = match tokio::time::timeout(OPERATION_TIMEOUT, transferred).await {
+                Err(_) => {
+                    live.mark_broken("no outcome for a sent message");
+                    return (accepted, Some(ArtemisError::Timeout(OPERATION_TIMEOUT)));
+                }
+                Ok(Err(e)) => {
+                    live.mark_broken("sending failed");
+                    return (
+                        accepted,
+                        Some(self.connection_error(format!("sending to {address:?}: {e}"))),
+                    );
+                }
+                Ok(Ok(outcome)) => outcome,
+            };
+            match outcome {
+                Outcome::Accepted(_) => accepted += 1,
+                other => {
+                    return (
+                        accepted,
+                        Some(ArtemisError::NotAccepted {
+                            address: address.to_owned(),
+                            outcome: format!("{other:?}"),
+                        }),
+                    );
+                }
+            }
+        }
+        (accepted, stopped)
+    }
+}
+
 fn remote_refusal_sender(e: &fe2o3_amqp::link::SenderAttachError) -> bool {
     use fe2o3_amqp::link::SenderAttachError as E;
     matches!(e, E::RemoteClosedWithError(_))
@@ -586,6 +675,45 @@ impl Client for AmqpClient {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Windows of [`SEND_WINDOW`] transfers in flight on the address's link, their outcomes
+    /// awaited together. A window that stops at an error that heals (a lost connection, not a
+    /// full address) goes on one message at a time through [`send`](Client::send), with its
+    /// reconnects, from the first message not known to be accepted (which may duplicate a
+    /// message whose outcome was lost: at-least-once).
+    async fn send_batch(
+        &self,
+        address: &str,
+        messages: Vec<AmqpMessage>,
+    ) -> Result<(), ArtemisError> {
+        let sendables: Vec<Sendable<Body<Value>>> = messages
+            .into_iter()
+            .map(|message| Sendable::builder().message(message).settled(false).build())
+            .collect();
+        let mut done = 0;
+        while done < sendables.len() {
+            let window = &sendables[done..sendables.len().min(done + SEND_WINDOW)];
+            let (accepted, error) = self.try_send_window(address, window).await;
+            done += accepted;
+            match error {
+                None => {}
+                Some(e)
+                    if e.is_transient()
+                        && !matches!(e, ArtemisError::AddressBlocked { .. })
+                        && !self.closed.load(Ordering::SeqCst) =>
+                {
+                    tracing::warn!(target: LOG, address, error = %e, accepted = done,
+                        "A batch send to {address:?} failed; sending the rest one at a time");
+                    for sendable in &sendables[done..] {
+                        self.send(address, sendable.message.clone()).await?;
+                    }
+                    return Ok(());
+                }
+                Some(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     async fn receive(

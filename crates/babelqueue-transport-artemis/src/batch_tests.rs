@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use babelqueue_core::{App, BatchAcker, Consume, Context, HandlerError, Transport};
+use babelqueue_core::{App, BatchAcker, BatchPublisher, Consume, Context, HandlerError, Transport};
 
 use crate::ArtemisTransport;
 use crate::client::Disposition;
@@ -70,4 +70,34 @@ async fn the_runtime_accepts_in_batches() {
         "{:?}",
         fake.settle_batches()
     );
+}
+
+/// A batch publish sends each body as `publish` would (same message, same projection), in
+/// order, and the transport offers it to `App::publish_batch`; a refused send is the batch's
+/// error.
+#[tokio::test]
+async fn a_batch_publish_sends_each_body_as_publish_would_in_order() {
+    let fake = FakeClient::new();
+    let t = ArtemisTransport::with_client(fake.clone(), Duration::from_millis(5));
+    assert!(t.capabilities().batch_publisher().is_some());
+    let bodies: Vec<Vec<u8>> = (0..5)
+        .map(|n| format!(r#"{{"job":"{URN}","data":{{"n":{n}}},"attempts":0}}"#).into_bytes())
+        .collect();
+    let slices: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+    t.publish_batch("orders", &slices).await.unwrap();
+    assert_eq!(
+        fake.sent_bodies("orders"),
+        bodies,
+        "in order, byte for byte"
+    );
+    t.publish("single", &bodies[0]).await.unwrap();
+    let sent = fake.sent();
+    assert_eq!(
+        format!("{:?}", sent[0].1),
+        format!("{:?}", sent[5].1),
+        "the same message as a single publish"
+    );
+
+    fake.fail_sends_to("broken", true);
+    assert!(t.publish_batch("broken", &slices).await.is_err());
 }

@@ -82,6 +82,22 @@ pub trait Client: Send + Sync + fmt::Debug {
     /// is an error ([`ArtemisError::NotAccepted`]).
     async fn send(&self, address: &str, message: AmqpMessage) -> Result<(), ArtemisError>;
 
+    /// Sends every message of `messages` to `address`, in order, and returns once the broker
+    /// accepted them all; else the first error (messages before it may have been accepted,
+    /// and a sender that tries the batch again may duplicate them: at-least-once). The default
+    /// sends them one at a time; a client that can keep transfers in flight together
+    /// overrides it.
+    async fn send_batch(
+        &self,
+        address: &str,
+        messages: Vec<AmqpMessage>,
+    ) -> Result<(), ArtemisError> {
+        for message in messages {
+            self.send(address, message).await?;
+        }
+        Ok(())
+    }
+
     /// Waits up to `timeout` for the next delivery from `address`; `None` when none came.
     async fn receive(
         &self,

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers, Rewinder,
-    Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers,
+    Rewinder, Transport, TransportError,
 };
 
 use crate::amqp::AmqpClient;
@@ -176,7 +176,25 @@ impl Transport for ArtemisTransport {
             .delay(self)
             .rewind(self)
             .batch_ack(self)
+            .batch_publish(self)
             .browse(self)
+    }
+}
+
+/// A batch in order through [`Client::send_batch`] (the AMQP client keeps a window of
+/// transfers in flight on the address's link), each body with the projection
+/// [`publish`](Transport::publish) gives it.
+#[async_trait]
+impl BatchPublisher for ArtemisTransport {
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        let messages = bodies
+            .iter()
+            .map(|body| projection::message(body))
+            .collect();
+        self.client
+            .send_batch(queue, messages)
+            .await
+            .map_err(TransportError::from)
     }
 }
 

@@ -805,3 +805,22 @@ async fn batches_are_received_and_accepted_together() {
         "only the delivery left out comes back"
     );
 }
+
+/// A batch publish keeps a window of transfers in flight and lands in order, byte for byte,
+/// more messages than one window holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_publish_lands_in_order() {
+    use babelqueue_core::BatchPublisher as _;
+    let Some(_guard) = broker().await else { return };
+    let q = queue("batch-publish");
+    let t = transport().await;
+    let bodies: Vec<Vec<u8>> = (0..600).map(|n| envelope(&q, n)).collect();
+    let slices: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+    t.publish_batch(&q, &slices).await.unwrap();
+    assert_eq!(
+        drain(&t, &q, SHORT * 4).await,
+        bodies,
+        "in order, byte for byte"
+    );
+    t.close().await.unwrap();
+}
