@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use babelqueue_core::{App, Consume, Context, HandlerError};
+use babelqueue_core::{App, Consume, Context, HandlerError, Transport as _};
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_kafka::projection::{self, project};
 use babelqueue_transport_kafka::{KafkaOptions, KafkaTransport, RdKafkaClient, Record};
@@ -77,8 +77,10 @@ fn body(n: u64) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Writes `n` envelopes with their `bq-*` headers, as a BabelQueue producer would.
-async fn fill(topic: &str, n: u64) {
+/// Writes `n` envelopes with their `bq-*` headers, as a BabelQueue producer would, with a bare
+/// rdkafka producer (librdkafka's defaults, `acks=all` among them, as the transport's; up to
+/// 5 000 delivery reports outstanding); returns messages/s until the last report came.
+async fn fill(topic: &str, n: u64) -> f64 {
     let config = KafkaOptions::from_url(&url()).unwrap();
     RdKafkaClient::new(config)
         .create_topics(&[topic], 1)
@@ -86,9 +88,9 @@ async fn fill(topic: &str, n: u64) {
         .expect("the bench topic");
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers())
-        .set("linger.ms", "20")
         .create()
         .unwrap();
+    let started = Instant::now();
     let mut pending = Vec::new();
     for i in 0..n {
         let value = body(i);
@@ -115,6 +117,56 @@ async fn fill(topic: &str, n: u64) {
     for d in pending {
         d.await.unwrap().unwrap();
     }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// This SDK's batch publish: `App::publish_batch` by 1 024 envelopes (each delivery report
+/// awaited, a window of them outstanding); messages/s until the last report came.
+async fn rust_publish(topic: &str, n: u64) -> f64 {
+    RdKafkaClient::new(KafkaOptions::from_url(&url()).unwrap())
+        .create_topics(&[topic], 1)
+        .await
+        .expect("the bench topic");
+    let transport = KafkaTransport::connect(&url()).await.unwrap();
+    let app = App::builder(transport.clone())
+        .queue(topic)
+        .build()
+        .unwrap();
+    let envelopes: Vec<Envelope> = (0..n)
+        .map(|i| {
+            app.envelope(URN)
+                .data(&serde_json::json!({"order_id": i, "total": 99.9, "currency": "EUR"}))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let started = Instant::now();
+    for chunk in envelopes.chunks(1024) {
+        app.publish_batch(topic, chunk).await.unwrap();
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    transport.close().await.unwrap();
+    rate
+}
+
+/// The reference Python SDK publishing `n` envelopes one by one, then flushing
+/// (`tests/python/driver.py bench-publish`).
+fn python_publish(topic: &str, n: u64) -> Option<f64> {
+    let python = python_path()?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .args(["bench-publish", &brokers(), topic, &n.to_string()])
+        .output()
+        .expect("the Python driver runs");
+    assert!(
+        output.status.success(),
+        "the Python publish bench failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = String::from_utf8_lossy(&output.stdout);
+    let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
+    Some(doc["messages"].as_f64().unwrap() / doc["seconds"].as_f64().unwrap().max(1e-9))
 }
 
 /// Messages per second between the first and the last of `n` handled records.
@@ -207,7 +259,8 @@ fn bare(topic: &str, n: u64) -> f64 {
 }
 
 /// The reference Python SDK (`tests/python/driver.py bench`).
-fn python(topic: &str, n: u64) -> Option<f64> {
+/// The reference SDK's interpreter, `None` (after a SKIPPED line) when it is missing.
+fn python_path() -> Option<PathBuf> {
     let python = std::env::var_os("BQ_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -220,6 +273,11 @@ fn python(topic: &str, n: u64) -> Option<f64> {
         );
         return None;
     }
+    Some(python)
+}
+
+fn python(topic: &str, n: u64) -> Option<f64> {
+    let python = python_path()?;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
     let output = std::process::Command::new(python)
         .arg(script)
@@ -314,7 +372,13 @@ fn live(figures_only: bool) {
         .build()
         .unwrap();
     let topic = unique("topic");
-    runtime.block_on(fill(&topic, n));
+    let raw_publish = runtime.block_on(fill(&topic, n));
+    let rust_publish = runtime.block_on(rust_publish(&unique("publish"), n));
+    let python_publish = if full {
+        python_publish(&unique("python-publish"), n)
+    } else {
+        None
+    };
     // Two rounds in turn, each consumer in its own group over the same records; the better
     // round of each counts (the first reader of a fresh topic also warms the broker's cache).
     let (mut bare_best, mut rust1, mut rust8, mut python_best) = (0.0f64, 0.0f64, 0.0f64, None);
@@ -346,6 +410,21 @@ fn live(figures_only: bool) {
         rust1 / bare,
         rust8 / bare
     );
+    println!(
+        "kafka publish, {n} records: bare rdkafka producer {raw_publish:.0}, Rust publish_batch by 1 024 {rust_publish:.0}{} messages/s",
+        python_publish.map_or(String::new(), |p| format!(
+            ", Python SDK 1.24.0 one by one {p:.0}"
+        ))
+    );
+    for (who, rate) in [
+        ("rust-c8", Some(rust_publish)),
+        ("raw", Some(raw_publish)),
+        ("python", python_publish),
+    ] {
+        if let Some(rate) = rate {
+            println!("BQ-FIGURE broker kafka publish {who} {rate:.0}");
+        }
+    }
     for (who, rate) in [
         ("rust-c1", Some(rust1)),
         ("rust-c8", Some(rust8)),

@@ -8,6 +8,7 @@ as JSON lines on stdout, diagnostics go to stderr.
     driver.py reinject  BROKERS TOPIC GROUP TIERS SECONDS
     driver.py dead-letter BROKERS TOPIC COUNT GROUP
     driver.py bench     BROKERS TOPIC COUNT GROUP
+    driver.py bench-publish BROKERS TOPIC COUNT
 """
 
 import json
@@ -127,6 +128,22 @@ def bench(brokers, topic, count, group):
     emit({"messages": processed, "seconds": elapsed})
 
 
+def bench_publish(brokers, topic, count):
+    """Publishes COUNT envelopes one by one, as an application does, then flushes: the time
+    until the broker has them all."""
+    t = transport(brokers)
+    app = BabelQueue(transport=t, queue=topic)
+    data = {"order_id": 1, "total": 99.9, "currency": "EUR"}
+    started = time.perf_counter()
+    for _ in range(int(count)):
+        app.publish(URN, data)
+    left = t._producer_().flush(60)
+    elapsed = time.perf_counter() - started
+    if left:
+        raise SystemExit("%d records still queued after the flush" % left)
+    emit({"messages": int(count), "seconds": elapsed})
+
+
 def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "publish":
@@ -141,6 +158,8 @@ def main(argv):
         reinject(*args)
     elif cmd == "bench":
         bench(*args)
+    elif cmd == "bench-publish":
+        bench_publish(*args)
     else:
         raise SystemExit("unknown command %r" % cmd)
 
