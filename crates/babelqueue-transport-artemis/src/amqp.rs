@@ -677,7 +677,7 @@ impl Client for AmqpClient {
         }
     }
 
-    /// Windows of [`SEND_WINDOW`] transfers in flight on the address's link, their outcomes
+    /// Windows of 256 transfers in flight on the address's link, their outcomes
     /// awaited together. A window that stops at an error that heals (a lost connection, not a
     /// full address) goes on one message at a time through [`send`](Client::send), with its
     /// reconnects, from the first message not known to be accepted (which may duplicate a
