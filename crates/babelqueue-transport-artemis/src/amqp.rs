@@ -468,11 +468,35 @@ impl AmqpClient {
         address: &str,
         sendable: &Sendable<Body<Value>>,
     ) -> Result<(), ArtemisError> {
-        let live = self.live().await?;
+        match self
+            .try_send_window(address, std::slice::from_ref(sendable))
+            .await
+        {
+            (_, None) => Ok(()),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// Sends `messages` in order on the address's link, under its lock: every transfer first
+    /// (each with the credit bound of one send), then every outcome awaited. Returns how many
+    /// of the first were accepted, and the error the window stopped at (`None` when all were
+    /// accepted).
+    async fn try_send_window(
+        &self,
+        address: &str,
+        messages: &[Sendable<Body<Value>>],
+    ) -> (usize, Option<ArtemisError>) {
+        let live = match self.live().await {
+            Ok(live) => live,
+            Err(e) => return (0, Some(e)),
+        };
         // The link of this address, locked: one send at a time per address. A link retired
         // while this send waited for the lock is replaced.
         let (slot, mut guard) = loop {
-            let slot = self.sender(&live, address).await?;
+            let slot = match self.sender(&live, address).await {
+                Ok(slot) => slot,
+                Err(e) => return (0, Some(e)),
+            };
             let guard = slot.clone().lock_owned().await;
             if guard.sender.is_some() {
                 break (slot, guard);
@@ -480,21 +504,25 @@ impl AmqpClient {
             live.forget_sender(address, &slot);
         };
         let credit_timeout = self.config.send_credit_timeout;
-        let wait = if live.is_blocked(address) {
-            BLOCKED_PROBE.min(credit_timeout)
-        } else {
-            credit_timeout
-        };
-        let Some(sender) = guard.sender.as_mut() else {
-            return Err(self.connection_error(format!(
-                "the sender link to {address:?} was retired under its lock"
-            )));
-        };
-        // First the credit and the transfer: `send_batchable_ref` returns once the message is
-        // handed to the session, without waiting for the outcome. Giving up before that drops
-        // the message unsent: fe2o3-amqp takes a credit before it builds the transfer, and the
-        // hand-over to the session (a channel with room for 65 535 frames) is cancel safe.
-        let transferred =
+        let mut transfers = Vec::with_capacity(messages.len());
+        let mut stopped = None;
+        for sendable in messages {
+            let wait = if live.is_blocked(address) {
+                BLOCKED_PROBE.min(credit_timeout)
+            } else {
+                credit_timeout
+            };
+            let Some(sender) = guard.sender.as_mut() else {
+                stopped = Some(self.connection_error(format!(
+                    "the sender link to {address:?} was retired under its lock"
+                )));
+                break;
+            };
+            // First the credit and the transfer: `send_batchable_ref` returns once the message
+            // is handed to the session, without waiting for the outcome. Giving up before that
+            // drops the message unsent: fe2o3-amqp takes a credit before it builds the
+            // transfer, and the hand-over to the session (a channel with room for 65 535
+            // frames) is cancel safe.
             match tokio::time::timeout(wait, sender.send_batchable_ref(sendable)).await {
                 Err(_) => {
                     let newly = lock(&live.blocked).insert(address.to_owned());
@@ -514,96 +542,24 @@ impl AmqpClient {
                         tracing::debug!(target: LOG, address, waited = ?wait, retired,
                             "Still no credit to send to {address:?}; the message was not sent");
                     }
-                    return Err(ArtemisError::AddressBlocked {
-                        address: address.to_owned(),
-                        waited: wait,
-                    });
-                }
-                Ok(Err(e)) => {
-                    live.mark_broken("sending failed");
-                    return Err(self.connection_error(format!("sending to {address:?}: {e}")));
-                }
-                Ok(Ok(transferred)) => transferred,
-            };
-        if lock(&live.blocked).remove(address) {
-            tracing::info!(target: LOG, address, "Artemis gives credit to send to {address:?} again");
-        }
-        // Then the outcome of a message that was transferred.
-        let outcome = match tokio::time::timeout(OPERATION_TIMEOUT, transferred).await {
-            Err(_) => {
-                live.mark_broken("no outcome for a sent message");
-                return Err(ArtemisError::Timeout(OPERATION_TIMEOUT));
-            }
-            Ok(Err(e)) => {
-                live.mark_broken("sending failed");
-                return Err(self.connection_error(format!("sending to {address:?}: {e}")));
-            }
-            Ok(Ok(outcome)) => outcome,
-        };
-        drop(guard);
-        match outcome {
-            Outcome::Accepted(_) => Ok(()),
-            other => Err(ArtemisError::NotAccepted {
-                address: address.to_owned(),
-                outcome: format!("{other:?}"),
-            }),
-        }
-    }
-}
-
-impl AmqpClient {
-    /// One window of a batch: every message transferred on the address's link under its lock
-    /// (each with the credit bound of one send), then every outcome awaited. `Ok(n)`: the
-    /// first `n` were accepted and the window stopped at an error (returned with it), or
-    /// `n == messages.len()` and the error is `None`.
-    async fn try_send_window(
-        &self,
-        address: &str,
-        messages: &[Sendable<Body<Value>>],
-    ) -> (usize, Option<ArtemisError>) {
-        let live = match self.live().await {
-            Ok(live) => live,
-            Err(e) => return (0, Some(e)),
-        };
-        let (_slot, mut guard) = loop {
-            let slot = match self.sender(&live, address).await {
-                Ok(slot) => slot,
-                Err(e) => return (0, Some(e)),
-            };
-            let guard = slot.clone().lock_owned().await;
-            if guard.sender.is_some() {
-                break (slot, guard);
-            }
-            live.forget_sender(address, &slot);
-        };
-        let Some(sender) = guard.sender.as_mut() else {
-            return (
-                0,
-                Some(self.connection_error(format!(
-                    "the sender link to {address:?} was retired under its lock"
-                ))),
-            );
-        };
-        let wait = self.config.send_credit_timeout;
-        let mut transfers = Vec::with_capacity(messages.len());
-        let mut stopped = None;
-        for sendable in messages {
-            match tokio::time::timeout(wait, sender.send_batchable_ref(sendable)).await {
-                Ok(Ok(transferred)) => transfers.push(transferred),
-                Ok(Err(e)) => {
-                    live.mark_broken("sending failed");
-                    stopped = Some(self.connection_error(format!("sending to {address:?}: {e}")));
-                    break;
-                }
-                Err(_) => {
                     stopped = Some(ArtemisError::AddressBlocked {
                         address: address.to_owned(),
                         waited: wait,
                     });
                     break;
                 }
+                Ok(Err(e)) => {
+                    live.mark_broken("sending failed");
+                    stopped = Some(self.connection_error(format!("sending to {address:?}: {e}")));
+                    break;
+                }
+                Ok(Ok(transferred)) => transfers.push(transferred),
+            }
+            if lock(&live.blocked).remove(address) {
+                tracing::info!(target: LOG, address, "Artemis gives credit to send to {address:?} again");
             }
         }
+        // Then the outcome of every message that was transferred.
         let mut accepted = 0;
         for transferred in transfers {
             let outcome = match tokio::time::timeout(OPERATION_TIMEOUT, transferred).await {
@@ -613,23 +569,19 @@ impl AmqpClient {
                 }
                 Ok(Err(e)) => {
                     live.mark_broken("sending failed");
-                    return (
-                        accepted,
-                        Some(self.connection_error(format!("sending to {address:?}: {e}"))),
-                    );
+                    let e = self.connection_error(format!("sending to {address:?}: {e}"));
+                    return (accepted, Some(e));
                 }
                 Ok(Ok(outcome)) => outcome,
             };
             match outcome {
                 Outcome::Accepted(_) => accepted += 1,
                 other => {
-                    return (
-                        accepted,
-                        Some(ArtemisError::NotAccepted {
-                            address: address.to_owned(),
-                            outcome: format!("{other:?}"),
-                        }),
-                    );
+                    let e = ArtemisError::NotAccepted {
+                        address: address.to_owned(),
+                        outcome: format!("{other:?}"),
+                    };
+                    return (accepted, Some(e));
                 }
             }
         }
