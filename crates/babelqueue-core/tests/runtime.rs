@@ -456,8 +456,9 @@ async fn concurrency_n_runs_n_handlers_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_bound_handlers_still_run_side_by_side_above_concurrency_one() {
     // A handler that computes without awaiting (here: blocks its thread for 20 ms). The
-    // consume loop polls a new dispatch itself first; three long first polls in a row turn that off, so
-    // the later ones are tasks and two of them run at the same time on the two workers.
+    // consume loop polls a new dispatch itself first; three long first polls in a row turn
+    // that off, so the later ones are tasks and two of them run at the same time on the two
+    // workers.
     const MESSAGES: usize = 12;
     let memory = MemoryTransport::new();
     let now = Arc::new(AtomicUsize::new(0));

@@ -169,11 +169,13 @@ fn check_members(
         first = false;
         let name = key.decoded(text);
         let span = s.value(depth, &mut |_| {})?;
-        if let Some(&(_, member, expected)) = table.iter().find(|(n, _, _)| *n == name)
-            && !type_ok(expected, span.kind, &text.as_bytes()[span.start..span.end])
-        {
-            note(violation, PoisonCause::WrongType { member, expected });
-        }
+        check_member(
+            table,
+            &name,
+            span.kind,
+            &text[span.start..span.end],
+            violation,
+        );
     }
     Ok(())
 }

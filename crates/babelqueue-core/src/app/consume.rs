@@ -484,8 +484,8 @@ impl<'a> Running<'a> {
 /// [`Inline`] allows: a dispatch that finishes at once (a quick handler) never becomes a task,
 /// and one that waits (on I/O, a timer) continues as a task of its own from where it stopped,
 /// so waiting handlers overlap and run on every worker thread. Three first polls in a row that
-/// took long (a CPU-bound handler) turn the inline polls off for the rest of the run: from then on each
-/// dispatch is a task at once, and CPU-bound handlers run on every worker thread.
+/// took long (a CPU-bound handler) turn the inline polls off for the rest of the run: from
+/// then on each dispatch is a task at once, and CPU-bound handlers run on every worker thread.
 fn start<'a>(
     inner: &Arc<Inner>,
     delivery: Delivery,

@@ -73,11 +73,11 @@ pub trait Observer: Send + Sync {
     fn on_event(&self, event: &Event<'_>);
 }
 
-/// Everything an app holds, shared by its clones and its dispatch tasks.
 /// The handlers by URN. The keys are the application's own; a delivery's URN only looks one up,
 /// so a seeded fast hasher is enough.
 type Handlers = std::collections::HashMap<String, Arc<dyn Handler>, foldhash::fast::RandomState>;
 
+/// Everything an app holds, shared by its clones and its dispatch tasks.
 struct Inner {
     transport: Arc<dyn Transport>,
     queue: String,
