@@ -1,7 +1,9 @@
 //! A broker restart in the middle of a stream: the Artemis process is stopped and started again
 //! (`scripts/brokers.sh down artemis` / `up artemis`, or the command in `BQ_ARTEMIS_RESTART`)
-//! while a producer publishes and a worker consumes. Nothing is lost, and the same worker (the
-//! same `consume` call) carries on after the restart.
+//! while two producers publish (one message at a time, and in batches through
+//! `publish_batch`, whose window falls back to one-at-a-time sends with reconnects when the
+//! connection is lost) and a worker consumes. Nothing is lost, and the same worker (the same
+//! `consume` call) carries on after the restart.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,14 +11,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
+use babelqueue_core::{App, BatchPublisher, Consume, Context, HandlerError, Transport};
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_artemis::ArtemisTransport;
 
 use crate::common::{broker_alone, queue, url};
 
 const URN: &str = "urn:babel:orders:created";
+/// Published one at a time (order ids `0..MESSAGES`), and as many again in batches (order ids
+/// `MESSAGES..2 * MESSAGES`).
 const MESSAGES: i64 = 300;
+const TOTAL: i64 = 2 * MESSAGES;
+const BATCH: i64 = 10;
 
 async fn sh(command: &str) {
     let status = tokio::process::Command::new("bash")
@@ -53,8 +59,12 @@ async fn broker_restart_mid_stream_loses_nothing() {
     let producer = ArtemisTransport::connect(&with_option(&url(), "reconnect_timeout_ms=120000"))
         .await
         .unwrap();
+    let batcher = ArtemisTransport::connect(&with_option(&url(), "reconnect_timeout_ms=120000"))
+        .await
+        .unwrap();
     let worker_transport = ArtemisTransport::connect(&url()).await.unwrap();
     let producer_probe = producer.clone();
+    let batcher_probe = batcher.clone();
 
     let seen: Arc<std::sync::Mutex<BTreeMap<i64, u32>>> = Arc::default();
     let handled = Arc::new(AtomicU64::new(0));
@@ -101,6 +111,31 @@ async fn broker_restart_mid_stream_loses_nothing() {
         }
     });
 
+    let batching = tokio::spawn({
+        let q = q.clone();
+        async move {
+            for first in (MESSAGES..TOTAL).step_by(BATCH as usize) {
+                let bodies: Vec<String> = (first..first + BATCH)
+                    .map(|order| {
+                        Envelope::builder(URN)
+                            .queue(q.clone())
+                            .data(&serde_json::json!({"order_id": order}))
+                            .build()
+                            .unwrap()
+                            .encode()
+                            .unwrap()
+                    })
+                    .collect();
+                let bodies: Vec<&[u8]> = bodies.iter().map(String::as_bytes).collect();
+                batcher
+                    .publish_batch(&q, &bodies)
+                    .await
+                    .expect("publish a batch");
+                tokio::time::sleep(Duration::from_millis(15 * BATCH as u64)).await;
+            }
+        }
+    });
+
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while handled.load(Ordering::SeqCst) < 50 {
         assert!(
@@ -116,15 +151,18 @@ async fn broker_restart_mid_stream_loses_nothing() {
     publishing
         .await
         .expect("the producer finished: every publish was accepted");
+    batching
+        .await
+        .expect("the batch producer finished: every batch was accepted");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
         let have = i64::try_from(seen.lock().unwrap().len()).unwrap();
-        if have == MESSAGES {
+        if have == TOTAL {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "only {have} of {MESSAGES} distinct messages were handled after the restart"
+            "only {have} of {TOTAL} distinct messages were handled after the restart"
         );
         assert!(!worker.is_finished(), "the worker stopped");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -141,12 +179,16 @@ async fn broker_restart_mid_stream_loses_nothing() {
     worker.await.unwrap().expect("the worker ends cleanly");
     let seen = seen.lock().unwrap().clone();
     let duplicates: u32 = seen.values().map(|n| n - 1).sum();
-    assert_eq!(i64::try_from(seen.len()).unwrap(), MESSAGES);
-    assert!(seen.keys().copied().eq(0..MESSAGES));
+    assert_eq!(i64::try_from(seen.len()).unwrap(), TOTAL);
+    assert!(seen.keys().copied().eq(0..TOTAL));
     eprintln!(
-        "restart: {MESSAGES} published, {MESSAGES} handled at least once, {duplicates} handled twice (at least once)"
+        "restart: {TOTAL} published, {TOTAL} handled at least once, {duplicates} handled twice (at least once)"
     );
-    for (who, t) in [("worker", &worker_transport), ("producer", &producer_probe)] {
+    for (who, t) in [
+        ("worker", &worker_transport),
+        ("producer", &producer_probe),
+        ("batch producer", &batcher_probe),
+    ] {
         let opened = t.amqp().unwrap().connections_opened();
         assert!(opened >= 2, "the {who} reconnected ({opened} connections)");
     }
