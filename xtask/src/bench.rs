@@ -10,8 +10,8 @@
 //! 2. `xtask/bench/python_hop.py` under the Python SDK 1.24.0 of `<cache>/venv` (installed by
 //!    `scripts/brokers.sh up python`), timing the same hop on the same files;
 //! 3. the runtime benchmark (`crates/babelqueue-core/benches/runtime.rs`): memory:// messages/s
-//!    at concurrency 1 and 8 with the RSS before and after, and a worker's RSS after 100 000
-//!    and 1 000 000 messages;
+//!    at concurrency 1 and 8, the best and the median of five rounds, with the RSS before and
+//!    after, and a worker's RSS after 100 000 and 1 000 000 messages;
 //!
 //! then prints the ratios and says, for each target of issue 16, whether this run met it. The
 //! benchmarks print `BQ-FIGURE` lines; this module only reads them.
@@ -199,30 +199,41 @@ fn report(hops: &Hops, python: &BTreeMap<String, f64>, runtime: &[Vec<String>]) 
     }
 
     println!();
-    println!("runtime on memory://, no-op handler (classify, decode, route, handle, acknowledge):");
     println!(
-        "  {:>11} {:>8} {:>12} {:>9} {:>18} {:>14}",
-        "concurrency", "prefetch", "messages/s", "µs/msg", "in serde_json hops", "RSS before/after"
+        "runtime on memory://, no-op handler (classify, decode, route, handle, acknowledge); the best and the median of the rounds:"
+    );
+    println!(
+        "  {:>11} {:>8} {:>12} {:>12} {:>9} {:>18} {:>14}",
+        "concurrency",
+        "prefetch",
+        "best msg/s",
+        "median msg/s",
+        "µs/msg",
+        "in serde_json hops",
+        "RSS before/after"
     );
     let serde_small = hops.get("small").map(|h| h.2);
-    let mut rates: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    // (best, median) by (concurrency, prefetch).
+    let mut rates: BTreeMap<(u64, u64), (f64, f64)> = BTreeMap::new();
     for f in runtime
         .iter()
         .filter(|f| f.first().is_some_and(|k| k == "runtime"))
     {
-        let (concurrency, prefetch, rate) = (number(f, 1), number(f, 2), number(f, 3));
+        let (concurrency, prefetch, best, median) =
+            (number(f, 1), number(f, 2), number(f, 3), number(f, 4));
         let key = |at: usize| f.get(at).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
-        rates.insert((key(1), key(2)), rate);
-        let per = 1e6 / rate;
+        rates.insert((key(1), key(2)), (best, median));
+        let per = 1e6 / best;
         println!(
-            "  {:>11} {:>8} {:>12.0} {:>9.2} {:>18} {:>7.0}/{:.0} MiB",
+            "  {:>11} {:>8} {:>12.0} {:>12.0} {:>9.2} {:>18} {:>7.0}/{:.0} MiB",
             concurrency,
             prefetch,
-            rate,
+            best,
+            median,
             per,
             serde_small.map_or("-".to_owned(), |s| format!("{:.2}", per * 1e3 / s)),
-            number(f, 4) / 1024.0,
             number(f, 5) / 1024.0,
+            number(f, 6) / 1024.0,
         );
     }
     if let Some(f) = runtime
@@ -235,15 +246,18 @@ fn report(hops: &Hops, python: &BTreeMap<String, f64>, runtime: &[Vec<String>]) 
             number(f, 2)
         );
     }
-    if let Some(c1) = rates.get(&(1, 1)) {
+    if let Some(&(c1, c1_median)) = rates.get(&(1, 1)) {
+        // The best round is the verdict: on a shared machine other work only ever adds time,
+        // so the best round is the runtime's own cost; the median says how busy the machine was.
         println!(
-            "  target: at least 500 000 messages/s at concurrency 1: {c1:.0}, {}",
-            verdict(*c1 >= 500_000.0)
+            "  target: at least 500 000 messages/s at concurrency 1 (best round): {c1:.0} (median {c1_median:.0}), {}",
+            verdict(c1 >= 500_000.0)
         );
-        if let Some(c8) = rates.get(&(8, 8)) {
+        if let Some(&(c8, c8_median)) = rates.get(&(8, 8)) {
             println!(
-                "  target: concurrency 8 not slower than concurrency 1: {:.2}x, {}",
+                "  target: concurrency 8 not slower than concurrency 1: {:.2}x (medians {:.2}x), {}",
                 c8 / c1,
+                c8_median / c1_median,
                 verdict(c8 >= c1)
             );
         }
@@ -319,7 +333,11 @@ const BROKERS: &[BrokerBench] = &[
 ];
 
 /// The brokers whose benchmarks do not print side-by-side figures yet.
-const NOT_YET: &[&str] = &["sqs", "nats"];
+const NOT_YET: &[&str] = &["nats"];
+
+/// SQS on moto: moto bounds the rates, so its target is the requests per message (issue 17).
+const SQS: &str = "sqs";
+const SQS_REQUESTS_PER_MESSAGE: f64 = 0.25;
 
 /// `cargo xtask bench brokers [--broker NAME]...`: each broker's side-by-side benchmark on the
 /// local broker (`scripts/brokers.sh up` first), then its ratios and targets.
@@ -337,7 +355,7 @@ fn brokers(args: &[String]) -> Result<(), String> {
             println!(
                 "{name}: its benchmark does not print side-by-side figures yet (issue 17); run `cargo bench -p babelqueue-transport-{name}` for its own figures"
             );
-        } else if !BROKERS.iter().any(|b| b.name == *name) {
+        } else if *name != SQS && !BROKERS.iter().any(|b| b.name == *name) {
             return Err(format!("unknown broker {name:?}"));
         }
     }
@@ -360,6 +378,20 @@ fn brokers(args: &[String]) -> Result<(), String> {
         for row in broker.rows {
             report_broker(broker, row, &figures);
         }
+    }
+    if wanted.is_empty() || wanted.contains(&SQS) {
+        println!("== {SQS}");
+        let mut cmd = cargo();
+        cmd.args([
+            "bench",
+            "--package",
+            "babelqueue-transport-sqs",
+            "--bench",
+            "throughput",
+        ])
+        .env("BQ_BENCH_FIGURES_ONLY", "1")
+        .env("BQ_REQUIRE_BROKERS", "1");
+        report_sqs(&run_figures(cmd)?);
     }
     if wanted.is_empty() {
         println!(
@@ -427,6 +459,50 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
                 ours / raw * 100.0,
                 verdict(ours / raw >= broker.raw_share)
             );
+        }
+    }
+}
+
+/// The SQS figures: rates beside the Python SDK's (moto bounds them), and the requests per
+/// message of the batched paths against the target.
+fn report_sqs(figures: &[Vec<String>]) {
+    let find = |kind: &str, key: &str| {
+        figures
+            .iter()
+            .find(|f| {
+                f.first().is_some_and(|k| k == "sqs")
+                    && f.get(1).is_some_and(|k| k == kind)
+                    && f.get(2).is_some_and(|k| k == key)
+            })
+            .map(|f| number(f, 3))
+    };
+    println!();
+    println!("sqs (moto): messages/s, one run (moto bounds them)");
+    let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
+    for (label, key) in [
+        ("rust publish, one at a time", "rust_publish"),
+        ("rust publish_batch", "rust_publish_batch"),
+        ("python publish, one at a time", "python_publish"),
+        ("rust consume, concurrency 1", "rust_consume_c1"),
+        ("rust consume, concurrency 8", "rust_consume_c8"),
+        ("rust consume, concurrency 10", "rust_consume_c10"),
+        ("python consume", "python_consume"),
+    ] {
+        println!("  {label:<32} {:>10}", show(find("rate", key)));
+    }
+    for (label, key) in [
+        ("publish_batch", "publish_batch"),
+        (
+            "consume at concurrency 10 (receive 10, batched deletes)",
+            "consume_c10",
+        ),
+    ] {
+        match find("requests", key) {
+            Some(per) => println!(
+                "  target: {label}: at most {SQS_REQUESTS_PER_MESSAGE} requests per message: {per:.3}, {}",
+                verdict(per <= SQS_REQUESTS_PER_MESSAGE)
+            ),
+            None => println!("  target: {label}: requests per message not measured"),
         }
     }
 }

@@ -15,6 +15,13 @@
 //! (default 1000): moto's receive and delete scan the whole queue, so a deeper backlog only
 //! measures moto. Under `cargo test` the benchmarks run once, briefly. Without the broker it
 //! prints `SKIPPED` (or fails when `BQ_REQUIRE_BROKERS` is set).
+//!
+//! moto, not the SDK, bounds the rates; what the SDK controls is how many requests it makes.
+//! The batched rounds count them (a counting [`SqsClient`] around the real one): `publish_batch`
+//! of the round's messages (`SendMessageBatch` of 10) and a worker at concurrency 10 receiving
+//! 10 per `ReceiveMessage` and deleting with `DeleteMessageBatch`, every request included (the
+//! queue URL look-up, the last empty receive). Every figure is also a `BQ-FIGURE` line, which
+//! `cargo xtask bench brokers --broker sqs` reads.
 
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -23,9 +30,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
 use babelqueue_transport_sqs::aws_sdk_sqs;
-use babelqueue_transport_sqs::{AwsSqs, SqsOptions, SqsTransport};
+use babelqueue_transport_sqs::{
+    AwsSqs, ReceiveMessage, ReceivedMessage, SendMessage, SqsClient, SqsError, SqsOptions,
+    SqsTransport,
+};
 use criterion::{Criterion, Throughput};
 
 const URN: &str = "urn:babel:orders:created";
@@ -119,6 +132,140 @@ impl Bench {
         {
             let _ = self.sdk.delete_queue().queue_url(url).send().await;
         }
+    }
+}
+
+/// The real client, counting every request it makes.
+#[derive(Debug)]
+struct Counted {
+    inner: AwsSqs,
+    requests: Arc<AtomicU64>,
+}
+
+impl Counted {
+    fn count(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[async_trait]
+impl SqsClient for Counted {
+    async fn get_queue_url(&self, name: &str) -> Result<String, SqsError> {
+        self.count();
+        self.inner.get_queue_url(name).await
+    }
+    async fn send_message(&self, request: SendMessage) -> Result<(), SqsError> {
+        self.count();
+        self.inner.send_message(request).await
+    }
+    async fn receive_message(
+        &self,
+        request: ReceiveMessage,
+    ) -> Result<Vec<ReceivedMessage>, SqsError> {
+        self.count();
+        self.inner.receive_message(request).await
+    }
+    async fn delete_message(&self, queue_url: &str, receipt_handle: &str) -> Result<(), SqsError> {
+        self.count();
+        self.inner.delete_message(queue_url, receipt_handle).await
+    }
+    async fn change_message_visibility(
+        &self,
+        queue_url: &str,
+        receipt_handle: &str,
+        visibility_timeout: i32,
+    ) -> Result<(), SqsError> {
+        self.count();
+        self.inner
+            .change_message_visibility(queue_url, receipt_handle, visibility_timeout)
+            .await
+    }
+    async fn send_message_batch(
+        &self,
+        queue_url: &str,
+        requests: Vec<SendMessage>,
+    ) -> Result<(), SqsError> {
+        self.count();
+        self.inner.send_message_batch(queue_url, requests).await
+    }
+    async fn delete_message_batch(
+        &self,
+        queue_url: &str,
+        receipt_handles: Vec<String>,
+    ) -> Result<(), SqsError> {
+        self.count();
+        self.inner
+            .delete_message_batch(queue_url, receipt_handles)
+            .await
+    }
+}
+
+/// What a batched round did: its time, and the requests it made.
+struct Counting {
+    took: Duration,
+    requests: u64,
+}
+
+impl Bench {
+    /// A transport on a counting client (10 messages per receive), and its counter.
+    fn counted(&self) -> (SqsTransport, Arc<AtomicU64>) {
+        let requests = Arc::new(AtomicU64::new(0));
+        let config = SqsOptions::from_url(&self.url)
+            .expect("a valid URL")
+            .max_messages(10);
+        let client = Counted {
+            inner: AwsSqs::new(sdk(&self.region, &self.endpoint)),
+            requests: requests.clone(),
+        };
+        (SqsTransport::new(client, config), requests)
+    }
+}
+
+/// Publishes `n` messages with `App::publish_batch` (`SendMessageBatch` of 10), counted.
+async fn rust_publish_batch(bench: &Bench, n: u64) -> Counting {
+    let queue = bench.queue("rbat").await;
+    let (transport, requests) = bench.counted();
+    let app = App::builder(transport)
+        .queue(queue.clone())
+        .build()
+        .unwrap();
+    let data = serde_json::json!({"order_id": 1042, "total": 99.9});
+    let envelopes: Vec<_> = (0..n)
+        .map(|_| app.envelope(URN).data(&data).build().unwrap())
+        .collect();
+    let started = Instant::now();
+    app.publish_batch(&queue, &envelopes).await.unwrap();
+    let took = started.elapsed();
+    bench.delete_queue(&queue).await;
+    Counting {
+        took,
+        requests: requests.load(Ordering::Relaxed),
+    }
+}
+
+/// Fills a fresh queue with `n` messages, then a worker at concurrency 10 consumes them all
+/// (10 per receive, batched deletes), counted.
+async fn rust_consume_batched(bench: &Bench, n: u64) -> Counting {
+    let queue = bench.queue("rbcon").await;
+    fill(Arc::new(bench.transport(1)), &queue, n).await;
+    let (transport, requests) = bench.counted();
+    let app = App::builder(transport)
+        .queue(queue.clone())
+        .concurrency(10)
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let summary = app
+        .consume(Consume::new().max_messages(n).handle_signals(false))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(summary.processed, n, "every message consumed");
+    bench.delete_queue(&queue).await;
+    Counting {
+        took,
+        requests: requests.load(Ordering::Relaxed),
     }
 }
 
@@ -261,43 +408,47 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut criterion = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(8))
-        .configure_from_args();
-    let mut group = criterion.benchmark_group("sqs_moto");
-    group.throughput(Throughput::Elements(CRITERION_BATCH));
-    for concurrency in [1, 8] {
-        group.bench_function(
-            format!("rust_consume_noop_concurrency_{concurrency}"),
-            |b| {
-                b.to_async(&runtime).iter_custom(|iters| {
-                    let bench = &bench;
-                    async move {
-                        let mut total = Duration::ZERO;
-                        for _ in 0..iters {
-                            total += rust_consume(bench, CRITERION_BATCH, concurrency).await;
+    // `BQ_BENCH_FIGURES_ONLY` (what `cargo xtask bench brokers` sets) skips criterion.
+    let figures_only = std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some();
+    if !figures_only {
+        let mut criterion = Criterion::default()
+            .sample_size(10)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(8))
+            .configure_from_args();
+        let mut group = criterion.benchmark_group("sqs_moto");
+        group.throughput(Throughput::Elements(CRITERION_BATCH));
+        for concurrency in [1, 8] {
+            group.bench_function(
+                format!("rust_consume_noop_concurrency_{concurrency}"),
+                |b| {
+                    b.to_async(&runtime).iter_custom(|iters| {
+                        let bench = &bench;
+                        async move {
+                            let mut total = Duration::ZERO;
+                            for _ in 0..iters {
+                                total += rust_consume(bench, CRITERION_BATCH, concurrency).await;
+                            }
+                            total
                         }
-                        total
-                    }
-                });
-            },
-        );
+                    });
+                },
+            );
+        }
+        group.finish();
+        // The same worker over the in-process FakeSqs: the cost of the transport and the runtime
+        // alone, without HTTP or a server.
+        let mut group = criterion.benchmark_group("sqs_fake");
+        group.throughput(Throughput::Elements(FAKE_BATCH));
+        group.bench_function("rust_consume_noop_concurrency_1", |b| {
+            b.to_async(&runtime)
+                .iter_custom(|iters| async move { fake_consume(FAKE_BATCH * iters).await });
+        });
+        group.finish();
+        criterion.final_summary();
     }
-    group.finish();
-    // The same worker over the in-process FakeSqs: the cost of the transport and the runtime
-    // alone, without HTTP or a server.
-    let mut group = criterion.benchmark_group("sqs_fake");
-    group.throughput(Throughput::Elements(FAKE_BATCH));
-    group.bench_function("rust_consume_noop_concurrency_1", |b| {
-        b.to_async(&runtime)
-            .iter_custom(|iters| async move { fake_consume(FAKE_BATCH * iters).await });
-    });
-    group.finish();
-    criterion.final_summary();
 
-    if !std::env::args().any(|a| a == "--bench") {
+    if !(figures_only || std::env::args().any(|a| a == "--bench")) {
         return;
     }
     // moto scans a queue's whole list on every receive and delete, so a consumer's rate falls
@@ -320,8 +471,15 @@ fn main() {
     }
     // The machine is shared: the measurements are interleaved round by round, so a change of
     // load weighs on every one of them alike.
-    let mut totals = [0.0_f64; 5];
+    let mut totals = [0.0_f64; 7];
+    let mut requests = [0_u64; 2];
     for _ in 0..rounds {
+        let published = runtime.block_on(rust_publish_batch(&bench, backlog));
+        totals[5] += published.took.as_secs_f64();
+        requests[0] += published.requests;
+        let consumed = runtime.block_on(rust_consume_batched(&bench, backlog));
+        totals[6] += consumed.took.as_secs_f64();
+        requests[1] += consumed.requests;
         totals[0] += runtime
             .block_on(rust_publish(&bench, backlog))
             .as_secs_f64();
@@ -352,9 +510,30 @@ fn main() {
         "rust   consume, concurrency 8, batch 8",
         "python publish, one at a time         ",
         "python consume, one at a time         ",
+        "rust   publish_batch (10 per request) ",
+        "rust   consume, concurrency 10, batch 10",
     ];
-    let shown = if python.is_some() { 5 } else { 3 };
-    for (label, seconds) in labels.iter().zip(totals).take(shown) {
+    let keys = [
+        "rust_publish",
+        "rust_consume_c1",
+        "rust_consume_c8",
+        "python_publish",
+        "python_consume",
+        "rust_publish_batch",
+        "rust_consume_c10",
+    ];
+    for ((label, key), seconds) in labels.iter().zip(keys).zip(totals) {
+        if key.starts_with("python") && python.is_none() {
+            continue;
+        }
         println!("{label}: {} ({shape})", rate(n, seconds));
+        println!("BQ-FIGURE sqs rate {key} {:.1}", n as f64 / seconds);
+    }
+    for (what, count) in ["publish_batch", "consume_c10"].iter().zip(requests) {
+        let per = count as f64 / n as f64;
+        println!(
+            "rust   {what}: {count} requests for {n} messages = {per:.3} requests per message"
+        );
+        println!("BQ-FIGURE sqs requests {what} {per:.4}");
     }
 }
