@@ -214,8 +214,9 @@ impl MemoryTransport {
         let Some(Queue { name, waiting: q }) = queues.get_mut(queue) else {
             return Err(None);
         };
-        let mut taken = Vec::new();
-        while taken.len() < max.max(1) {
+        let max = max.clamp(1, q.len().max(1));
+        let mut taken = Vec::with_capacity(max);
+        while taken.len() < max {
             let position = q.iter().position(|m| m.visible_at.is_none_or(|t| t <= now));
             let Some(message) = position.and_then(|p| q.remove(p)) else {
                 break;

@@ -190,9 +190,17 @@ impl App {
         let gather = capabilities.batch_acker().is_some();
         let mut gathered: Vec<Delivery> = Vec::new();
         let ack_batch = inner.prefetch.max(ACK_BATCH);
-        // When the receive in progress started.
-        let mut receive_started = tokio::time::Instant::now();
+        // When the receive in progress first had to wait (unset while it answered at once:
+        // the clock is read only on the way to a wait).
+        let mut receive_waited: Option<tokio::time::Instant> = None;
+        // When a delivery last arrived: kept only for an idle timeout.
         let mut last_arrival = tokio::time::Instant::now();
+        let idle_timeout = options.idle_timeout;
+        let arrived = |last_arrival: &mut tokio::time::Instant| {
+            if idle_timeout.is_some() {
+                *last_arrival = tokio::time::Instant::now();
+            }
+        };
         let mut fatal: Option<TransportError> = None;
         loop {
             while let Some(Some(done)) = running.next().now_or_never() {
@@ -238,13 +246,14 @@ impl App {
                 inner.ack_gathered(&mut gathered).await;
             }
             let receive = receiving.get_or_insert_with(|| {
-                receive_started = tokio::time::Instant::now();
+                receive_waited = None;
                 // Already a pinned box (an `async_trait` method): not boxed a second time.
                 inner.transport.receive(&queue, wanted, inner.poll_timeout)
             });
             let received = match receive.as_mut().now_or_never() {
                 Some(received) => received,
                 None => {
+                    receive_waited.get_or_insert_with(tokio::time::Instant::now);
                     // About to wait: nothing gathered is held back meanwhile.
                     inner.ack_gathered(&mut gathered).await;
                     if running.is_empty() {
@@ -266,7 +275,7 @@ impl App {
             receiving = None;
             match received {
                 Ok(deliveries) if !deliveries.is_empty() => {
-                    last_arrival = tokio::time::Instant::now();
+                    arrived(&mut last_arrival);
                     ready.extend(deliveries);
                     if inner.stop.flag.load(Ordering::SeqCst) {
                         // Reserved after the stop was requested: handed straight back below.
@@ -285,13 +294,15 @@ impl App {
                             break;
                         }
                     } else {
-                        last_arrival = tokio::time::Instant::now();
+                        arrived(&mut last_arrival);
                     }
                     // A transport may answer an empty receive before the poll timeout (a short
                     // poll, an in-memory fake): wait out the rest, so that the loop never spins
                     // on a queue that stays empty (it would starve the runtime's other tasks,
                     // timers included). A stop or a finished dispatch ends the wait early.
-                    let rest = inner.poll_timeout.saturating_sub(receive_started.elapsed());
+                    let rest = inner.poll_timeout.saturating_sub(
+                        receive_waited.map_or(Duration::ZERO, |since| since.elapsed()),
+                    );
                     if !rest.is_zero() {
                         inner.ack_gathered(&mut gathered).await;
                         tokio::select! {
