@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use crate::auth::PulsarAuth;
 use crate::error::PulsarError;
 use crate::projection::Properties;
+use crate::window::Handed;
 
 /// Identifies one received message for ack and nack: its topic and its message id
 /// (`ledger:entry:partition:batch`).
@@ -407,11 +408,11 @@ impl NativeClient {
 
     /// [`PulsarClient::send_batch`] on the topic's cached producer: up to [`SEND_WINDOW`]
     /// messages handed to it at once (in order, under its lock), then their receipts awaited,
-    /// window after window. When the connection's outbound queue is full (the client's
-    /// `SlowDown`, shared with every producer and consumer on the connection) the receipts in
-    /// flight are awaited and the message is handed over again, in its place. Any other
-    /// refusal ends the batch (the producer is dropped from the cache, as for one send); the
-    /// receipts already in flight are still awaited.
+    /// window after window ([`crate::window::send`], tested offline). When the connection's
+    /// outbound queue is full (the client's `SlowDown`, shared with every producer and consumer
+    /// on the connection) the receipts in flight are awaited and the message is handed over
+    /// again, in its place. Any other refusal ends the batch (the producer is dropped from the
+    /// cache, as for one send); the receipts already in flight are still awaited.
     async fn send_window(
         &self,
         topic: &str,
@@ -424,57 +425,43 @@ impl NativeClient {
         let producer = self.producer(topic).await?;
         let failed =
             |e: pulsar::Error| PulsarError::from_client(&format!("sending to {topic}"), &e);
-        let mut first_error = None;
-        let mut receipts = Vec::with_capacity(SEND_WINDOW);
-        let mut slowed = 0usize;
-        let mut messages = messages.iter();
-        let mut next = messages.next();
-        while let Some((payload, properties)) = next {
-            let message = pulsar::producer::Message {
-                payload: payload.to_vec(),
-                properties: properties
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-                ..Default::default()
-            };
-            let sent = producer.lock().await.send_non_blocking(message).await;
-            let mut full = false;
-            match sent {
-                Ok(receipt) => {
-                    receipts.push(receipt);
-                    next = messages.next();
+        let (producer, messages, failed) = (&producer, &messages, &failed);
+        crate::window::send(
+            messages.len(),
+            SEND_WINDOW,
+            SLOW_DOWN_LIMIT,
+            |i| async move {
+                let (payload, properties) = &messages[i];
+                let message = pulsar::producer::Message {
+                    payload: payload.to_vec(),
+                    properties: properties
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    ..Default::default()
+                };
+                match producer.lock().await.send_non_blocking(message).await {
+                    Ok(receipt) => {
+                        Handed::Sent(receipt.map(move |r| r.map(|_| ()).map_err(failed)))
+                    }
+                    Err(pulsar::Error::Producer(ProducerError::Connection(
+                        ConnectionError::SlowDown,
+                    ))) => Handed::Full,
+                    Err(e) => {
+                        // Dropped from the cache, as after one failed send: the next send
+                        // builds a fresh producer.
+                        self.producers.lock().await.remove(topic);
+                        Handed::Failed(failed(e))
+                    }
                 }
-                Err(pulsar::Error::Producer(ProducerError::Connection(
+            },
+            || {
+                failed(pulsar::Error::Producer(ProducerError::Connection(
                     ConnectionError::SlowDown,
-                ))) if slowed < SLOW_DOWN_LIMIT => {
-                    // Let what is in flight drain, then hand the same message over again.
-                    slowed += 1;
-                    full = true;
-                    if receipts.is_empty() {
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    }
-                }
-                Err(e) => {
-                    first_error = Some(failed(e));
-                    self.producers.lock().await.remove(topic);
-                    break;
-                }
-            }
-            if receipts.len() >= SEND_WINDOW || full {
-                for receipt in receipts.drain(..) {
-                    if let Err(e) = receipt.await {
-                        first_error.get_or_insert_with(|| failed(e));
-                    }
-                }
-            }
-        }
-        for receipt in receipts {
-            if let Err(e) = receipt.await {
-                first_error.get_or_insert_with(|| failed(e));
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+                )))
+            },
+        )
+        .await
     }
 
     async fn ask<T>(
