@@ -31,7 +31,8 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(crate) struct Book {
     next_id: u64,
-    partitions: HashMap<TopicPartition, BTreeMap<i64, Entry>>,
+    /// Looked up twice per record (hand-out and settle): a seeded fast hasher, not SipHash.
+    partitions: HashMap<TopicPartition, BTreeMap<i64, Entry>, foldhash::fast::RandomState>,
 }
 
 impl Book {
@@ -40,13 +41,20 @@ impl Book {
     pub(crate) fn track(&mut self, tp: &TopicPartition, offset: i64) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
-        self.partitions.entry(tp.clone()).or_default().insert(
-            offset,
-            Entry {
-                id,
-                state: State::InFlight,
-            },
-        );
+        let entry = Entry {
+            id,
+            state: State::InFlight,
+        };
+        // The partition is cloned (its topic copied) only the first time it is seen.
+        match self.partitions.get_mut(tp) {
+            Some(records) => {
+                records.insert(offset, entry);
+            }
+            None => {
+                self.partitions
+                    .insert(tp.clone(), BTreeMap::from([(offset, entry)]));
+            }
+        }
         id
     }
 
@@ -84,9 +92,8 @@ impl Book {
             top = Some(*entry.key());
             entry.remove();
         }
-        if entries.is_empty() {
-            self.partitions.remove(tp);
-        }
+        // An emptied partition keeps its map (empty, it holds no memory) until it is revoked:
+        // its next record, usually the very next one, needs no copy of its name.
         top.map(|offset| offset + 1)
     }
 
