@@ -249,20 +249,7 @@ async fn rust_consume_batched(bench: &Bench, n: u64) -> Counting {
     let queue = bench.queue("rbcon").await;
     fill(Arc::new(bench.transport(1)), &queue, n).await;
     let (transport, requests) = bench.counted();
-    let app = App::builder(transport)
-        .queue(queue.clone())
-        .concurrency(10)
-        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
-        .build()
-        .unwrap();
-    let started = Instant::now();
-    let summary = app
-        .consume(Consume::new().max_messages(n).handle_signals(false))
-        .await
-        .unwrap();
-    let took = started.elapsed();
-    assert_eq!(summary.processed, n, "every message consumed");
-    bench.delete_queue(&queue).await;
+    let took = timed_worker(bench, Arc::new(transport), &queue, n, 10).await;
     Counting {
         took,
         requests: requests.load(Ordering::Relaxed),
@@ -319,8 +306,20 @@ async fn rust_consume(bench: &Bench, n: u64, concurrency: usize) -> Duration {
     let queue = bench.queue("rcon").await;
     let transport = Arc::new(bench.transport(concurrency));
     fill(transport.clone(), &queue, n).await;
+    timed_worker(bench, transport, &queue, n, concurrency).await
+}
+
+/// Times a worker with a no-op handler at `concurrency` consuming the `n` messages of
+/// `queue`, then deletes the queue.
+async fn timed_worker(
+    bench: &Bench,
+    transport: Arc<SqsTransport>,
+    queue: &str,
+    n: u64,
+    concurrency: usize,
+) -> Duration {
     let app = App::builder_arc(transport)
-        .queue(queue.clone())
+        .queue(queue)
         .concurrency(concurrency)
         .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
         .build()
@@ -332,7 +331,7 @@ async fn rust_consume(bench: &Bench, n: u64, concurrency: usize) -> Duration {
         .unwrap();
     let took = started.elapsed();
     assert_eq!(summary.processed, n, "every message consumed");
-    bench.delete_queue(&queue).await;
+    bench.delete_queue(queue).await;
     took
 }
 
