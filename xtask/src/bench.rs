@@ -79,6 +79,14 @@ fn number(words: &[String], at: usize) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The number right after the first figure line that starts with `words`.
+fn figure(figures: &[Vec<String>], words: &[&str]) -> Option<f64> {
+    figures
+        .iter()
+        .find(|f| f.len() > words.len() && f.iter().zip(words).all(|(a, b)| a == b))
+        .map(|f| number(f, words.len()))
+}
+
 fn verdict(met: bool) -> &'static str {
     if met { "met" } else { "NOT met" }
 }
@@ -403,17 +411,7 @@ fn brokers(args: &[String]) -> Result<(), String> {
 }
 
 fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
-    let rate = |phase: &str, who: &str| {
-        figures
-            .iter()
-            .find(|f| {
-                f.first().is_some_and(|k| k == "broker")
-                    && f.get(1).is_some_and(|b| b == row)
-                    && f.get(2).is_some_and(|p| p == phase)
-                    && f.get(3).is_some_and(|w| w == who)
-            })
-            .map(|f| number(f, 4))
-    };
+    let rate = |phase: &str, who: &str| figure(figures, &["broker", row, phase, who]);
     println!();
     println!("{row}: messages/s, one run");
     println!("  {:<20} {:>12} {:>12}", "", "publish", "consume+ack");
@@ -466,16 +464,7 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
 /// The SQS figures: rates beside the Python SDK's (moto bounds them), and the requests per
 /// message of the batched paths against the target.
 fn report_sqs(figures: &[Vec<String>]) {
-    let find = |kind: &str, key: &str| {
-        figures
-            .iter()
-            .find(|f| {
-                f.first().is_some_and(|k| k == "sqs")
-                    && f.get(1).is_some_and(|k| k == kind)
-                    && f.get(2).is_some_and(|k| k == key)
-            })
-            .map(|f| number(f, 3))
-    };
+    let find = |kind: &str, key: &str| figure(figures, &["sqs", kind, key]);
     println!();
     println!("sqs (moto): messages/s, one run (moto bounds them)");
     let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
@@ -520,5 +509,10 @@ mod tests {
         );
         assert!(number(&figures(out)[0], 4) == 5900.0);
         assert!(number(&figures(out)[0], 9).is_nan());
+        assert_eq!(
+            figure(&figures(out), &["codec_hop_ns", "small"]),
+            Some(419.0)
+        );
+        assert_eq!(figure(&figures(out), &["codec_hop_ns", "large"]), None);
     }
 }
