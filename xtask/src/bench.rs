@@ -12,6 +12,10 @@
 //! 3. the runtime benchmark (`crates/babelqueue-core/benches/runtime.rs`): memory:// messages/s
 //!    at concurrency 1 and 8, the best and the median of five rounds, with the RSS before and
 //!    after, and a worker's RSS after 100 000 and 1 000 000 messages;
+//! 4. concurrency 1 again, built with Cargo's default release profile (no LTO, 16 codegen
+//!    units): the workspace's profile (fat LTO, one codegen unit) is what the figures above and
+//!    the verdicts use, and a service gets them only if its own profile says the same, so the
+//!    run shows both;
 //!
 //! then prints the ratios and says, for each target of issue 16, whether this run met it. The
 //! benchmarks print `BQ-FIGURE` lines; this module only reads them.
@@ -103,7 +107,7 @@ type Hops = BTreeMap<String, (f64, f64, f64)>;
 
 fn runtime() -> Result<(), String> {
     let bodies = tools::cache_dir().join("bench/bodies");
-    println!("== 1/3 codec hop: babelqueue against serde_json");
+    println!("== 1/4 codec hop: babelqueue against serde_json");
     let mut codec = cargo();
     codec
         .args([
@@ -121,10 +125,10 @@ fn runtime() -> Result<(), String> {
         .map(|f| (f[1].clone(), (number(&f, 2), number(&f, 3), number(&f, 4))))
         .collect();
 
-    println!("== 2/3 codec hop: the Python SDK 1.24.0 on the same bodies");
+    println!("== 2/4 codec hop: the Python SDK 1.24.0 on the same bodies");
     let python_hops = python_hops(&bodies);
 
-    println!("== 3/3 runtime on memory://");
+    println!("== 3/4 runtime on memory://, {}", profile_label());
     let mut bench = cargo();
     bench
         .args([
@@ -137,8 +141,67 @@ fn runtime() -> Result<(), String> {
         .env("BQ_BENCH_FIGURES_ONLY", "1");
     let runtime = run_figures(bench)?;
 
+    println!("== 4/4 runtime on memory://, concurrency 1, {DEFAULT_PROFILE}");
+    let mut bench = cargo();
+    bench
+        .args([
+            "bench",
+            "--package",
+            "babelqueue-core",
+            "--bench",
+            "runtime",
+        ])
+        .env("BQ_BENCH_FIGURES_ONLY", "1")
+        .env("BQ_BENCH_ONLY", "1:1")
+        // Built beside the other (its own artifacts: the profile is part of their hash).
+        .env("CARGO_PROFILE_BENCH_LTO", "false")
+        .env("CARGO_PROFILE_BENCH_CODEGEN_UNITS", "16");
+    let default_profile = run_figures(bench)?;
+
     report(&hops, &python_hops, &runtime);
+    report_default_profile(&runtime, &default_profile);
     Ok(())
+}
+
+/// Cargo's own release profile, which a service that sets nothing builds with.
+const DEFAULT_PROFILE: &str = "Cargo's default release profile (no LTO, 16 codegen units)";
+
+/// The profile the main runtime figures are built with: the workspace's, unless the
+/// environment overrides it.
+fn profile_label() -> String {
+    let overrides: Vec<String> = std::env::vars()
+        .filter(|(k, _)| {
+            k.starts_with("CARGO_PROFILE_BENCH_") || k.starts_with("CARGO_PROFILE_RELEASE_")
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if overrides.is_empty() {
+        "the workspace's release profile (fat LTO, one codegen unit)".to_owned()
+    } else {
+        format!(
+            "the workspace's release profile with {}",
+            overrides.join(" ")
+        )
+    }
+}
+
+/// The concurrency 1 figure of both builds, side by side.
+fn report_default_profile(runtime: &[Vec<String>], default_profile: &[Vec<String>]) {
+    let best = |figures: &[Vec<String>]| figure(figures, &["runtime", "1", "1"]);
+    let median = |figures: &[Vec<String>]| {
+        figures
+            .iter()
+            .find(|f| f.len() > 4 && f[..3] == ["runtime", "1", "1"])
+            .map(|f| number(f, 4))
+    };
+    if let (Some(ours), Some(cargo)) = (best(runtime), best(default_profile)) {
+        println!(
+            "  concurrency 1 with {DEFAULT_PROFILE}: best {cargo:.0} messages/s (median {:.0}), {:.2}x of {}",
+            median(default_profile).unwrap_or(f64::NAN),
+            cargo / ours,
+            profile_label()
+        );
+    }
 }
 
 /// The Python SDK's hop per body name, in ns; empty (with the reason printed) without the venv.
@@ -258,7 +321,8 @@ fn report(hops: &Hops, python: &BTreeMap<String, f64>, runtime: &[Vec<String>]) 
         // The best round is the verdict: on a shared machine other work only ever adds time,
         // so the best round is the runtime's own cost; the median says how busy the machine was.
         println!(
-            "  target: at least 500 000 messages/s at concurrency 1 (best round): {c1:.0} (median {c1_median:.0}), {}",
+            "  target: at least 500 000 messages/s at concurrency 1 (best round, {}): {c1:.0} (median {c1_median:.0}), {}",
+            profile_label(),
             verdict(c1 >= 500_000.0)
         );
         if let Some(&(c8, c8_median)) = rates.get(&(8, 8)) {
