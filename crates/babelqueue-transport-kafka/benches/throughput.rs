@@ -14,7 +14,8 @@
 //! Without `--bench` (`cargo test --all-targets`) it runs the criterion functions once and a
 //! 200-record smoke run of the two Rust consumers. With `BQ_BENCH_FIGURES_ONLY=1` (as
 //! `cargo xtask bench brokers --broker kafka` runs it) it skips criterion and also prints
-//! `BQ-FIGURE broker kafka consume <who> <msg/s>` lines.
+//! `BQ-FIGURE broker kafka consume <who> <msg/s>` lines. For profiling, `BQ_BENCH_ONLY=rust-c8`
+//! (or `rust-c1`) fills the topic and then runs only that worker, `BQ_BENCH_ROUNDS` times (2).
 
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -373,6 +374,21 @@ fn live(figures_only: bool) {
         .unwrap();
     let topic = unique("topic");
     let raw_publish = runtime.block_on(fill(&topic, n));
+    if let Some(concurrency) = std::env::var("BQ_BENCH_ONLY")
+        .ok()
+        .and_then(|only| only.strip_prefix("rust-c")?.parse::<usize>().ok())
+    {
+        // Only this worker, for `perf record`: after the fill, nothing else runs.
+        let rounds: usize = std::env::var("BQ_BENCH_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        for _ in 0..rounds {
+            let rate = runtime.block_on(rust_worker(&topic, n, concurrency));
+            println!("  Rust worker, concurrency {concurrency}: {rate:.0} messages/s");
+        }
+        return;
+    }
     let rust_publish = runtime.block_on(rust_publish(&unique("publish"), n));
     let python_publish = if full {
         python_publish(&unique("python-publish"), n)
