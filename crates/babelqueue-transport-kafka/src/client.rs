@@ -2,6 +2,7 @@
 //! traits, so they run against librdkafka ([`RdKafkaClient`](crate::RdKafkaClient)) or an
 //! in-memory fake (the `fake` feature) alike.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,15 +39,17 @@ impl fmt::Display for TopicPartition {
 /// One record header. Kafka allows repeated keys and a null value, which is not an empty one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordHeader {
-    /// The key.
-    pub key: String,
+    /// The key: the binding's own `bq-*` names are static text (see
+    /// [`header_key`](crate::projection::header_key)), so reading and writing them allocates
+    /// nothing.
+    pub key: Cow<'static, str>,
     /// The value (`None`: a null value).
     pub value: Option<Vec<u8>>,
 }
 
 impl RecordHeader {
     /// A header with a UTF-8 text value.
-    pub fn text(key: impl Into<String>, value: impl Into<String>) -> RecordHeader {
+    pub fn text(key: impl Into<Cow<'static, str>>, value: impl Into<String>) -> RecordHeader {
         RecordHeader {
             key: key.into(),
             value: Some(value.into().into_bytes()),

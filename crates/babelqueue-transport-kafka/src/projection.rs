@@ -29,6 +29,28 @@ pub const HEADER_DELAY: &str = "bq-delay";
 /// On a retry-tier record: the work topic it goes back to.
 pub const HEADER_ORIGINAL_TOPIC: &str = "bq-original-topic";
 
+/// Every header the binding owns; none of them travels as an out-of-band header of a delivery.
+pub const HEADERS: [&str; 8] = [
+    HEADER_JOB,
+    HEADER_TRACE_ID,
+    HEADER_MESSAGE_ID,
+    HEADER_SCHEMA_VERSION,
+    HEADER_SOURCE_LANG,
+    HEADER_ATTEMPTS,
+    HEADER_DELAY,
+    HEADER_ORIGINAL_TOPIC,
+];
+
+/// The key of a header read from a record: one of the binding's own names ([`HEADERS`]) as
+/// static text, so the six headers of every BabelQueue record cost no allocation; any other
+/// key copied.
+pub fn header_key(key: &str) -> Cow<'static, str> {
+    HEADERS
+        .iter()
+        .find(|own| **own == key)
+        .map_or_else(|| Cow::Owned(key.to_owned()), |own| Cow::Borrowed(*own))
+}
+
 /// The header text of a scalar member: a string as is, a number as its literal when a reader
 /// can take it ([`readable_number`]); nothing for other types.
 fn scalar_text(raw: &RawJson) -> Option<String> {
@@ -97,7 +119,12 @@ pub fn project(body: &[u8]) -> Vec<RecordHeader> {
         return Vec::new();
     }
     let mut headers = Vec::with_capacity(6);
-    fn add(headers: &mut Vec<RecordHeader>, key: &str, value: Option<String>, keep_empty: bool) {
+    fn add(
+        headers: &mut Vec<RecordHeader>,
+        key: &'static str,
+        value: Option<String>,
+        keep_empty: bool,
+    ) {
         if let Some(value) = value.filter(|v| keep_empty || !v.is_empty()) {
             headers.push(RecordHeader::text(key, value));
         }
@@ -234,11 +261,27 @@ mod tests {
             .iter()
             .map(|h| {
                 (
-                    h.key.clone(),
+                    h.key.to_string(),
                     String::from_utf8(h.value.clone().unwrap()).unwrap(),
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn the_binding_s_own_header_keys_are_static_text_and_others_are_copied() {
+        for own in HEADERS {
+            let key = header_key(&String::from(own));
+            assert!(matches!(key, Cow::Borrowed(k) if k == own), "{own}");
+        }
+        for other in ["traceparent", "bq-jobs", "BQ-JOB", ""] {
+            let key = header_key(other);
+            assert!(matches!(&key, Cow::Owned(k) if k == other), "{other:?}");
+        }
+        // Every header the projection writes is one of them.
+        let written = project(br#"{"job":"urn:babel:a:b","trace_id":"t","data":{},"meta":{"id":"i","schema_version":1,"lang":"rust"},"attempts":0}"#);
+        assert_eq!(written.len(), 6);
+        assert!(written.iter().all(|h| matches!(h.key, Cow::Borrowed(_))));
     }
 
     #[test]
@@ -445,7 +488,7 @@ mod tests {
         ];
         let kept: Vec<String> = reinject_headers(&headers)
             .into_iter()
-            .map(|h| h.key)
+            .map(|h| h.key.into_owned())
             .collect();
         assert_eq!(kept, ["bq-job", "traceparent", "bq-attempts"]);
         assert_eq!(due_at(None, 5000, 1_000), 6_000);

@@ -832,7 +832,7 @@ pub(crate) fn owned(message: &BorrowedMessage<'_>) -> Record {
         .map(|h| {
             h.iter()
                 .map(|header| RecordHeader {
-                    key: header.key.to_owned(),
+                    key: crate::projection::header_key(header.key),
                     value: header.value.map(<[u8]>::to_vec),
                 })
                 .collect()

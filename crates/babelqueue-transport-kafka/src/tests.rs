@@ -97,7 +97,7 @@ async fn publish_projects_headers_and_timestamp_and_ack_commits() {
     let stored = kafka.records("orders").remove(0);
     assert_eq!(stored.value.as_deref(), Some(&body[..]));
     assert_eq!(stored.key, None);
-    let keys: Vec<&str> = stored.headers.iter().map(|h| h.key.as_str()).collect();
+    let keys: Vec<&str> = stored.headers.iter().map(|h| &*h.key).collect();
     assert_eq!(
         keys,
         [
@@ -471,7 +471,7 @@ async fn the_reinjector_waits_for_the_tier_then_copies_byte_for_byte() {
     let back = kafka.records("orders").remove(0);
     assert_eq!(back.value.as_deref(), Some(&value[..]));
     assert_eq!(back.key.as_deref(), Some(&b"key-1"[..]));
-    let keys: Vec<&str> = back.headers.iter().map(|h| h.key.as_str()).collect();
+    let keys: Vec<&str> = back.headers.iter().map(|h| &*h.key).collect();
     assert_eq!(keys, ["bq-job", "traceparent", "bq-attempts"]);
     assert_eq!(
         back.headers[1].value, None,

@@ -25,18 +25,6 @@ use crate::rd::RdKafkaClient;
 
 const LOG: &str = "babelqueue::kafka";
 
-/// The headers the transport owns; they never travel as out-of-band headers.
-const RESERVED_HEADERS: [&str; 8] = [
-    projection::HEADER_JOB,
-    projection::HEADER_TRACE_ID,
-    projection::HEADER_MESSAGE_ID,
-    projection::HEADER_SCHEMA_VERSION,
-    projection::HEADER_SOURCE_LANG,
-    HEADER_ATTEMPTS,
-    HEADER_DELAY,
-    HEADER_ORIGINAL_TOPIC,
-];
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every mutation under these locks is a single step; a poisoned lock is still consistent.
     mutex.lock().unwrap_or_else(|p| p.into_inner())
@@ -358,14 +346,14 @@ impl KafkaTransport {
         let partition = record.topic_partition();
         let mut headers = Headers::new();
         for h in &record.headers {
-            if RESERVED_HEADERS.contains(&h.key.as_str()) || h.key.is_empty() {
+            if projection::HEADERS.contains(&&*h.key) || h.key.is_empty() {
                 continue;
             }
             if let Some(Ok(text)) = h.value.as_deref().map(std::str::from_utf8)
                 && !text.is_empty()
             {
                 headers
-                    .entry(h.key.clone())
+                    .entry(h.key.to_string())
                     .or_insert_with(|| text.to_owned());
             }
         }
@@ -602,8 +590,9 @@ impl HeaderPublisher for KafkaTransport {
     ) -> Result<(), TransportError> {
         let mut record = KafkaTransport::record(queue, body, None);
         for (key, value) in headers {
-            if !key.is_empty() && !value.is_empty() && !RESERVED_HEADERS.contains(&key.as_str()) {
-                record.headers.push(RecordHeader::text(key, value));
+            if !key.is_empty() && !value.is_empty() && !projection::HEADERS.contains(&key.as_str())
+            {
+                record.headers.push(RecordHeader::text(key.clone(), value));
             }
         }
         Ok(self.send(record).await?)

@@ -122,7 +122,7 @@ fn property_projection(ctx: &Ctx<'_>, case: &Value) -> Result<(), String> {
             return Err("the record value is not the envelope byte for byte".into());
         }
         if stored.headers.len() != want.len() {
-            let names: Vec<&str> = stored.headers.iter().map(|h| h.key.as_str()).collect();
+            let names: Vec<&str> = stored.headers.iter().map(|h| &*h.key).collect();
             return Err(format!(
                 "headers {names:?}, expected exactly {:?}",
                 want.keys()
@@ -187,10 +187,10 @@ fn schema_version_gate(ctx: &Ctx<'_>, block: &Value, case: &Value) -> Result<(),
         Vec::new()
     } else {
         match case.get("value") {
-            Some(Value::String(v)) => vec![RecordHeader::text(property, v.clone())],
+            Some(Value::String(v)) => vec![RecordHeader::text(property.to_owned(), v.clone())],
             // A JSON null: the header is present with a null value.
             Some(Value::Null) => vec![RecordHeader {
-                key: property.to_owned(),
+                key: property.to_owned().into(),
                 value: None,
             }],
             other => return Err(format!("unexpected gate value {other:?}")),

@@ -445,7 +445,10 @@ mod tests {
                 inline.polled(long);
             }
         }
-        assert_eq!(messages, 3, "the first three polls: one sampled, then the streak");
+        assert_eq!(
+            messages, 3,
+            "the first three polls: one sampled, then the streak"
+        );
     }
 }
 

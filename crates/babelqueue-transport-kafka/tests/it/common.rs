@@ -157,7 +157,7 @@ pub async fn read_raw(topic: &str, count: usize, timeout: Duration) -> Vec<Recor
                     .map(|h| {
                         h.iter()
                             .map(|h| RecordHeader {
-                                key: h.key.to_owned(),
+                                key: h.key.to_owned().into(),
                                 value: h.value.map(<[u8]>::to_vec),
                             })
                             .collect()
