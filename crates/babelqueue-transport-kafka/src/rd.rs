@@ -881,7 +881,9 @@ impl KafkaConsumer for RdConsumer {
         let Some(first) = self.poll(timeout).await? else {
             return Ok(Vec::new());
         };
-        let mut records = vec![first];
+        // Sized once (a batch is at most the loop's prefetch; the cap bounds an unusual one).
+        let mut records = Vec::with_capacity(max.clamp(1, 1024));
+        records.push(first);
         let consumer = self.get()?;
         while records.len() < max {
             match consumer.recv().now_or_never() {
