@@ -10,7 +10,7 @@
 //! 2. `xtask/bench/python_hop.py` under the Python SDK 1.24.0 of `<cache>/venv` (installed by
 //!    `scripts/brokers.sh up python`), timing the same hop on the same files;
 //! 3. the runtime benchmark (`crates/babelqueue-core/benches/runtime.rs`): memory:// messages/s
-//!    at concurrency 1 and 8, the best and the median of five rounds, with the RSS before and
+//!    at concurrency 1 and 8, the best and the median of seven rounds taken in turn, with the RSS before and
 //!    after, and a worker's RSS after 100 000 and 1 000 000 messages;
 //! 4. concurrency 1 again, built with Cargo's default release profile (no LTO, 16 codegen
 //!    units): the workspace's profile (fat LTO, one codegen unit) is what the figures above and

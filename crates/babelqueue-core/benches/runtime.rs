@@ -7,14 +7,15 @@
 //! * first, while the process is small, the resident memory of a worker after 100 000 and after
 //!   1 000 000 messages, fed by a producer that keeps the queue about 20 000 deep;
 //! * messages/s at concurrency 1 and 8, with the default prefetch (as many deliveries as
-//!   handler slots) and with a prefetch of 64, the best and the median of several rounds, each
-//!   with the process's resident memory before and after (the queue's bodies included: the
-//!   process, not only the worker).
+//!   handler slots) and with a prefetch of 64, the best and the median of several rounds taken
+//!   in turn (a round of each configuration, then the next), with the process's resident
+//!   memory before and after the rounds (the queue's bodies included: the process, not only
+//!   the worker).
 //!
 //! With `BQ_BENCH_FIGURES_ONLY=1` it skips criterion; every figure is also printed as a
 //! `BQ-FIGURE` line, which `cargo xtask bench runtime` reads. `BQ_BENCH_MESSAGES` sets the
 //! messages per throughput round (200 000 by default), `BQ_BENCH_ROUNDS` the timed rounds of
-//! each configuration (5 by default; the best and the median are printed: on a shared machine
+//! each configuration (7 by default; the best and the median are printed: on a shared machine
 //! other work only ever adds time, so the best round is the one it disturbed least);
 //! `BQ_BENCH_ONLY=1:1` runs only that `concurrency:prefetch` configuration (for profiling).
 
@@ -180,6 +181,15 @@ async fn publishing(n: u64) {
     println!("BQ-FIGURE publish {one:.0} {batched:.0}");
 }
 
+/// One configuration of the throughput rounds.
+struct Run {
+    concurrency: usize,
+    prefetch: usize,
+    memory: MemoryTransport,
+    app: App,
+    rates: Vec<f64>,
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -234,38 +244,65 @@ fn main() {
     let rounds: usize = std::env::var("BQ_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(5)
+        .unwrap_or(7)
         .max(1);
     if only.is_none() {
         runtime.block_on(publishing(n.min(100_000)));
     }
-    for (concurrency, prefetch) in [(1, None), (1, Some(64)), (8, None), (8, Some(64))] {
-        if only.as_ref().is_some_and(|only| {
-            *only != format!("{concurrency}:{}", prefetch.unwrap_or(concurrency))
-        }) {
-            continue;
-        }
-        let memory = MemoryTransport::new();
-        let app = app(&memory, concurrency, prefetch);
-        let batch = encoded(&app, n);
-        // A warm-up run, so that the figures do not include first-touch allocations.
-        runtime.block_on(consume(&app, &memory, &batch[..batch.len().min(10_000)]));
-        let before = rss_kib();
-        let mut rates: Vec<f64> = (0..rounds)
-            .map(|_| {
-                n as f64
-                    / runtime
-                        .block_on(consume(&app, &memory, &batch))
-                        .as_secs_f64()
+    // Every configuration gets its app, its warm-up and its rounds, and the rounds are taken in
+    // turn (a round of each, then the next round of each): a busy spell of the machine then
+    // costs every configuration a round, rather than all the rounds of one.
+    let mut runs: Vec<Run> = [(1, None), (1, Some(64)), (8, None), (8, Some(64))]
+        .into_iter()
+        .filter(|&(concurrency, prefetch)| {
+            only.as_ref().is_none_or(|only| {
+                *only == format!("{concurrency}:{}", prefetch.unwrap_or(concurrency))
             })
-            .collect();
-        let after = rss_kib();
+        })
+        .map(|(concurrency, prefetch)| {
+            let memory = MemoryTransport::new();
+            let app = app(&memory, concurrency, prefetch);
+            Run {
+                concurrency,
+                prefetch: prefetch.unwrap_or(concurrency),
+                memory,
+                app,
+                rates: Vec::with_capacity(rounds),
+            }
+        })
+        .collect();
+    let Some(first) = runs.first() else {
+        return;
+    };
+    let batch = encoded(&first.app, n);
+    for run in &runs {
+        // A warm-up run, so that the figures do not include first-touch allocations.
+        runtime.block_on(consume(
+            &run.app,
+            &run.memory,
+            &batch[..batch.len().min(10_000)],
+        ));
+    }
+    let before = rss_kib();
+    for _ in 0..rounds {
+        for run in &mut runs {
+            let took = runtime.block_on(consume(&run.app, &run.memory, &batch));
+            run.rates.push(n as f64 / took.as_secs_f64());
+        }
+    }
+    let after = rss_kib();
+    for Run {
+        concurrency,
+        prefetch,
+        mut rates,
+        ..
+    } in runs
+    {
         rates.sort_by(f64::total_cmp);
         let (best, median) = (rates[rates.len() - 1], rates[rates.len() / 2]);
-        let prefetch = prefetch.unwrap_or(concurrency);
         let all: Vec<String> = rates.iter().rev().map(|r| format!("{r:.0}")).collect();
         println!(
-            "runtime on memory://, no-op handler, concurrency {concurrency}, prefetch {prefetch}: {n} messages a round, best {best:.0} messages/s, median {median:.0} (rounds: {}) (RSS {before} KiB before, {after} KiB after)",
+            "runtime on memory://, no-op handler, concurrency {concurrency}, prefetch {prefetch}: {n} messages a round, best {best:.0} messages/s, median {median:.0} (rounds, fastest first: {}) (RSS {before} KiB before the rounds, {after} KiB after)",
             all.join(", ")
         );
         println!(
