@@ -575,8 +575,8 @@ enum Started<'a> {
 ///
 /// Reading the clock twice per message cost a quick handler's loop about 2.5% of its time
 /// (`perf`, concurrency 8, memory://), so one first poll in [`Inline::SAMPLE`] is timed; after
-/// a long one, every poll is, until a quick one ends the streak. A handler that computes
-/// every time is still caught within a few dozen messages.
+/// a long one, every poll is, until a quick one ends the streak. The first poll of a run is
+/// timed, so a handler that computes every time is still caught in its first three messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Inline {
     on: bool,
