@@ -100,7 +100,7 @@ fn readable_number(raw: &RawJson) -> bool {
 /// let body = br#"{"job":"urn:x","trace_id":"t","meta":{"id":"i","schema_version":1,"lang":"php"},"attempts":2}"#;
 /// let headers: Vec<(String, String)> = project(body)
 ///     .into_iter()
-///     .map(|h| (h.key, String::from_utf8(h.value.unwrap()).unwrap()))
+///     .map(|h| (h.key.into_owned(), String::from_utf8(h.value.unwrap()).unwrap()))
 ///     .collect();
 /// assert_eq!(headers, [
 ///     ("bq-job".into(), "urn:x".into()),
