@@ -129,6 +129,24 @@ fn runtime() -> Result<(), String> {
     let python_hops = python_hops(&bodies);
 
     println!("== 3/4 runtime on memory://, {}", profile_label());
+    let runtime = run_figures(runtime_bench())?;
+
+    println!("== 4/4 runtime on memory://, concurrency 1, {DEFAULT_PROFILE}");
+    let mut bench = runtime_bench();
+    bench
+        .env("BQ_BENCH_ONLY", "1:1")
+        // Built beside the other (its own artifacts: the profile is part of their hash).
+        .env("CARGO_PROFILE_BENCH_LTO", "false")
+        .env("CARGO_PROFILE_BENCH_CODEGEN_UNITS", "16");
+    let default_profile = run_figures(bench)?;
+
+    report(&hops, &python_hops, &runtime);
+    report_default_profile(&runtime, &default_profile);
+    Ok(())
+}
+
+/// The runtime benchmark, printing only its figures.
+fn runtime_bench() -> Command {
     let mut bench = cargo();
     bench
         .args([
@@ -139,28 +157,7 @@ fn runtime() -> Result<(), String> {
             "runtime",
         ])
         .env("BQ_BENCH_FIGURES_ONLY", "1");
-    let runtime = run_figures(bench)?;
-
-    println!("== 4/4 runtime on memory://, concurrency 1, {DEFAULT_PROFILE}");
-    let mut bench = cargo();
     bench
-        .args([
-            "bench",
-            "--package",
-            "babelqueue-core",
-            "--bench",
-            "runtime",
-        ])
-        .env("BQ_BENCH_FIGURES_ONLY", "1")
-        .env("BQ_BENCH_ONLY", "1:1")
-        // Built beside the other (its own artifacts: the profile is part of their hash).
-        .env("CARGO_PROFILE_BENCH_LTO", "false")
-        .env("CARGO_PROFILE_BENCH_CODEGEN_UNITS", "16");
-    let default_profile = run_figures(bench)?;
-
-    report(&hops, &python_hops, &runtime);
-    report_default_profile(&runtime, &default_profile);
-    Ok(())
 }
 
 /// Cargo's own release profile, which a service that sets nothing builds with.
