@@ -1,11 +1,13 @@
 //! Publish + consume + ack throughput on a real RabbitMQ, three ways, with the ratios:
 //!
-//! * the Rust worker: `App` over `AmqpTransport` (every publish confirmed, 64 in flight at once;
+//! * the Rust worker: `App` over `AmqpTransport` (every publish confirmed: at concurrency 1,
+//!   64 `App::publish` calls in flight at once; at concurrency 8, `App::publish_batch` by 1 024;
 //!   prefetch following the concurrency, and once more at concurrency 8 with a prefetch of 64;
 //!   each message classified, decoded, routed, handled and acked);
 //! * the reference Python SDK 1.24.0 (`BabelQueue` over pika: unconfirmed publishes, a
 //!   `basic_get` per message), through `tests/python/bq_amqp.py bench`;
-//! * a bare lapin loop with the same publisher confirms and the same prefetch, no envelope
+//! * a bare lapin loop with the same publisher confirms (1 024 in flight, as `publish_batch`
+//!   keeps) and the same prefetch, no envelope
 //!   work at all: the ceiling the transport can approach.
 //!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
@@ -34,8 +36,11 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 const URN: &str = "urn:babel:bench:ping";
-/// Confirmed publishes in flight at once (both Rust loops).
+/// Confirmed `App::publish` calls in flight at once (the unbatched Rust loop).
 const WINDOW: u64 = 64;
+/// Messages per `App::publish_batch` call, and confirms in flight in the bare lapin loop: the
+/// transport's own window, so both loops keep the same number of confirms outstanding.
+const BATCH_WINDOW: u64 = 1024;
 
 fn url() -> String {
     std::env::var("BQ_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
@@ -102,11 +107,11 @@ async fn rust_worker(
     .build()
     .expect("valid configuration");
     let started = Instant::now();
-    // Batched: App::publish_batch by 256 (one window of confirms in flight per call).
+    // Batched: App::publish_batch by BATCH_WINDOW (one window of confirms in flight per call).
     let mut sent = if batched { n } else { 0 };
     let mut left = if batched { n } else { 0 };
     while left > 0 {
-        let take = left.min(256);
+        let take = left.min(BATCH_WINDOW);
         let batch: Vec<babelqueue_core::Envelope> = (0..take)
             .map(|i| {
                 app.envelope(URN)
@@ -178,7 +183,7 @@ async fn connect() -> lapin::Result<Connection> {
     Connection::connect_uri(uri, ConnectionProperties::default()).await
 }
 
-/// The same work with nothing but lapin: confirmed publishes (the same window), a consumer with
+/// The same work with nothing but lapin: confirmed publishes (`BATCH_WINDOW` in flight), a consumer with
 /// the same prefetch, an ack per message.
 async fn bare_lapin(n: u64, prefetch: u16) -> Run {
     let q = queue("lapin");
@@ -206,7 +211,7 @@ async fn bare_lapin(n: u64, prefetch: u16) -> Run {
     let started = Instant::now();
     let mut sent = 0;
     while sent < n {
-        let batch = WINDOW.min(n - sent);
+        let batch = BATCH_WINDOW.min(n - sent);
         let mut confirms = Vec::new();
         for _ in 0..batch {
             confirms.push(
@@ -369,7 +374,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         .unwrap_or(5_000);
     println!();
     println!(
-        "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); Rust publishes keep {WINDOW} confirms in flight"
+        "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); confirms in flight: {WINDOW} (concurrency 1), {BATCH_WINDOW} (publish_batch, bare lapin)"
     );
     let rust_1 = runtime.block_on(rust_worker(transport, n, 1, None, false));
     let lapin_1 = runtime.block_on(bare_lapin(n, 1));

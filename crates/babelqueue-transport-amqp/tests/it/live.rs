@@ -906,9 +906,9 @@ async fn a_batch_is_published_in_order_with_its_confirms_in_flight_and_received_
     let q = common::queue("batch");
     let raw = Raw::new(&url).await;
     let transport = AmqpTransport::connect(&url).await.unwrap();
-    // 600 bodies: three windows of confirms (256, 256, 88), every body byte for byte, in order,
+    // 2 500 bodies: three windows of confirms (1 024, 1 024, 452), every body byte for byte, in order,
     // with the contract properties a single publish would carry.
-    let bodies: Vec<Vec<u8>> = (0..600)
+    let bodies: Vec<Vec<u8>> = (0..2_500)
         .map(|n| {
             Envelope::builder(URN)
                 .queue(&q)
@@ -927,7 +927,7 @@ async fn a_batch_is_published_in_order_with_its_confirms_in_flight_and_received_
         .expect("BatchPublisher");
     batch.publish_batch(&q, &slices).await.unwrap();
     let on_wire = raw.drain(&q).await;
-    assert_eq!(on_wire.len(), 600);
+    assert_eq!(on_wire.len(), 2_500);
     for (n, (body, properties)) in on_wire.iter().enumerate() {
         assert_eq!(body, &bodies[n], "message {n} in order, byte for byte");
         let view = properties_json(properties);
