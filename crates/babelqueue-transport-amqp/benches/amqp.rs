@@ -7,8 +7,8 @@
 //! * the reference Python SDK 1.24.0 (`BabelQueue` over pika: unconfirmed publishes, a
 //!   `basic_get` per message), through `tests/python/bq_amqp.py bench`;
 //! * a bare lapin loop with the same publisher confirms (1 024 in flight, as `publish_batch`
-//!   keeps) and the same prefetch, no envelope
-//!   work at all: the ceiling the transport can approach.
+//!   keeps) and the same prefetch, no envelope work at all: the ceiling the transport can
+//!   approach.
 //!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
 //! (skipped with `BQ_BENCH_FIGURES_ONLY=1`, as `cargo xtask bench brokers --broker amqp` runs
@@ -183,8 +183,8 @@ async fn connect() -> lapin::Result<Connection> {
     Connection::connect_uri(uri, ConnectionProperties::default()).await
 }
 
-/// The same work with nothing but lapin: confirmed publishes (`BATCH_WINDOW` in flight), a consumer with
-/// the same prefetch, an ack per message.
+/// The same work with nothing but lapin: confirmed publishes (`BATCH_WINDOW` in flight), a
+/// consumer with the same prefetch, an ack per message.
 async fn bare_lapin(n: u64, prefetch: u16) -> Run {
     let q = queue("lapin");
     let connection = connect().await.expect("connect");

@@ -906,8 +906,8 @@ async fn a_batch_is_published_in_order_with_its_confirms_in_flight_and_received_
     let q = common::queue("batch");
     let raw = Raw::new(&url).await;
     let transport = AmqpTransport::connect(&url).await.unwrap();
-    // 2 500 bodies: three windows of confirms (1 024, 1 024, 452), every body byte for byte, in order,
-    // with the contract properties a single publish would carry.
+    // 2 500 bodies: three windows of confirms (1 024, 1 024, 452), every body byte for byte, in
+    // order, with the contract properties a single publish would carry.
     let bodies: Vec<Vec<u8>> = (0..2_500)
         .map(|n| {
             Envelope::builder(URN)
