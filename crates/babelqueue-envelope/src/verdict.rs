@@ -346,36 +346,43 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), Pois
     let mut first = true;
     while let Some(key) = s.next_key(first).map_err(syntax)? {
         first = false;
-        let name: Cow<'_, str> = key.decoded(text);
         let key = Key::scanned(&s, key);
-        if s.peek() == Some(b'{') && name == "meta" {
+        let member = TopMember::of(&key);
+        if member == TopMember::Meta && s.peek() == Some(b'{') {
             s.pos += 1;
-            let meta = Object::read_members_visiting(&mut s, 2, &mut |k, v| {
-                let name = k.name();
-                normalise |= crate::FORBIDDEN_META_KEYS.contains(&&*name);
-                check_member(&META, &name, v.kind(), v.as_str(), &mut violation);
-            })
-            .map_err(syntax)?;
+            let meta =
+                Object::read_members_visiting(&mut s, 2, &mut |k, v| match MetaMember::of(k) {
+                    MetaMember::Typed(member, expected) => {
+                        if !type_ok(expected, v.kind(), v.as_str().as_bytes()) {
+                            note(&mut violation, PoisonCause::WrongType { member, expected });
+                        }
+                    }
+                    MetaMember::Forbidden => normalise = true,
+                    MetaMember::Other => {}
+                })
+                .map_err(syntax)?;
             envelope.push_meta(key, meta);
             continue;
         }
         let mut finite = true;
-        let span = if name == "data" {
+        let span = if member == TopMember::Data {
             s.value(1, &mut |literal| finite &= is_finite_double(literal))
         } else {
             s.value(1, &mut |_| {})
         }
         .map_err(syntax)?;
         let literal = &text[span.start..span.end];
-        normalise |= match &*name {
-            "job" => span.kind != JsonKind::String,
-            "urn" | "timestamp" => true,
-            _ => false,
-        };
-        match &*name {
-            "job" => job = valid_identity(span.kind, literal),
-            "urn" => urn = valid_identity(span.kind, literal),
-            "dead_letter" if span.kind == JsonKind::Object => {
+        match member {
+            TopMember::Job => {
+                normalise |= span.kind != JsonKind::String;
+                job = valid_identity(span.kind, literal);
+            }
+            TopMember::Urn => {
+                normalise = true;
+                urn = valid_identity(span.kind, literal);
+            }
+            TopMember::Timestamp => normalise = true,
+            TopMember::DeadLetter if span.kind == JsonKind::Object => {
                 // A rare member: its own members are checked on a second look at its text.
                 let mut block = Scanner::new(literal);
                 if block.start().is_ok() {
@@ -384,7 +391,7 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), Pois
                 }
             }
             _ => {
-                if let Some(&(_, member, expected)) = TOP.iter().find(|(n, _, _)| *n == name) {
+                if let Some((member, expected)) = member.expected() {
                     if !type_ok(expected, span.kind, literal.as_bytes()) {
                         note(&mut violation, PoisonCause::WrongType { member, expected });
                     } else if !finite {
@@ -403,6 +410,98 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), Pois
         return Err(PoisonCause::NoIdentity);
     }
     Ok((envelope, normalise))
+}
+
+/// A top-level member the one-pass decode reads, found once per key: by the key's well-known
+/// name when it has one (no text compared), else by its decoded name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TopMember {
+    Job,
+    Urn,
+    Timestamp,
+    Meta,
+    Data,
+    DeadLetter,
+    TraceId,
+    Attempts,
+    Other,
+}
+
+impl TopMember {
+    fn of(key: &crate::json::Key) -> TopMember {
+        use crate::json::Known;
+        match key.known() {
+            Some(Known::Job) => TopMember::Job,
+            Some(Known::Meta) => TopMember::Meta,
+            Some(Known::Data) => TopMember::Data,
+            Some(Known::TraceId) => TopMember::TraceId,
+            Some(Known::Attempts) => TopMember::Attempts,
+            Some(_) => TopMember::Other,
+            None => match &*key.name() {
+                "job" => TopMember::Job,
+                "urn" => TopMember::Urn,
+                "timestamp" => TopMember::Timestamp,
+                "meta" => TopMember::Meta,
+                "data" => TopMember::Data,
+                "dead_letter" => TopMember::DeadLetter,
+                "trace_id" => TopMember::TraceId,
+                "attempts" => TopMember::Attempts,
+                _ => TopMember::Other,
+            },
+        }
+    }
+
+    /// The type the contract requires of it: its row of [`TOP`].
+    fn expected(self) -> Option<(&'static str, Expected)> {
+        let row = match self {
+            TopMember::TraceId => 0,
+            TopMember::Attempts => 1,
+            TopMember::Data => 2,
+            TopMember::Meta => 3,
+            TopMember::DeadLetter => 4,
+            TopMember::Job | TopMember::Urn | TopMember::Timestamp | TopMember::Other => {
+                return None;
+            }
+        };
+        let (_, member, expected) = TOP[row];
+        Some((member, expected))
+    }
+}
+
+/// A member of an object `meta`, as the one-pass decode reads it (see [`TopMember`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetaMember {
+    /// A core name, with the type the contract requires of it (a row of [`META`]).
+    Typed(&'static str, Expected),
+    /// One of [`FORBIDDEN_META_KEYS`](crate::FORBIDDEN_META_KEYS): the decode drops it.
+    Forbidden,
+    Other,
+}
+
+impl MetaMember {
+    fn of(key: &crate::json::Key) -> MetaMember {
+        use crate::json::Known;
+        let row = |i: usize| MetaMember::Typed(META[i].1, META[i].2);
+        match key.known() {
+            Some(Known::Id) => row(0),
+            Some(Known::Queue) => row(1),
+            Some(Known::Lang) => row(2),
+            Some(Known::SchemaVersion) => row(3),
+            Some(Known::CreatedAt) => row(4),
+            Some(Known::Attempts) => MetaMember::Forbidden,
+            Some(_) => MetaMember::Other,
+            None => {
+                let name = key.name();
+                if let Some(&(_, member, expected)) = META.iter().find(|(n, _, _)| *n == name) {
+                    MetaMember::Typed(member, expected)
+                } else if crate::FORBIDDEN_META_KEYS.contains(&&*name) {
+                    MetaMember::Forbidden
+                } else {
+                    MetaMember::Other
+                }
+            }
+        }
+    }
 }
 
 fn check_member(
@@ -428,6 +527,55 @@ pub(crate) fn cause_text(cause: &PoisonCause) -> String {
 mod tests {
     use super::*;
     use alloc::string::ToString;
+
+    #[test]
+    fn the_one_pass_decode_reads_every_name_of_the_tables_the_verdict_reads() {
+        use crate::json::Key;
+        // Plain and escaped spellings find the same row: the escaped one by its decoded name.
+        let spellings = |name: &str| {
+            let escaped: String = name
+                .chars()
+                .map(|c| alloc::format!("\\u{:04x}", c as u32))
+                .collect();
+            let object = crate::json::Object::parse(&alloc::format!("{{\"{escaped}\":null}}"))
+                .expect("an object");
+            let escaped = object.iter().next().expect("a member").0.clone();
+            [Key::new(name), escaped]
+        };
+        for (name, member, expected) in TOP {
+            for key in spellings(name) {
+                assert_eq!(
+                    TopMember::of(&key).expected(),
+                    Some((member, expected)),
+                    "{name}"
+                );
+            }
+        }
+        for name in ["job", "urn", "timestamp", "x", "JOB", "id"] {
+            for key in spellings(name) {
+                assert_eq!(TopMember::of(&key).expected(), None, "{name}");
+            }
+        }
+        for (name, member, expected) in META {
+            for key in spellings(name) {
+                assert_eq!(
+                    MetaMember::of(&key),
+                    MetaMember::Typed(member, expected),
+                    "{name}"
+                );
+            }
+        }
+        for name in crate::FORBIDDEN_META_KEYS {
+            for key in spellings(name) {
+                assert_eq!(MetaMember::of(&key), MetaMember::Forbidden, "{name}");
+            }
+        }
+        for name in ["job", "data", "trace_id", "x", "ID"] {
+            for key in spellings(name) {
+                assert_eq!(MetaMember::of(&key), MetaMember::Other, "{name}");
+            }
+        }
+    }
 
     #[test]
     fn a_non_object_root_is_named_in_plain_english() {

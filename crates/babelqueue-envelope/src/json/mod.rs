@@ -7,6 +7,7 @@ pub(crate) mod scan;
 pub(crate) mod text;
 pub(crate) mod write;
 
+pub(crate) use object::Known;
 pub use object::{Key, Object};
 pub use raw::{JsonKind, RawJson};
 pub use scan::{MAX_DEPTH, SyntaxError, SyntaxErrorKind};

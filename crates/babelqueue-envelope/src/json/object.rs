@@ -22,6 +22,34 @@ const WELL_KNOWN: [&str; 10] = [
     "schema_version",
 ];
 
+/// The names of [`WELL_KNOWN`], in its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Known {
+    Id,
+    Job,
+    Data,
+    Meta,
+    Lang,
+    Queue,
+    TraceId,
+    Attempts,
+    CreatedAt,
+    SchemaVersion,
+}
+
+const KNOWN: [Known; 10] = [
+    Known::Id,
+    Known::Job,
+    Known::Data,
+    Known::Meta,
+    Known::Lang,
+    Known::Queue,
+    Known::TraceId,
+    Known::Attempts,
+    Known::CreatedAt,
+    Known::SchemaVersion,
+];
+
 /// The position in [`WELL_KNOWN`] of `name`, plus one.
 fn well_known(name: &[u8]) -> Option<u8> {
     // Compared as fixed-size arrays: a word or two each, where a slice compare calls memcmp.
@@ -97,6 +125,13 @@ impl Key {
             plain: !span.escaped,
             known: 0,
         }
+    }
+
+    /// For a plain key that is one of the envelope's own names, which one: the decode
+    /// dispatches on it without comparing text again. `None` for any other key, and for an
+    /// escaped spelling of an own name (`"\u006aob"`), which callers match by [`Key::name`].
+    pub(crate) fn known(&self) -> Option<Known> {
+        KNOWN.get(usize::from(self.known).checked_sub(1)?).copied()
     }
 
     /// The decoded member name.
