@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::ascii;
 use crate::json::scan::{self, Scanner};
-use crate::json::{JsonKind, Key, Object, RawJson};
+use crate::json::{JsonKind, Key, Object, RawJson, Seen};
 use crate::{Error, SCHEMA_VERSION, SOURCE_LANG};
 
 /// The core `meta` keys, in canonical order.
@@ -214,13 +214,21 @@ impl Envelope {
     }
 
     /// Builds an envelope from members already read (the one-pass decode).
-    pub(crate) fn push_raw(&mut self, key: Key, value: RawJson) {
-        self.insert_member(key, Member::Raw(value));
+    pub(crate) fn push_raw(&mut self, key: Key, value: RawJson, seen: &mut Seen) {
+        self.push_member(key, Member::Raw(value), seen);
     }
 
     /// Builds an envelope from an object `meta` already read (the one-pass decode).
-    pub(crate) fn push_meta(&mut self, key: Key, meta: Object) {
-        self.insert_member(key, Member::Meta(meta));
+    pub(crate) fn push_meta(&mut self, key: Key, meta: Object, seen: &mut Seen) {
+        self.push_member(key, Member::Meta(meta), seen);
+    }
+
+    fn push_member(&mut self, key: Key, member: Member, seen: &mut Seen) {
+        if seen.is_new(&key) {
+            self.members.push((key, member));
+        } else {
+            self.insert_member(key, member);
+        }
     }
 
     /// Parses an object body as-is: no key dropped, no alias folded, no warning.

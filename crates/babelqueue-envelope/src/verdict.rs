@@ -326,7 +326,7 @@ pub fn is_spliceable(body: &[u8]) -> bool {
 /// member, a `job` that is not a string, a forbidden `meta` key): when it is `false`,
 /// normalising would change nothing, and the decode skips it.
 pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), PoisonCause> {
-    use crate::json::{Key, Object, RawJson};
+    use crate::json::{Key, Object, RawJson, Seen};
     // One copy of the body, shared by every key and value read from it.
     let source: alloc::sync::Arc<str> = alloc::sync::Arc::from(utf8(body)?);
     let text: &str = &source;
@@ -343,6 +343,7 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), Pois
     let mut violation: Option<PoisonCause> = None;
     let (mut job, mut urn) = (false, false);
     let mut normalise = false;
+    let mut seen = Seen::default();
     let mut first = true;
     while let Some(key) = s.next_key(first).map_err(syntax)? {
         first = false;
@@ -361,7 +362,7 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), Pois
                     MetaMember::Other => {}
                 })
                 .map_err(syntax)?;
-            envelope.push_meta(key, meta);
+            envelope.push_meta(key, meta, &mut seen);
             continue;
         }
         let mut finite = true;
@@ -400,7 +401,7 @@ pub(crate) fn parse_checked(body: &[u8]) -> Result<(crate::Envelope, bool), Pois
                 }
             }
         }
-        envelope.push_raw(key, RawJson::scanned(&s, span));
+        envelope.push_raw(key, RawJson::scanned(&s, span), &mut seen);
     }
     s.finish().map_err(syntax)?;
     if let Some(cause) = violation {

@@ -7,8 +7,8 @@ pub(crate) mod scan;
 pub(crate) mod text;
 pub(crate) mod write;
 
-pub(crate) use object::Known;
 pub use object::{Key, Object};
+pub(crate) use object::{Known, Seen};
 pub use raw::{JsonKind, RawJson};
 pub use scan::{MAX_DEPTH, SyntaxError, SyntaxErrorKind};
 

@@ -50,6 +50,30 @@ const KNOWN: [Known; 10] = [
     Known::SchemaVersion,
 ];
 
+/// The members an object being decoded holds so far, as far as telling a new member from a
+/// repeated one without comparing its key to every member: a member whose key is a plain
+/// well-known name not seen before, when every member before it had such a key too, is new.
+/// Any other key is compared to every member, as repeated names resolve last-wins.
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    known: u16,
+    other: bool,
+}
+
+impl Seen {
+    /// Whether `key` certainly names no member seen before (then it is appended as is).
+    pub(crate) fn is_new(&mut self, key: &Key) -> bool {
+        if key.known == 0 {
+            self.other = true;
+            return false;
+        }
+        let bit = 1u16 << key.known;
+        let new = !self.other && self.known & bit == 0;
+        self.known |= bit;
+        new
+    }
+}
+
 /// The position in [`WELL_KNOWN`] of `name`, plus one.
 fn well_known(name: &[u8]) -> Option<u8> {
     // Compared as fixed-size arrays: a word or two each, where a slice compare calls memcmp.
@@ -229,13 +253,18 @@ impl Object {
             entries: Vec::with_capacity(8),
         };
         let mut first = true;
+        let mut seen = Seen::default();
         while let Some(key) = s.next_key(first)? {
             first = false;
             let span = s.value(depth, &mut |_| {})?;
             let key = Key::scanned(s, key);
             let value = RawJson::scanned(s, span);
             visit(&key, &value);
-            object.insert_key(key, value);
+            if seen.is_new(&key) {
+                object.entries.push((key, value));
+            } else {
+                object.insert_key(key, value);
+            }
         }
         Ok(object)
     }
@@ -326,6 +355,45 @@ impl fmt::Debug for Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_name_is_never_taken_for_a_new_one_whatever_its_spelling() {
+        let members = |text: &str| -> Vec<(String, String)> {
+            Object::parse(text)
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.name().into_owned(), v.as_str().into()))
+                .collect()
+        };
+        let pair = |k: &str, v: &str| (String::from(k), String::from(v));
+        // Plain own names, each once: appended in order.
+        assert_eq!(
+            members(r#"{"id":1,"queue":2,"lang":3}"#),
+            [pair("id", "1"), pair("queue", "2"), pair("lang", "3")]
+        );
+        // Repeated, plainly or escaped, before or after: the last value, at the first position.
+        assert_eq!(
+            members(r#"{"id":1,"queue":2,"id":3}"#),
+            [pair("id", "3"), pair("queue", "2")]
+        );
+        assert_eq!(members(r#"{"\u0069d":1,"id":2}"#), [pair("id", "2")]);
+        assert_eq!(members(r#"{"id":1,"\u0069d":2}"#), [pair("id", "2")]);
+        assert_eq!(
+            members(r#"{"x":0,"id":1,"queue":2,"id":3}"#),
+            [pair("x", "0"), pair("id", "3"), pair("queue", "2")]
+        );
+        let mut seen = Seen::default();
+        assert!(seen.is_new(&Key::new("id")));
+        assert!(!seen.is_new(&Key::new("id")));
+        assert!(
+            !seen.is_new(&Key::new("x")),
+            "another name is compared, never assumed new"
+        );
+        assert!(
+            !seen.is_new(&Key::new("queue")),
+            "nor is any name after one"
+        );
+    }
 
     #[test]
     fn the_envelope_s_own_names_hold_no_reference_to_the_body() {
