@@ -476,7 +476,14 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
     println!();
     println!("{row}: messages/s, one run");
     println!("  {:<20} {:>12} {:>12}", "", "publish", "consume+ack");
-    for who in ["rust-c1", "rust-c8", "rust-c8-prefetch64", "raw", "python"] {
+    for who in [
+        "rust-c1",
+        "rust-c8",
+        "rust-c8-prefetch64",
+        "raw",
+        "raw-sdk-frames",
+        "python",
+    ] {
         let (p, c) = (rate("publish", who), rate("consume", who));
         if p.is_none() && c.is_none() {
             continue;
@@ -517,6 +524,14 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
                 broker.raw_share * 100.0,
                 ours / raw * 100.0,
                 verdict(ours / raw >= broker.raw_share)
+            );
+        }
+        if phase == "publish"
+            && let Some(same) = rate(phase, "raw-sdk-frames")
+        {
+            println!(
+                "  (the raw loop sending the SDK's own frames: {same:.0}/s; this SDK at {:.0}% of it)",
+                ours / same * 100.0
             );
         }
     }

@@ -8,7 +8,9 @@
 //!   `basic_get` per message), through `tests/python/bq_amqp.py bench`;
 //! * a bare lapin loop with the same publisher confirms (1 024 in flight, as `publish_batch`
 //!   keeps) and the same prefetch, no envelope work at all: the ceiling the transport can
-//!   approach.
+//!   approach; and once more (prefetch 8) sending the transport's own frames (its properties
+//!   and headers, `mandatory`), which separates what the broker spends on the BabelQueue wire
+//!   format from what the SDK spends.
 //!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
 //! (skipped with `BQ_BENCH_FIGURES_ONLY=1`, as `cargo xtask bench brokers --broker amqp` runs
@@ -24,7 +26,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use babelqueue_core::{App, Consume, Context, HandlerError};
+use babelqueue_core::{App, Consume, Context, HandlerError, Headers};
 use babelqueue_transport_amqp::{AmqpTransport, AmqpUrl};
 use criterion::{Criterion, Throughput};
 use futures_lite::StreamExt as _;
@@ -183,9 +185,20 @@ async fn connect() -> lapin::Result<Connection> {
     Connection::connect_uri(uri, ConnectionProperties::default()).await
 }
 
+/// What the bare lapin loop publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Frames {
+    /// A content type and persistence: the least a durable publish needs.
+    Plain,
+    /// The frames the transport sends: its properties and headers for the envelope
+    /// (`projection::properties`) and the `mandatory` flag, so that the broker's own cost of
+    /// the BabelQueue wire format is measured apart from the SDK's.
+    Sdk,
+}
+
 /// The same work with nothing but lapin: confirmed publishes (`BATCH_WINDOW` in flight), a
 /// consumer with the same prefetch, an ack per message.
-async fn bare_lapin(n: u64, prefetch: u16) -> Run {
+async fn bare_lapin(n: u64, prefetch: u16, frames: Frames) -> Run {
     let q = queue("lapin");
     let connection = connect().await.expect("connect");
     let publisher = connection.create_channel().await.unwrap();
@@ -205,9 +218,17 @@ async fn bare_lapin(n: u64, prefetch: u16) -> Run {
         .await
         .unwrap();
     let body = br#"{"job":"urn:babel:bench:ping","trace_id":"00000000-0000-4000-8000-000000000000","data":{"i":0,"total":99.9},"meta":{"id":"00000000-0000-4000-8000-000000000001","queue":"bench","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
-    let properties = BasicProperties::default()
-        .with_content_type("application/json".into())
-        .with_delivery_mode(2);
+    let properties = match frames {
+        Frames::Plain => BasicProperties::default()
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2),
+        Frames::Sdk => babelqueue_transport_amqp::projection::properties(body, &Headers::new())
+            .expect("the transport's properties"),
+    };
+    let options = BasicPublishOptions {
+        mandatory: frames == Frames::Sdk,
+        ..BasicPublishOptions::default()
+    };
     let started = Instant::now();
     let mut sent = 0;
     while sent < n {
@@ -219,7 +240,7 @@ async fn bare_lapin(n: u64, prefetch: u16) -> Run {
                     .basic_publish(
                         "".into(),
                         q.as_str().into(),
-                        BasicPublishOptions::default(),
+                        options,
                         body,
                         properties.clone(),
                     )
@@ -328,7 +349,7 @@ fn main() {
     if !benching {
         // `cargo test --benches`: a smoke pass that every loop still works.
         let rust = runtime.block_on(rust_worker(&transport, 50, 1, None, false));
-        let lapin = runtime.block_on(bare_lapin(50, 1));
+        let lapin = runtime.block_on(bare_lapin(50, 1, Frames::Sdk));
         let python = python_sdk(50);
         for (name, run) in [("rust", rust), ("lapin", lapin), ("python", python)] {
             println!("{}", run.line(&format!("smoke: {name}")));
@@ -377,10 +398,11 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); confirms in flight: {WINDOW} (concurrency 1), {BATCH_WINDOW} (publish_batch, bare lapin)"
     );
     let rust_1 = runtime.block_on(rust_worker(transport, n, 1, None, false));
-    let lapin_1 = runtime.block_on(bare_lapin(n, 1));
+    let lapin_1 = runtime.block_on(bare_lapin(n, 1, Frames::Plain));
     let rust_8 = runtime.block_on(rust_worker(transport, n, 8, None, true));
     let rust_8_64 = runtime.block_on(rust_worker(transport, n, 8, Some(64), true));
-    let lapin_8 = runtime.block_on(bare_lapin(n, 8));
+    let lapin_8 = runtime.block_on(bare_lapin(n, 8, Frames::Plain));
+    let lapin_8_sdk = runtime.block_on(bare_lapin(n, 8, Frames::Sdk));
     let python = python_sdk(n);
     println!(
         "{}",
@@ -396,6 +418,10 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         rust_8_64.line("rust worker, concurrency 8, prefetch 64, publish_batch")
     );
     println!("{}", lapin_8.line("bare lapin loop, confirms, prefetch 8"));
+    println!(
+        "{}",
+        lapin_8_sdk.line("bare lapin loop, the SDK's frames (properties, mandatory), prefetch 8")
+    );
     println!(
         "{}",
         python.line("python SDK 1.24.0 (pika, basic_get, no confirms)")
@@ -430,6 +456,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         ("rust-c8", rust_8),
         ("rust-c8-prefetch64", rust_8_64),
         ("raw", lapin_8),
+        ("raw-sdk-frames", lapin_8_sdk),
         ("python", python),
     ] {
         let per = |d: Duration| run.n as f64 / d.as_secs_f64();
