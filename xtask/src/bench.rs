@@ -1,7 +1,9 @@
 //! `cargo xtask bench`: every benchmark of the workspace, or `bench runtime`, the runtime and
 //! codec figures side by side with the Python SDK, in one run.
 //!
-//! `bench runtime` runs, one after the other on the same machine:
+//! `bench runtime` runs, one after the other on the same machine (steps 1 and 2 twice, in turn,
+//! each side's best pass kept, so that a busy spell slows one pass of each side rather than all
+//! of one side's):
 //!
 //! 1. the codec benchmark (`crates/babelqueue-envelope/benches/codec.rs`), which writes its three
 //!    sized bodies (small ≈ 400 bytes, medium ≈ 1.5 KB, large ≈ 40 KB) to
@@ -105,28 +107,44 @@ fn python() -> PathBuf {
 /// Codec hop per message, by body name: (bytes, babelqueue ns, serde_json ns).
 type Hops = BTreeMap<String, (f64, f64, f64)>;
 
+/// Passes of the codec hop, each this SDK's then the Python SDK's: a busy spell of the machine
+/// then slows one pass of each side, not all of one side's rounds, and each side's best pass
+/// is kept (as the runtime's configurations take their rounds in turn).
+const CODEC_PASSES: usize = 2;
+
 fn runtime() -> Result<(), String> {
     let bodies = tools::cache_dir().join("bench/bodies");
-    println!("== 1/4 codec hop: babelqueue against serde_json");
-    let mut codec = cargo();
-    codec
-        .args([
-            "bench",
-            "--package",
-            "babelqueue-envelope",
-            "--bench",
-            "codec",
-        ])
-        .env("BQ_BENCH_FIGURES_ONLY", "1")
-        .env("BQ_BENCH_BODIES_OUT", &bodies);
-    let hops: Hops = run_figures(codec)?
-        .into_iter()
-        .filter(|f| f.first().is_some_and(|k| k == "codec_hop_ns"))
-        .map(|f| (f[1].clone(), (number(&f, 2), number(&f, 3), number(&f, 4))))
-        .collect();
-
-    println!("== 2/4 codec hop: the Python SDK 1.24.0 on the same bodies");
-    let python_hops = python_hops(&bodies);
+    let mut hops = Hops::new();
+    let mut python_hops = BTreeMap::new();
+    for pass in 1..=CODEC_PASSES {
+        println!("== 1/4 codec hop, pass {pass} of {CODEC_PASSES}: babelqueue against serde_json");
+        let mut codec = cargo();
+        codec
+            .args([
+                "bench",
+                "--package",
+                "babelqueue-envelope",
+                "--bench",
+                "codec",
+            ])
+            .env("BQ_BENCH_FIGURES_ONLY", "1")
+            .env("BQ_BENCH_BODIES_OUT", &bodies);
+        for f in run_figures(codec)?
+            .into_iter()
+            .filter(|f| f.first().is_some_and(|k| k == "codec_hop_ns"))
+        {
+            let (bytes, ours, serde) = (number(&f, 2), number(&f, 3), number(&f, 4));
+            let best = hops.entry(f[1].clone()).or_insert((bytes, ours, serde));
+            *best = (bytes, best.1.min(ours), best.2.min(serde));
+        }
+        println!(
+            "== 2/4 codec hop, pass {pass} of {CODEC_PASSES}: the Python SDK 1.24.0 on the same bodies"
+        );
+        for (name, ns) in python_hops_pass(&bodies) {
+            let best = python_hops.entry(name).or_insert(ns);
+            *best = f64::min(*best, ns);
+        }
+    }
 
     println!("== 3/4 runtime on memory://, {}", profile_label());
     let runtime = run_figures(runtime_bench())?;
@@ -202,7 +220,7 @@ fn report_default_profile(runtime: &[Vec<String>], default_profile: &[Vec<String
 }
 
 /// The Python SDK's hop per body name, in ns; empty (with the reason printed) without the venv.
-fn python_hops(bodies: &Path) -> BTreeMap<String, f64> {
+fn python_hops_pass(bodies: &Path) -> BTreeMap<String, f64> {
     let python = python();
     if !python.exists() {
         println!(
@@ -231,7 +249,7 @@ fn python_hops(bodies: &Path) -> BTreeMap<String, f64> {
 fn report(hops: &Hops, python: &BTreeMap<String, f64>, runtime: &[Vec<String>]) {
     println!();
     println!(
-        "codec hop per message (verdict + decode in one pass, attempts + 1, encode), one run:"
+        "codec hop per message (verdict + decode in one pass, attempts + 1, encode), each side's best of {CODEC_PASSES} passes taken in turn:"
     );
     println!(
         "  {:<8} {:>7} {:>12} {:>12} {:>14} {:>14} {:>11}",
