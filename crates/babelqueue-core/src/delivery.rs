@@ -131,10 +131,28 @@ pub struct Delivery {
     body: Bytes,
     queue: Arc<str>,
     headers: Headers,
-    facts: Facts,
-    key: Option<Vec<u8>>,
+    /// What only some brokers report, boxed: a delivery is moved several times on its way
+    /// through the runtime, and most carry none of it (`None` is no fact and no key).
+    rare: Option<Box<Rare>>,
     handle: Box<dyn Any + Send + Sync>,
 }
+
+/// The parts of a [`Delivery`] most deliveries leave at their default.
+#[derive(Default)]
+struct Rare {
+    facts: Facts,
+    key: Option<Vec<u8>>,
+}
+
+/// The facts of a delivery its transport reported none of.
+static NO_FACTS: Facts = Facts {
+    urn: None,
+    declared_version: Declared::Absent,
+    count: None,
+    original_queue: None,
+    poison_always_dead_lettered: false,
+    attempts_not_counted: false,
+};
 
 impl Delivery {
     /// A delivery of `body` consumed from `queue`, with no headers and no facts. A `Vec<u8>`
@@ -145,8 +163,7 @@ impl Delivery {
             body: body.into(),
             queue: queue.into(),
             headers: Headers::new(),
-            facts: Facts::default(),
-            key: None,
+            rare: None,
             handle: Box::new(()),
         }
     }
@@ -161,7 +178,7 @@ impl Delivery {
     /// Attaches every fact at once.
     #[must_use]
     pub fn with_facts(mut self, facts: Facts) -> Delivery {
-        self.facts = facts;
+        self.rare_mut().facts = facts;
         self
     }
 
@@ -170,28 +187,28 @@ impl Delivery {
     #[must_use]
     pub fn with_urn(mut self, urn: impl Into<String>) -> Delivery {
         let urn = urn.into();
-        self.facts.urn = (!babelqueue_envelope::ascii::is_blank(&urn)).then_some(urn);
+        self.rare_mut().facts.urn = (!babelqueue_envelope::ascii::is_blank(&urn)).then_some(urn);
         self
     }
 
     /// Sets the schema-version property as carried ([`Facts::declared_version`]).
     #[must_use]
     pub fn with_declared_version(mut self, declared: Declared) -> Delivery {
-        self.facts.declared_version = declared;
+        self.rare_mut().facts.declared_version = declared;
         self
     }
 
     /// Sets the broker's delivery count ([`Facts::count`]).
     #[must_use]
     pub fn with_count(mut self, count: Count) -> Delivery {
-        self.facts.count = Some(count);
+        self.rare_mut().facts.count = Some(count);
         self
     }
 
     /// Sets the queue the message was first published to ([`Facts::original_queue`]).
     #[must_use]
     pub fn with_original_queue(mut self, queue: impl Into<String>) -> Delivery {
-        self.facts.original_queue = Some(queue.into());
+        self.rare_mut().facts.original_queue = Some(queue.into());
         self
     }
 
@@ -199,7 +216,7 @@ impl Delivery {
     /// ([`Facts::poison_always_dead_lettered`]).
     #[must_use]
     pub fn poison_always_dead_lettered(mut self) -> Delivery {
-        self.facts.poison_always_dead_lettered = true;
+        self.rare_mut().facts.poison_always_dead_lettered = true;
         self
     }
 
@@ -207,15 +224,21 @@ impl Delivery {
     /// ([`Facts::attempts_not_counted`]).
     #[must_use]
     pub fn attempts_not_counted(mut self) -> Delivery {
-        self.facts.attempts_not_counted = true;
+        self.rare_mut().facts.attempts_not_counted = true;
         self
     }
 
     /// Sets the broker record key (`None` = a null key; an empty key is a key).
     #[must_use]
     pub fn with_key(mut self, key: Option<Vec<u8>>) -> Delivery {
-        self.key = key;
+        if key.is_some() || self.rare.is_some() {
+            self.rare_mut().key = key;
+        }
         self
+    }
+
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
     }
 
     /// Attaches the transport's own settle handle (a receipt, a delivery tag, an offset …).
@@ -252,12 +275,12 @@ impl Delivery {
 
     /// What the broker reported about the delivery.
     pub fn facts(&self) -> &Facts {
-        &self.facts
+        self.rare.as_ref().map_or(&NO_FACTS, |rare| &rare.facts)
     }
 
     /// The broker record key, when the broker has keys.
     pub fn key(&self) -> Option<&[u8]> {
-        self.key.as_deref()
+        self.rare.as_ref().and_then(|rare| rare.key.as_deref())
     }
 
     /// The transport's settle handle, when it is a `T`.
@@ -272,8 +295,8 @@ impl fmt::Debug for Delivery {
             .field("queue", &self.queue)
             .field("body", &String::from_utf8_lossy(&self.body))
             .field("headers", &self.headers)
-            .field("facts", &self.facts)
-            .field("key", &self.key)
+            .field("facts", self.facts())
+            .field("key", &self.key())
             .finish_non_exhaustive()
     }
 }
@@ -293,6 +316,42 @@ mod tests {
         assert_eq!(pulsar(Some(4), 1).native(), 4);
         assert_eq!(pulsar(None, 3).native(), 3);
         assert_eq!(pulsar(Some(1), 5).native(), 5);
+    }
+
+    #[test]
+    fn a_delivery_without_facts_reads_the_defaults_and_stays_small() {
+        let plain = Delivery::new("q", b"{}".to_vec()).with_key(None);
+        assert_eq!(plain.facts(), &Facts::default());
+        assert_eq!(plain.key(), None);
+        assert!(plain.rare.is_none(), "no fact and no key: nothing boxed");
+        // Moved from the transport to the runtime and through a dispatch several times: kept
+        // within the size a move copies inline, without a call to memcpy.
+        assert!(
+            std::mem::size_of::<Delivery>() <= 128,
+            "{} bytes",
+            std::mem::size_of::<Delivery>()
+        );
+    }
+
+    #[test]
+    fn facts_and_key_set_in_any_order_are_all_kept() {
+        let d = Delivery::new("q", b"{}".to_vec())
+            .with_key(Some(b"k".to_vec()))
+            .with_count(Count::Redelivered(2))
+            .with_original_queue("first")
+            .attempts_not_counted();
+        assert_eq!(d.key(), Some(&b"k"[..]));
+        assert_eq!(d.facts().count, Some(Count::Redelivered(2)));
+        assert_eq!(d.facts().original_queue.as_deref(), Some("first"));
+        assert!(d.facts().attempts_not_counted);
+        let d = d.with_facts(Facts::default()).with_key(None);
+        assert_eq!(d.facts(), &Facts::default());
+        assert_eq!(d.key(), None);
+        let d = Delivery::new("q", b"{}".to_vec())
+            .with_urn("urn:x")
+            .with_key(Some(Vec::new()));
+        assert_eq!(d.key(), Some(&b""[..]), "an empty key is a key");
+        assert_eq!(d.facts().urn.as_deref(), Some("urn:x"));
     }
 
     #[test]

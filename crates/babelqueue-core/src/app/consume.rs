@@ -559,11 +559,6 @@ fn start<'a>(
 
 /// What [`start`] did with a delivery: finished it in its first poll (nothing is left to
 /// track), or left a dispatch running.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "returned once per delivery and matched at once; boxing the finished result would \
-              cost the allocation this type exists to save"
-)]
 enum Started<'a> {
     Finished(std::thread::Result<Dispatched>),
     Running(Dispatching<'a>),
