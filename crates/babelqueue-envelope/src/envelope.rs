@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::ascii;
 use crate::json::scan::{self, Scanner};
-use crate::json::{JsonKind, Key, Object, RawJson, Seen};
+use crate::json::{JsonKind, Key, Name, Object, RawJson, Seen};
 use crate::{Error, SCHEMA_VERSION, SOURCE_LANG};
 
 /// The core `meta` keys, in canonical order.
@@ -379,7 +379,8 @@ impl Envelope {
     // Members
 
     fn position(&self, name: &str) -> Option<usize> {
-        self.members.iter().position(|(k, _)| k.is(name))
+        let name = Name::new(name);
+        self.members.iter().position(|(k, _)| k.is_name(&name))
     }
 
     fn insert_member(&mut self, key: Key, member: Member) {
@@ -397,7 +398,8 @@ impl Envelope {
 
     /// The raw value of a top-level member, except an object `meta` (see [`Envelope::meta`]).
     fn raw(&self, name: &str) -> Option<&RawJson> {
-        match self.members.iter().find(|(k, _)| k.is(name))?.1 {
+        let name = Name::new(name);
+        match self.members.iter().find(|(k, _)| k.is_name(&name))?.1 {
             Member::Raw(ref raw) => Some(raw),
             Member::Meta(_) => None,
         }
@@ -413,7 +415,8 @@ impl Envelope {
 
     /// The value of top-level member `name`.
     pub fn get(&self, name: &str) -> Option<Cow<'_, RawJson>> {
-        match &self.members.iter().find(|(k, _)| k.is(name))?.1 {
+        let name = Name::new(name);
+        match &self.members.iter().find(|(k, _)| k.is_name(&name))?.1 {
             Member::Raw(raw) => Some(Cow::Borrowed(raw)),
             Member::Meta(object) => Some(Cow::Owned(object.to_raw())),
         }

@@ -8,7 +8,7 @@ pub(crate) mod text;
 pub(crate) mod write;
 
 pub use object::{Key, Object};
-pub(crate) use object::{Known, Seen};
+pub(crate) use object::{Known, Name, Seen};
 pub use raw::{JsonKind, RawJson};
 pub use scan::{MAX_DEPTH, SyntaxError, SyntaxErrorKind};
 

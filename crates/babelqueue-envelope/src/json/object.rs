@@ -95,6 +95,21 @@ fn well_known(name: &[u8]) -> Option<u8> {
     }
 }
 
+/// A member name being looked up, with its position in [`WELL_KNOWN`] found once.
+pub(crate) struct Name<'n> {
+    text: &'n str,
+    known: Option<u8>,
+}
+
+impl<'n> Name<'n> {
+    pub(crate) fn new(text: &'n str) -> Name<'n> {
+        Name {
+            text,
+            known: well_known(text.as_bytes()),
+        }
+    }
+}
+
 /// An object member name, kept as its escaped JSON text so it re-emits byte for byte.
 ///
 /// Names compare by the UTF-16 code units they stand for (`"job"` and `"\u006aob"` are the same
@@ -170,6 +185,15 @@ impl Key {
     /// The escaped text between the quotes, as written on the wire.
     pub fn raw(&self) -> &str {
         &self.raw
+    }
+
+    /// [`Key::is`] for a name looked up among many keys, read once ([`Name::new`]): a plain
+    /// key and a well-known name compare by their positions, without comparing text.
+    pub(crate) fn is_name(&self, name: &Name<'_>) -> bool {
+        match name.known {
+            Some(known) if self.plain => self.known == known,
+            _ => self.is(name.text),
+        }
     }
 
     /// Whether this key names `name` (case-sensitive, after unescaping).
@@ -281,21 +305,24 @@ impl Object {
 
     /// The value of member `name`.
     pub fn get(&self, name: &str) -> Option<&RawJson> {
+        let name = Name::new(name);
         self.entries
             .iter()
-            .find(|(k, _)| k.is(name))
+            .find(|(k, _)| k.is_name(&name))
             .map(|(_, v)| v)
     }
 
     /// Whether member `name` is present.
     pub fn contains_key(&self, name: &str) -> bool {
-        self.entries.iter().any(|(k, _)| k.is(name))
+        let name = Name::new(name);
+        self.entries.iter().any(|(k, _)| k.is_name(&name))
     }
 
     /// Sets member `name`: replaces its value in place when present, else appends it.
     /// Returns the previous value.
     pub fn insert(&mut self, name: &str, value: RawJson) -> Option<RawJson> {
-        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| k.is(name)) {
+        let known = Name::new(name);
+        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| k.is_name(&known)) {
             return Some(core::mem::replace(&mut slot.1, value));
         }
         self.entries.push((Key::new(name), value));
@@ -312,7 +339,8 @@ impl Object {
 
     /// Removes member `name`, returning its value.
     pub fn remove(&mut self, name: &str) -> Option<RawJson> {
-        let index = self.entries.iter().position(|(k, _)| k.is(name))?;
+        let name = Name::new(name);
+        let index = self.entries.iter().position(|(k, _)| k.is_name(&name))?;
         Some(self.entries.remove(index).1)
     }
 
@@ -355,6 +383,34 @@ impl fmt::Debug for Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_looked_up_matches_exactly_the_keys_that_spell_it() {
+        // (key as written, name looked up, same member)
+        let rows: [(&str, &str, bool); 12] = [
+            ("job", "job", true),
+            ("job", "data", false),
+            ("jobs", "job", false),
+            ("Job", "job", false),
+            (r"\u006aob", "job", true),
+            (r"\u006aob", "data", false),
+            ("order_id", "order_id", true),
+            ("order_id", "job", false),
+            ("job", "order_id", false),
+            (r"order\u005fid", "order_id", true),
+            ("", "", true),
+            ("schema_version", "schema_version", true),
+        ];
+        for (written, looked_up, same) in rows {
+            let key = Key::from_text(Text::owned(String::from(written)));
+            assert_eq!(
+                key.is_name(&Name::new(looked_up)),
+                same,
+                "{written} / {looked_up}"
+            );
+            assert_eq!(key.is(looked_up), same, "{written} / {looked_up}");
+        }
+    }
 
     #[test]
     fn a_repeated_name_is_never_taken_for_a_new_one_whatever_its_spelling() {
