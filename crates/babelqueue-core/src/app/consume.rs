@@ -126,6 +126,16 @@ impl App {
         let inner = &self.inner;
         let queue = options.queue.clone().unwrap_or_else(|| inner.queue.clone());
         let capabilities = inner.transport.capabilities();
+        // Listening from the first poll, before anything is awaited: a signal that lands before
+        // the listener task first runs is kept for it, not fatal to the process.
+        let listening = match options.handle_signals.then(Signals::listen) {
+            Some(Ok(signals)) => Some(signals),
+            Some(Err(e)) => {
+                tracing::warn!(target: LOG, error = %e, "Cannot listen for shutdown signals; stop this worker with a StopHandle");
+                None
+            }
+            None => None,
+        };
         if matches!(capabilities.redelivery_mode(), Redelivery::Impossible)
             && inner.policy.max_attempts > 1
         {
@@ -164,8 +174,9 @@ impl App {
         let (deadline_tx, deadline_rx) = watch::channel(false);
         let deadline_tx = Arc::new(deadline_tx);
         let signalled = Arc::new(AtomicBool::new(false));
-        let signals = options.handle_signals.then(|| {
+        let signals = listening.map(|signals| {
             spawn_signal_listener(
+                signals,
                 inner.stop.clone(),
                 signalled.clone(),
                 deadline_tx.clone(),
@@ -651,13 +662,14 @@ fn count(
 }
 
 fn spawn_signal_listener(
+    mut signals: Signals,
     stop: Arc<Stop>,
     signalled: Arc<AtomicBool>,
     deadline: Arc<watch::Sender<bool>>,
     shutdown_timeout: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if wait_for_signal().await.is_err() {
+        if signals.next().await.is_err() {
             return;
         }
         tracing::warn!(target: LOG, "Shutdown signal received: finishing in-flight messages (deadline {shutdown_timeout:?})");
@@ -671,7 +683,7 @@ fn spawn_signal_listener(
                 deadline.send_replace(true);
             })
         };
-        if wait_for_signal().await.is_ok() {
+        if signals.next().await.is_ok() {
             tracing::warn!(target: LOG, "Second signal: interrupting running handlers now");
             deadline.send_replace(true);
         }
@@ -679,19 +691,44 @@ fn spawn_signal_listener(
     })
 }
 
+/// SIGTERM and SIGINT, each registered with the process when this is created (so from then on
+/// neither ends the process by default), and read one at a time by the listener.
 #[cfg(unix)]
-async fn wait_for_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    Ok(())
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
 }
 
+#[cfg(unix)]
+impl Signals {
+    fn listen() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) -> std::io::Result<()> {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        Ok(())
+    }
+}
+
+/// Ctrl-C, listened to from the listener's first poll.
 #[cfg(not(unix))]
-async fn wait_for_signal() -> std::io::Result<()> {
-    tokio::signal::ctrl_c().await
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn listen() -> std::io::Result<Signals> {
+        Ok(Signals)
+    }
+
+    async fn next(&mut self) -> std::io::Result<()> {
+        tokio::signal::ctrl_c().await
+    }
 }
