@@ -146,7 +146,10 @@ fn record(value: &[u8], u: &mut Unstructured<'_>) -> Result<Record> {
             2 => Some(u.arbitrary::<i64>()?.to_string().into_bytes()),
             _ => Some(text(u)?.into_bytes()),
         };
-        headers.push(RecordHeader { key, value });
+        headers.push(RecordHeader {
+            key: key.into(),
+            value,
+        });
     }
     Ok(Record {
         topic: text(u)?,
@@ -168,6 +171,9 @@ fn check_record(record: &Record) {
     // The transport hands a tombstone over as an empty body.
     let value = record.value.as_deref().unwrap_or_default();
     let reported = facts(record);
+    // A record lent (as the librdkafka client hands records to the transport) and copied back
+    // is the record.
+    assert_eq!(record.lend().to_record(), *record);
 
     let first_version = header(&record.headers, HEADER_SCHEMA_VERSION);
     let want_version = match first_version {

@@ -8,6 +8,7 @@
 //! record settles. Pure bookkeeping, no I/O.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::client::TopicPartition;
 
@@ -33,9 +34,24 @@ pub(crate) struct Book {
     next_id: u64,
     /// Looked up twice per record (hand-out and settle): a seeded fast hasher, not SipHash.
     partitions: HashMap<TopicPartition, BTreeMap<i64, Entry>, foldhash::fast::RandomState>,
+    /// The partition of the last record handed out, shared with its delivery: records come
+    /// in runs per partition, so most deliveries name theirs without copying its topic.
+    last: Option<Arc<TopicPartition>>,
 }
 
 impl Book {
+    /// `topic[partition]`, shared: the last one asked for when it is the same, else a new one
+    /// (then the last).
+    pub(crate) fn shared(&mut self, topic: &str, partition: i32) -> Arc<TopicPartition> {
+        match &self.last {
+            Some(last) if last.partition == partition && last.topic == topic => Arc::clone(last),
+            _ => Arc::clone(
+                self.last
+                    .insert(Arc::new(TopicPartition::new(topic, partition))),
+            ),
+        }
+    }
+
     /// Records a handed-out record; returns its ticket (an id that tells this hand-out from a
     /// later one of the same offset after a seek).
     pub(crate) fn track(&mut self, tp: &TopicPartition, offset: i64) -> u64 {
@@ -264,6 +280,25 @@ mod tests {
         }
         assert_eq!(book.take_committable(&tp(0)), Some(4));
         assert_eq!(book.take_committable(&tp(0)), None);
+    }
+
+    #[test]
+    fn a_partition_named_again_is_shared_and_never_mistaken_for_another() {
+        let mut book = Book::default();
+        let first = book.shared("orders", 0);
+        assert!(Arc::ptr_eq(&first, &book.shared("orders", 0)));
+        // Another partition, then another topic with the same number: each its own name.
+        let other = book.shared("orders", 1);
+        assert_eq!(*other, tp(1));
+        let elsewhere = book.shared("orders.retry", 1);
+        assert_eq!(*elsewhere, TopicPartition::new("orders.retry", 1));
+        assert!(!Arc::ptr_eq(&other, &elsewhere));
+        assert_eq!(*book.shared("orders", 0), tp(0));
+        // The shared name tracks and settles as the partition itself.
+        let shared = book.shared("orders", 0);
+        let id = book.track(&shared, 5);
+        assert!(book.settle(&tp(0), 5, id));
+        assert_eq!(book.take_committable(&shared), Some(6));
     }
 
     #[test]

@@ -81,6 +81,115 @@ impl Record {
     pub fn topic_partition(&self) -> TopicPartition {
         TopicPartition::new(self.topic.clone(), self.partition)
     }
+
+    /// The record lent, as [`KafkaConsumer::poll_batch_lent`] hands records out.
+    pub fn lend(&self) -> LentRecord<'_> {
+        LentRecord {
+            topic: &self.topic,
+            partition: self.partition,
+            offset: self.offset,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            headers: &self.headers,
+            timestamp: self.timestamp,
+        }
+    }
+}
+
+/// A record's headers, read in place: a record's own `Vec<RecordHeader>`, or the client's
+/// buffer of a record it lends ([`LentRecord`]) without copying each header out first.
+pub trait RecordHeaders: Sync {
+    /// The first header named `name`: `None` when absent, `Some(None)` when its value is null.
+    fn first_named(&self, name: &str) -> Option<Option<&[u8]>>;
+
+    /// Calls `each` with every header's key and value, in order.
+    fn each<'s>(&'s self, each: &mut dyn FnMut(&'s str, Option<&'s [u8]>));
+}
+
+impl RecordHeaders for [RecordHeader] {
+    fn first_named(&self, name: &str) -> Option<Option<&[u8]>> {
+        self.iter()
+            .find(|h| h.key == name)
+            .map(|h| h.value.as_deref())
+    }
+
+    fn each<'s>(&'s self, each: &mut dyn FnMut(&'s str, Option<&'s [u8]>)) {
+        for h in self {
+            each(&h.key, h.value.as_deref());
+        }
+    }
+}
+
+impl<const N: usize> RecordHeaders for [RecordHeader; N] {
+    fn first_named(&self, name: &str) -> Option<Option<&[u8]>> {
+        self.as_slice().first_named(name)
+    }
+
+    fn each<'s>(&'s self, each: &mut dyn FnMut(&'s str, Option<&'s [u8]>)) {
+        self.as_slice().each(each);
+    }
+}
+
+impl RecordHeaders for Vec<RecordHeader> {
+    fn first_named(&self, name: &str) -> Option<Option<&[u8]>> {
+        self.as_slice().first_named(name)
+    }
+
+    fn each<'s>(&'s self, each: &mut dyn FnMut(&'s str, Option<&'s [u8]>)) {
+        self.as_slice().each(each);
+    }
+}
+
+/// A consumed record lent for the time of one call (see [`KafkaConsumer::poll_batch_lent`]):
+/// the fields of a [`Record`], borrowed from wherever the client holds them.
+#[derive(Clone, Copy)]
+pub struct LentRecord<'a> {
+    /// Its topic.
+    pub topic: &'a str,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its key (`None`: a null key).
+    pub key: Option<&'a [u8]>,
+    /// Its value (`None`: a null value, a tombstone).
+    pub value: Option<&'a [u8]>,
+    /// Its headers, in order.
+    pub headers: &'a dyn RecordHeaders,
+    /// Its timestamp in epoch milliseconds, when it has one.
+    pub timestamp: Option<i64>,
+}
+
+impl fmt::Debug for LentRecord<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LentRecord")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LentRecord<'_> {
+    /// The record, owned (every field copied).
+    pub fn to_record(&self) -> Record {
+        let mut headers = Vec::new();
+        self.headers.each(&mut |key, value| {
+            headers.push(RecordHeader {
+                key: crate::projection::header_key(key),
+                value: value.map(<[u8]>::to_vec),
+            });
+        });
+        Record {
+            topic: self.topic.to_owned(),
+            partition: self.partition,
+            offset: self.offset,
+            key: self.key.map(<[u8]>::to_vec),
+            value: self.value.map(<[u8]>::to_vec),
+            headers,
+            timestamp: self.timestamp,
+        }
+    }
 }
 
 /// A record to write.
@@ -152,6 +261,26 @@ pub trait KafkaConsumer: Send + Sync + fmt::Debug {
             }
         }
         Ok(records)
+    }
+
+    /// The same records as [`poll_batch`](KafkaConsumer::poll_batch), each lent to `each` in
+    /// turn instead of returned owned; returns how many there were. A client that holds what
+    /// it fetched (librdkafka) overrides it so that nothing is copied out of a record but what
+    /// `each` keeps; the default lends the records of `poll_batch`.
+    ///
+    /// Once a record was lent it counts as received: an error reading a later one ends the
+    /// batch with the records lent so far, as for `poll_batch`.
+    async fn poll_batch_lent(
+        &self,
+        max: usize,
+        timeout: Duration,
+        each: &mut (dyn for<'r> FnMut(LentRecord<'r>) + Send),
+    ) -> Result<usize, KafkaError> {
+        let records = self.poll_batch(max, timeout).await?;
+        for record in &records {
+            each(record.lend());
+        }
+        Ok(records.len())
     }
 
     /// Commits `next_offset` (the offset of the next record to read) for `partition`,
@@ -244,4 +373,128 @@ pub trait KafkaClient: Send + Sync + fmt::Debug {
     /// A reader that sees `group_id`'s committed positions without being a member of the
     /// group (see [`KafkaReader`]).
     fn reader(&self, group_id: &str) -> Result<Box<dyn KafkaReader>, KafkaError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::{self, HEADER_ATTEMPTS, HEADER_ORIGINAL_TOPIC, HEADER_SCHEMA_VERSION};
+
+    fn record() -> Record {
+        Record {
+            topic: "orders".into(),
+            partition: 3,
+            offset: 41,
+            key: Some(Vec::new()),
+            value: None,
+            headers: vec![
+                RecordHeader::text(HEADER_SCHEMA_VERSION, "2"),
+                RecordHeader {
+                    key: "x-null".into(),
+                    value: None,
+                },
+                RecordHeader::text(HEADER_ATTEMPTS, "4"),
+                RecordHeader::text("x-tenant", "acme"),
+                RecordHeader::text(HEADER_ATTEMPTS, "9"),
+                RecordHeader::text(HEADER_ORIGINAL_TOPIC, "orders"),
+                RecordHeader::text(HEADER_SCHEMA_VERSION, "3"),
+                RecordHeader::text(HEADER_ORIGINAL_TOPIC, "other"),
+            ],
+            timestamp: Some(1_749_132_727_000),
+        }
+    }
+
+    #[test]
+    fn a_lent_record_copied_back_is_the_record_field_for_field() {
+        let record = record();
+        // An empty key stays empty (not null), a null value null, repeated and null headers
+        // in place and in order, the binding's own keys static text again.
+        let copied = record.lend().to_record();
+        assert_eq!(copied, record);
+        assert!(matches!(
+            copied.headers[0].key,
+            Cow::Borrowed(HEADER_SCHEMA_VERSION)
+        ));
+        assert!(matches!(copied.headers[3].key, Cow::Owned(_)));
+    }
+
+    #[test]
+    fn headers_read_in_place_give_the_first_of_a_name_and_every_one_in_order() {
+        let record = record();
+        let lent = record.lend();
+        assert_eq!(
+            lent.headers.first_named(HEADER_ATTEMPTS),
+            Some(Some(&b"4"[..]))
+        );
+        assert_eq!(lent.headers.first_named("x-null"), Some(None));
+        assert_eq!(lent.headers.first_named("bq-ATTEMPTS"), None);
+        let mut seen = Vec::new();
+        lent.headers
+            .each(&mut |key, value| seen.push((key.to_owned(), value.map(<[u8]>::to_vec))));
+        let expected: Vec<_> = record
+            .headers
+            .iter()
+            .map(|h| (h.key.to_string(), h.value.clone()))
+            .collect();
+        assert_eq!(seen, expected);
+        // The facts read in place are the owned record's.
+        assert_eq!(
+            projection::facts_of(lent.headers),
+            projection::facts(&record)
+        );
+        let facts = projection::facts_of(lent.headers);
+        assert_eq!(facts.count, Some(babelqueue_core::Count::Carried(4)));
+        assert_eq!(facts.original_queue.as_deref(), Some("orders"));
+        assert_eq!(
+            facts.declared_version,
+            babelqueue_core::Declared::Text("2".into())
+        );
+    }
+
+    /// A client that only returns owned records: the default lending reads them in turn.
+    #[derive(Debug)]
+    struct Owned(std::sync::Mutex<Vec<Record>>);
+
+    #[async_trait]
+    impl KafkaConsumer for Owned {
+        async fn poll(&self, _: Duration) -> Result<Option<Record>, KafkaError> {
+            let mut records = self.0.lock().unwrap();
+            Ok((!records.is_empty()).then(|| records.remove(0)))
+        }
+        async fn commit(&self, _: &TopicPartition, _: i64) -> Result<(), KafkaError> {
+            Ok(())
+        }
+        async fn seek(&self, _: &TopicPartition, _: i64) -> Result<(), KafkaError> {
+            Ok(())
+        }
+        fn pause(&self, _: &TopicPartition) -> Result<(), KafkaError> {
+            Ok(())
+        }
+        fn resume(&self, _: &TopicPartition) -> Result<(), KafkaError> {
+            Ok(())
+        }
+        async fn close(&self) {}
+    }
+
+    #[tokio::test]
+    async fn the_default_lending_hands_out_poll_batch_s_records_in_order_up_to_max() {
+        let records: Vec<Record> = (0..5).map(|offset| Record { offset, ..record() }).collect();
+        let consumer = Owned(std::sync::Mutex::new(records.clone()));
+        let mut lent = Vec::new();
+        let n = consumer
+            .poll_batch_lent(3, Duration::ZERO, &mut |r| lent.push(r.to_record()))
+            .await
+            .unwrap();
+        assert_eq!((n, &lent[..]), (3, &records[..3]));
+        let n = consumer
+            .poll_batch_lent(8, Duration::ZERO, &mut |r| lent.push(r.to_record()))
+            .await
+            .unwrap();
+        assert_eq!((n, &lent[..]), (2, &records[..]));
+        let n = consumer
+            .poll_batch_lent(8, Duration::ZERO, &mut |_| panic!("nothing is left"))
+            .await
+            .unwrap();
+        assert_eq!(n, 0);
+    }
 }

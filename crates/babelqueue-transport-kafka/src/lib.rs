@@ -192,8 +192,8 @@ mod tests;
 mod transport;
 
 pub use client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, OutRecord, PRODUCE_WINDOW,
-    PartitionBounds, Record, RecordHeader, RevokeHook, TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, LentRecord, OutRecord, PRODUCE_WINDOW,
+    PartitionBounds, Record, RecordHeader, RecordHeaders, RevokeHook, TopicPartition,
 };
 #[allow(deprecated)]
 pub use config::KafkaConfig;

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use babelqueue_core::{Count, Declared, Facts};
 use babelqueue_envelope::{Envelope, JsonKind, RawJson};
 
-use crate::client::{Record, RecordHeader};
+use crate::client::{Record, RecordHeader, RecordHeaders};
 
 /// The URN.
 pub const HEADER_JOB: &str = "bq-job";
@@ -164,15 +164,15 @@ pub fn record_timestamp(body: &[u8]) -> Option<i64> {
 }
 
 /// The first header named `name`: `None` when absent, `Some(None)` when its value is null.
-pub fn header<'a>(headers: &'a [RecordHeader], name: &str) -> Option<Option<&'a [u8]>> {
-    headers
-        .iter()
-        .find(|h| h.key == name)
-        .map(|h| h.value.as_deref())
+pub fn header<'a, H: RecordHeaders + ?Sized>(
+    headers: &'a H,
+    name: &str,
+) -> Option<Option<&'a [u8]>> {
+    headers.first_named(name)
 }
 
 /// The first header named `name` as text (UTF-8 with replacement); `None` when absent or null.
-pub fn header_text(headers: &[RecordHeader], name: &str) -> Option<String> {
+pub fn header_text<H: RecordHeaders + ?Sized>(headers: &H, name: &str) -> Option<String> {
     header(headers, name)
         .flatten()
         .map(|v| String::from_utf8_lossy(v).into_owned())
@@ -180,9 +180,16 @@ pub fn header_text(headers: &[RecordHeader], name: &str) -> Option<String> {
 
 /// The first `bq-attempts` header as an integer (ASCII whitespace around it allowed, negative
 /// values read as 0); `None` when absent, null or not an integer.
-pub fn header_attempts(headers: &[RecordHeader]) -> Option<i64> {
-    let text = header_text(headers, HEADER_ATTEMPTS)?;
-    let trimmed = babelqueue_envelope::ascii::trim(&text);
+pub fn header_attempts<H: RecordHeaders + ?Sized>(headers: &H) -> Option<i64> {
+    attempts_of(header(headers, HEADER_ATTEMPTS))
+}
+
+/// [`header_attempts`] of a header found (`None`: absent, `Some(None)`: null).
+fn attempts_of(found: Option<Option<&[u8]>>) -> Option<i64> {
+    // Read in place: a value that is not UTF-8 is not an integer either (with replacement
+    // characters it would not parse), so nothing is copied to find out.
+    let text = std::str::from_utf8(found??).ok()?;
+    let trimmed = babelqueue_envelope::ascii::trim(text);
     let digits = trimmed.strip_prefix('+').unwrap_or(trimmed);
     if digits.is_empty() || digits.starts_with('+') {
         return None;
@@ -193,8 +200,13 @@ pub fn header_attempts(headers: &[RecordHeader]) -> Option<i64> {
 /// The first `bq-schema-version` header as carried: absent, null (a header without a value, never
 /// the text `"null"`), or its text (UTF-8 with replacement). The runtime gates on it before
 /// anything decodes the body.
-pub fn declared(headers: &[RecordHeader]) -> Declared {
-    match header(headers, HEADER_SCHEMA_VERSION) {
+pub fn declared<H: RecordHeaders + ?Sized>(headers: &H) -> Declared {
+    declared_of(header(headers, HEADER_SCHEMA_VERSION))
+}
+
+/// [`declared`] of a header found (`None`: absent, `Some(None)`: null).
+fn declared_of(found: Option<Option<&[u8]>>) -> Declared {
+    match found {
         None => Declared::Absent,
         Some(None) => Declared::Null,
         Some(Some(bytes)) => Declared::Text(String::from_utf8_lossy(bytes).into_owned()),
@@ -203,18 +215,36 @@ pub fn declared(headers: &[RecordHeader]) -> Declared {
 
 /// The count a record carries: the `bq-attempts` header, authoritative over the body (Kafka
 /// has no delivery count of its own); `None` when absent or unreadable.
-pub fn count(headers: &[RecordHeader]) -> Option<Count> {
+pub fn count<H: RecordHeaders + ?Sized>(headers: &H) -> Option<Count> {
     header_attempts(headers).map(Count::Carried)
 }
 
 /// What a consumed record reports to the runtime: [`declared`], [`count`], and the
 /// `bq-original-topic` a re-injected record carries (the `original_queue` of its poison record).
 pub fn facts(record: &Record) -> Facts {
+    facts_of(&record.headers)
+}
+
+/// [`facts`] from a record's headers alone (all the facts come from them), read in place in
+/// one pass, the first header of each name counting as in [`declared`] and [`count`].
+pub fn facts_of<H: RecordHeaders + ?Sized>(headers: &H) -> Facts {
+    let (mut version, mut attempts, mut original) = (None, None, None);
+    headers.each(&mut |key, value| {
+        let first = match key {
+            HEADER_SCHEMA_VERSION => &mut version,
+            HEADER_ATTEMPTS => &mut attempts,
+            HEADER_ORIGINAL_TOPIC => &mut original,
+            _ => return,
+        };
+        first.get_or_insert(value);
+    });
     let mut facts = Facts::default();
-    facts.declared_version = declared(&record.headers);
-    facts.count = count(&record.headers);
-    facts.original_queue =
-        header_text(&record.headers, HEADER_ORIGINAL_TOPIC).filter(|t| !t.is_empty());
+    facts.declared_version = declared_of(version);
+    facts.count = attempts_of(attempts).map(Count::Carried);
+    facts.original_queue = original
+        .flatten()
+        .filter(|topic| !topic.is_empty())
+        .map(|topic| String::from_utf8_lossy(topic).into_owned());
     facts
 }
 
@@ -387,6 +417,16 @@ mod tests {
             value: None,
         }];
         assert_eq!(header_attempts(&null), None);
+        // Bytes that are not UTF-8 are no integer, whatever digits they hold.
+        let raw = |v: &[u8]| {
+            vec![RecordHeader {
+                key: HEADER_ATTEMPTS.into(),
+                value: Some(v.to_vec()),
+            }]
+        };
+        assert_eq!(header_attempts(&raw(b"3\xff")), None);
+        assert_eq!(header_attempts(&raw(b"\xff3")), None);
+        assert_eq!(header_attempts(&raw(b" 4\t")), Some(4));
         // only the first header counts
         let two = vec![
             RecordHeader::text(HEADER_ATTEMPTS, "1"),

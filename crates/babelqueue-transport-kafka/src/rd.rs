@@ -12,13 +12,13 @@ use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
 use rdkafka::error::KafkaError as RdError;
-use rdkafka::message::{BorrowedMessage, Header, Headers, OwnedHeaders};
+use rdkafka::message::{BorrowedHeaders, BorrowedMessage, Header, Headers, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, OutRecord, PRODUCE_WINDOW, Record,
-    RecordHeader, RevokeHook, TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, LentRecord, OutRecord, PRODUCE_WINDOW,
+    Record, RecordHeaders, RevokeHook, TopicPartition,
 };
 use crate::config::{KafkaOptions, member_instance_id, scrub};
 use crate::error::{KafkaError, is_auth_code};
@@ -782,10 +782,13 @@ impl RdConsumer {
     /// behind the queue with every second of an outage, and a worker stayed wedged for minutes
     /// after the broker was back (`kafka/broker-restart` in the chaos suite). A refusal of the
     /// credentials and an error librdkafka calls fatal are returned at once: neither heals.
-    async fn next_record(
+    /// The record is handed to `keep` where librdkafka holds it; what `keep` returns is
+    /// returned.
+    async fn next_record<T>(
         &self,
         consumer: &StreamConsumer<RdContext>,
-    ) -> Result<Record, KafkaError> {
+        mut keep: impl FnMut(&BorrowedMessage<'_>) -> T,
+    ) -> Result<T, KafkaError> {
         let mut skipped = 0usize;
         loop {
             let error = match consumer.recv().await {
@@ -794,7 +797,7 @@ impl RdConsumer {
                         tracing::debug!(target: "babelqueue::kafka", topics = ?self.topics, skipped,
                             "Kafka poll passed over librdkafka's errors before this record");
                     }
-                    return Ok(owned(&message));
+                    return Ok(keep(&message));
                 }
                 Err(source) => self.auth.explain(KafkaError::Client {
                     operation: "poll",
@@ -814,6 +817,33 @@ impl RdConsumer {
             skipped += 1;
         }
     }
+
+    /// The next record, waiting up to `timeout`, handed to `keep`: the credential watch (a
+    /// refusal ends the wait with it) and the recovery from librdkafka's errors around
+    /// [`next_record`](RdConsumer::next_record). `None` when no record came.
+    async fn poll_with<T>(
+        &self,
+        consumer: &StreamConsumer<RdContext>,
+        timeout: Duration,
+        keep: impl FnMut(&BorrowedMessage<'_>) -> T,
+    ) -> Result<Option<T>, KafkaError> {
+        let changes = self.auth.subscribe();
+        if let Some(refused) = self.auth.current() {
+            return Err(refused);
+        }
+        let received = tokio::select! {
+            received = tokio::time::timeout(timeout, self.next_record(consumer, keep)) => received,
+            refused = self.auth.next_refusal(changes) => return Err(refused),
+        };
+        match received {
+            Err(_) => Ok(None),
+            Ok(Ok(kept)) => {
+                self.auth.accepted();
+                Ok(Some(kept))
+            }
+            Ok(Err(error)) => Err(error),
+        }
+    }
 }
 
 /// Whether librdkafka recovers from a consumer error by itself (a broker that is down, a
@@ -826,49 +856,51 @@ fn recovers_by_itself(error: &KafkaError) -> bool {
     )
 }
 
-pub(crate) fn owned(message: &BorrowedMessage<'_>) -> Record {
-    let headers = message
-        .headers()
-        .map(|h| {
-            h.iter()
-                .map(|header| RecordHeader {
-                    key: crate::projection::header_key(header.key),
-                    value: header.value.map(<[u8]>::to_vec),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Record {
-        topic: message.topic().to_owned(),
+/// A record's headers where librdkafka holds them (parsed by librdkafka on first read).
+struct RdHeaders<'a>(Option<&'a BorrowedHeaders>);
+
+impl RecordHeaders for RdHeaders<'_> {
+    fn first_named(&self, name: &str) -> Option<Option<&[u8]>> {
+        let headers = self.0?;
+        (0..headers.count())
+            .filter_map(|i| headers.try_get(i))
+            .find(|h| h.key == name)
+            .map(|h| h.value)
+    }
+
+    fn each<'s>(&'s self, each: &mut dyn FnMut(&'s str, Option<&'s [u8]>)) {
+        if let Some(headers) = self.0 {
+            for h in headers.iter() {
+                each(h.key, h.value);
+            }
+        }
+    }
+}
+
+/// Calls `f` with `message` lent as a [`LentRecord`].
+fn lend<T>(message: &BorrowedMessage<'_>, f: impl FnOnce(LentRecord<'_>) -> T) -> T {
+    let headers = RdHeaders(message.headers());
+    f(LentRecord {
+        topic: message.topic(),
         partition: message.partition(),
         offset: message.offset(),
-        key: message.key().map(<[u8]>::to_vec),
-        value: message.payload().map(<[u8]>::to_vec),
-        headers,
+        key: message.key(),
+        value: message.payload(),
+        headers: &headers,
         timestamp: message.timestamp().to_millis().filter(|ms| *ms >= 0),
-    }
+    })
+}
+
+/// `message`, owned (every field copied).
+pub(crate) fn owned(message: &BorrowedMessage<'_>) -> Record {
+    lend(message, |record| record.to_record())
 }
 
 #[async_trait]
 impl KafkaConsumer for RdConsumer {
     async fn poll(&self, timeout: Duration) -> Result<Option<Record>, KafkaError> {
         let consumer = self.get()?;
-        let changes = self.auth.subscribe();
-        if let Some(refused) = self.auth.current() {
-            return Err(refused);
-        }
-        let received = tokio::select! {
-            received = tokio::time::timeout(timeout, self.next_record(&consumer)) => received,
-            refused = self.auth.next_refusal(changes) => return Err(refused),
-        };
-        match received {
-            Err(_) => Ok(None),
-            Ok(Ok(record)) => {
-                self.auth.accepted();
-                Ok(Some(record))
-            }
-            Ok(Err(error)) => Err(error),
-        }
+        self.poll_with(&consumer, timeout, owned).await
     }
 
     /// The first record through [`poll`](KafkaConsumer::poll) (its timeout, the credential
@@ -877,21 +909,44 @@ impl KafkaConsumer for RdConsumer {
     /// batch (a refusal of the credentials is recorded by the client's callbacks, and the next
     /// poll reports it).
     async fn poll_batch(&self, max: usize, timeout: Duration) -> Result<Vec<Record>, KafkaError> {
+        let mut records = Vec::new();
+        self.poll_batch_lent(max, timeout, &mut |record| {
+            // Sized once (a batch is at most the loop's prefetch; the cap bounds an unusual one).
+            if records.is_empty() {
+                records.reserve_exact(max.clamp(1, 1024));
+            }
+            records.push(record.to_record());
+        })
+        .await?;
+        Ok(records)
+    }
+
+    /// As [`poll_batch`](KafkaConsumer::poll_batch), each record lent where librdkafka holds
+    /// it: only what `each` keeps is copied (librdkafka's header list is read in place).
+    async fn poll_batch_lent(
+        &self,
+        max: usize,
+        timeout: Duration,
+        each: &mut (dyn for<'r> FnMut(LentRecord<'r>) + Send),
+    ) -> Result<usize, KafkaError> {
         use futures_util::FutureExt as _;
-        let Some(first) = self.poll(timeout).await? else {
-            return Ok(Vec::new());
-        };
-        // Sized once (a batch is at most the loop's prefetch; the cap bounds an unusual one).
-        let mut records = Vec::with_capacity(max.clamp(1, 1024));
-        records.push(first);
         let consumer = self.get()?;
-        while records.len() < max {
+        if self
+            .poll_with(&consumer, timeout, |message| lend(message, &mut *each))
+            .await?
+            .is_none()
+        {
+            return Ok(0);
+        }
+        let mut lent = 1;
+        while lent < max {
             match consumer.recv().now_or_never() {
-                Some(Ok(message)) => records.push(owned(&message)),
+                Some(Ok(message)) => lend(&message, &mut *each),
                 Some(Err(_)) | None => break,
             }
+            lent += 1;
         }
-        Ok(records)
+        Ok(lent)
     }
 
     async fn commit(&self, partition: &TopicPartition, next_offset: i64) -> Result<(), KafkaError> {

@@ -15,7 +15,7 @@ use babelqueue_core::{
 
 use crate::book::Book;
 use crate::client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, OutRecord, RecordHeader, TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, LentRecord, OutRecord, RecordHeader, TopicPartition,
 };
 use crate::config::{KafkaOptions, RetryTiers, retry_topic};
 use crate::error::KafkaError;
@@ -110,7 +110,7 @@ impl fmt::Debug for Queue {
 /// fetch.
 struct Held {
     queue: Arc<Queue>,
-    partition: TopicPartition,
+    partition: Arc<TopicPartition>,
     offset: i64,
     ticket: u64,
 }
@@ -341,33 +341,42 @@ impl KafkaTransport {
         }
     }
 
-    fn deliver(&self, queue: &Arc<Queue>, record: crate::client::Record) -> Delivery {
-        let facts = projection::facts(&record);
-        let partition = record.topic_partition();
+    /// A delivery of `record`: its value and key copied, the facts and the out-of-band
+    /// headers read from its headers where the client holds them.
+    fn deliver(&self, queue: &Arc<Queue>, record: LentRecord<'_>) -> Delivery {
+        let facts = projection::facts_of(record.headers);
         let mut headers = Headers::new();
-        for h in &record.headers {
-            if projection::HEADERS.contains(&&*h.key) || h.key.is_empty() {
-                continue;
+        record.headers.each(&mut |key, value| {
+            if projection::HEADERS.contains(&key) || key.is_empty() {
+                return;
             }
-            if let Some(Ok(text)) = h.value.as_deref().map(std::str::from_utf8)
+            if let Some(Ok(text)) = value.map(std::str::from_utf8)
                 && !text.is_empty()
             {
                 headers
-                    .entry(h.key.to_string())
+                    .entry(key.to_owned())
                     .or_insert_with(|| text.to_owned());
             }
-        }
-        let ticket = lock(&queue.book).track(&partition, record.offset);
-        Delivery::new(Arc::clone(&queue.name), record.value.unwrap_or_default())
-            .with_facts(facts)
-            .with_key(record.key)
-            .with_headers(headers)
-            .with_handle(Held {
-                queue: queue.clone(),
-                partition,
-                offset: record.offset,
-                ticket,
-            })
+        });
+        let (partition, ticket) = {
+            let mut book = lock(&queue.book);
+            let partition = book.shared(record.topic, record.partition);
+            let ticket = book.track(&partition, record.offset);
+            (partition, ticket)
+        };
+        Delivery::new(
+            Arc::clone(&queue.name),
+            record.value.unwrap_or_default().to_vec(),
+        )
+        .with_facts(facts)
+        .with_key(record.key.map(<[u8]>::to_vec))
+        .with_headers(headers)
+        .with_handle(Held {
+            queue: queue.clone(),
+            partition,
+            offset: record.offset,
+            ticket,
+        })
     }
 
     /// Up to `max` records of `queue` (the first waiting up to `timeout`), as deliveries.
@@ -380,11 +389,19 @@ impl KafkaTransport {
         let q = self.queue(queue)?;
         self.reseek_abandoned(&q).await;
         let started = tokio::time::Instant::now();
-        match q.consumer.poll_batch(max.max(1), timeout).await {
-            Ok(records) => Ok(records
-                .into_iter()
-                .map(|record| self.deliver(&q, record))
-                .collect()),
+        let mut deliveries = Vec::new();
+        let polled = q
+            .consumer
+            .poll_batch_lent(max.max(1), timeout, &mut |record| {
+                deliveries.push(self.deliver(&q, record));
+            })
+            .await;
+        match polled {
+            Ok(_) => Ok(deliveries),
+            // A client that fails after lending records breaks the seam's contract; the
+            // records lent are tracked deliveries all the same, and the next poll meets the
+            // error again.
+            Err(_) if !deliveries.is_empty() => Ok(deliveries),
             // Refused credentials (and a consumer fenced by another with its static member
             // id) do not heal by polling again: the runtime stops with the error.
             Err(e)
@@ -524,15 +541,15 @@ impl BatchAcker for KafkaTransport {
     /// acknowledgement): from a background task within the commit interval
     /// ([`KafkaTransport::set_commit_interval`]), or before returning when it is zero.
     async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError> {
-        let mut touched: Vec<(Arc<Queue>, TopicPartition)> = Vec::new();
+        let mut touched: Vec<(Arc<Queue>, Arc<TopicPartition>)> = Vec::new();
         for held in deliveries.iter().filter_map(|d| d.handle::<Held>()) {
             let queue = &held.queue;
             if lock(&queue.book).settle(&held.partition, held.offset, held.ticket)
                 && !touched
                     .iter()
-                    .any(|(q, p)| Arc::ptr_eq(q, queue) && *p == held.partition)
+                    .any(|(q, p)| Arc::ptr_eq(q, queue) && p.as_ref() == held.partition.as_ref())
             {
-                touched.push((queue.clone(), held.partition.clone()));
+                touched.push((queue.clone(), Arc::clone(&held.partition)));
             }
         }
         let mut released: Vec<Arc<Queue>> = Vec::new();
@@ -727,7 +744,7 @@ impl BatchPopper for KafkaTransport {
         let mut batch = Vec::new();
         while max == 0 || batch.len() < max {
             match q.consumer.poll(timeout).await {
-                Ok(Some(record)) => batch.push(self.deliver(&q, record)),
+                Ok(Some(record)) => batch.push(self.deliver(&q, record.lend())),
                 Ok(None) => break,
                 Err(e) if batch.is_empty() => return Err(e.into()),
                 Err(e) => {
