@@ -32,7 +32,8 @@ use babelqueue_fuzz::{check_classified, check_reconciled, integer_attempts, spli
 use babelqueue_transport_kafka::client::{Record, RecordHeader};
 use babelqueue_transport_kafka::projection::{
     HEADER_ATTEMPTS, HEADER_DELAY, HEADER_JOB, HEADER_ORIGINAL_TOPIC, HEADER_SCHEMA_VERSION, count,
-    declared, due_at, facts, header, header_attempts, header_text, project, record_timestamp,
+    declared, due_at, facts, header, header_attempts, header_text, project, project_with_timestamp,
+    record_timestamp,
     reinject_headers,
 };
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
@@ -65,6 +66,11 @@ fuzz_target!(|data: &[u8]| {
 
 fn produce(value: &[u8]) -> Vec<RecordHeader> {
     let headers = project(value);
+    assert_eq!(
+        project_with_timestamp(value),
+        (headers.clone(), record_timestamp(value)),
+        "one parse projects as two do"
+    );
     let readable = Envelope::parse_object(value)
         .ok()
         .filter(|e| e.keys().next().is_some());

@@ -235,7 +235,7 @@ pub trait KafkaProducer: Send + Sync + fmt::Debug {
 
 /// The most records [`KafkaProducer::send_many`] keeps in flight (written, delivery report not
 /// in yet) at once.
-pub const PRODUCE_WINDOW: usize = 1024;
+pub const PRODUCE_WINDOW: usize = 8192;
 
 /// A group consumer of a fixed set of topics, with manual commits.
 #[async_trait]

@@ -112,9 +112,22 @@ fn readable_number(raw: &RawJson) -> bool {
 /// ]);
 /// ```
 pub fn project(body: &[u8]) -> Vec<RecordHeader> {
-    let Ok(envelope) = Envelope::parse_object(body) else {
-        return Vec::new();
-    };
+    match Envelope::parse_object(body) {
+        Ok(envelope) => headers_of(&envelope),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// [`project`] and [`record_timestamp`] of one body, from one parse of it.
+pub fn project_with_timestamp(body: &[u8]) -> (Vec<RecordHeader>, Option<i64>) {
+    match Envelope::parse_object(body) {
+        Ok(envelope) => (headers_of(&envelope), timestamp_of(&envelope)),
+        Err(_) => (Vec::new(), None),
+    }
+}
+
+/// [`project`] of a body parsed as an object.
+fn headers_of(envelope: &Envelope) -> Vec<RecordHeader> {
     if envelope.keys().next().is_none() {
         return Vec::new();
     }
@@ -157,10 +170,12 @@ pub fn project(body: &[u8]) -> Vec<RecordHeader> {
 /// The record timestamp of a body: `meta.created_at` when it is a positive integer
 /// (epoch milliseconds).
 pub fn record_timestamp(body: &[u8]) -> Option<i64> {
-    Envelope::parse_object(body)
-        .ok()?
-        .created_at()
-        .filter(|ms| *ms > 0)
+    timestamp_of(&Envelope::parse_object(body).ok()?)
+}
+
+/// [`record_timestamp`] of a body parsed as an object.
+fn timestamp_of(envelope: &Envelope) -> Option<i64> {
+    envelope.created_at().filter(|ms| *ms > 0)
 }
 
 /// The first header named `name`: `None` when absent, `Some(None)` when its value is null.
@@ -347,6 +362,26 @@ mod tests {
         );
         assert_eq!(record_timestamp(br#"{"meta":{"created_at":0}}"#), None);
         assert_eq!(record_timestamp(br#"{"meta":{"created_at":"1"}}"#), None);
+    }
+
+    #[test]
+    fn one_parse_gives_the_projection_and_the_timestamp_as_two_would() {
+        for body in [
+            &br#"{"job":"urn:x","trace_id":"t","meta":{"id":"i","lang":"php","created_at":1749132727000},"attempts":2}"#[..],
+            br#"{"job":"urn:x","meta":{"created_at":-5}}"#,
+            br#"{"meta":{"created_at":1749132727000}}"#,
+            br#"{}"#,
+            br#"[1,2]"#,
+            b"not json",
+            b"",
+        ] {
+            assert_eq!(
+                project_with_timestamp(body),
+                (project(body), record_timestamp(body)),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 
     /// A number a consumer cannot read as written (infinite or zero as a double, an integer

@@ -596,14 +596,18 @@ impl RdProducer {
         pending: &mut std::collections::VecDeque<(usize, rdkafka::producer::DeliveryFuture)>,
         outcomes: &mut [Option<Result<(), KafkaError>>],
     ) -> Result<rdkafka::producer::DeliveryFuture, KafkaError> {
-        let started = tokio::time::Instant::now();
+        // The clock is read only once librdkafka's queue is full (never, mostly).
+        let mut started = None;
         let mut future = future_record(record);
         loop {
             match self.producer.send_result(future) {
                 Ok(delivery) => return Ok(delivery),
                 Err((RdError::MessageProduction(code), back))
                     if code == rdkafka::types::RDKafkaErrorCode::QueueFull
-                        && started.elapsed() < timeout =>
+                        && started
+                            .get_or_insert_with(tokio::time::Instant::now)
+                            .elapsed()
+                            < timeout =>
                 {
                     future = back;
                     match pending.pop_front() {
@@ -628,8 +632,14 @@ impl RdProducer {
         &self,
         topic: &str,
         timeout: Duration,
-        delivery: rdkafka::producer::DeliveryFuture,
+        mut delivery: rdkafka::producer::DeliveryFuture,
     ) -> Result<(), KafkaError> {
+        use futures_util::FutureExt as _;
+        // A report already in is the outcome: no timer, no watch (most reports of a window
+        // are in by the time their turn comes).
+        if let Some(report) = (&mut delivery).now_or_never() {
+            return self.outcome(topic, timeout, report.map_err(|_| ()));
+        }
         // As in `send`: a broker never reached is said at once, the record stays unconfirmed.
         let down = self.auth.unreachable.subscribe();
         if let Some(unreachable) = self.auth.unreachable_now() {

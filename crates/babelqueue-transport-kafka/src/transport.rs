@@ -287,12 +287,13 @@ impl KafkaTransport {
     /// The record carrying `body`: the projected headers (none when the body is not an
     /// envelope, e.g. not UTF-8) and `meta.created_at` as the timestamp.
     fn record(topic: &str, body: &[u8], key: Option<&[u8]>) -> OutRecord {
+        let (headers, timestamp) = projection::project_with_timestamp(body);
         OutRecord {
             topic: topic.to_owned(),
             key: key.map(<[u8]>::to_vec),
             value: body.to_vec(),
-            headers: projection::project(body),
-            timestamp: projection::record_timestamp(body),
+            headers,
+            timestamp,
         }
     }
 
