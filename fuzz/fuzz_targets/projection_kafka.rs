@@ -33,8 +33,7 @@ use babelqueue_transport_kafka::client::{Record, RecordHeader};
 use babelqueue_transport_kafka::projection::{
     HEADER_ATTEMPTS, HEADER_DELAY, HEADER_JOB, HEADER_ORIGINAL_TOPIC, HEADER_SCHEMA_VERSION, count,
     declared, due_at, facts, header, header_attempts, header_text, project, project_with_timestamp,
-    record_timestamp,
-    reinject_headers,
+    record_timestamp, reinject_headers,
 };
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
