@@ -402,7 +402,11 @@ impl KafkaTransport {
             // A client that fails after lending records breaks the seam's contract; the
             // records lent are tracked deliveries all the same, and the next poll meets the
             // error again.
-            Err(_) if !deliveries.is_empty() => Ok(deliveries),
+            Err(e) if !deliveries.is_empty() => {
+                tracing::warn!(target: LOG, queue, error = %e, taken = deliveries.len(),
+                    "The Kafka client failed a poll after lending records; handing out those it lent");
+                Ok(deliveries)
+            }
             // Refused credentials (and a consumer fenced by another with its static member
             // id) do not heal by polling again: the runtime stops with the error.
             Err(e)
