@@ -498,6 +498,7 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
         "rust-c1",
         "rust-c8",
         "rust-c8-prefetch64",
+        "rust-c8-prefetch8",
         "raw",
         "raw-sdk-frames",
         "python",

@@ -123,13 +123,15 @@ pub trait Transport: Send + Sync + fmt::Debug {
     }
 
     /// Called once by [`App::consume`](crate::App::consume) before its first `pop` of `queue`,
-    /// with the number of deliveries it will hold at once (its `concurrency`). A transport that
-    /// receives in batches or prefetches sizes itself here; the default does nothing.
+    /// with the number of deliveries it will hold at once: its prefetch, running and waiting
+    /// for a handler slot (the `concurrency` unless the app or
+    /// [`Capabilities::prefetch_per_slot`] sets more). A transport that receives in batches or
+    /// prefetches sizes itself here; the default does nothing.
     ///
     /// A transient error is logged and consuming starts anyway; any other error ends
     /// `consume` before anything is received.
-    async fn prepare_consume(&self, queue: &str, concurrency: usize) -> Result<(), TransportError> {
-        let _ = (queue, concurrency);
+    async fn prepare_consume(&self, queue: &str, held: usize) -> Result<(), TransportError> {
+        let _ = (queue, held);
         Ok(())
     }
 
@@ -190,6 +192,7 @@ pub struct Capabilities<'a> {
     browse: Option<&'a dyn Browser>,
     batch_ack: Option<&'a dyn BatchAcker>,
     batch_publish: Option<&'a dyn BatchPublisher>,
+    prefetch_per_slot: Option<usize>,
 }
 
 macro_rules! capability {
@@ -277,6 +280,27 @@ impl<'a> Capabilities<'a> {
     pub fn redelivery_mode(&self) -> Redelivery<'a> {
         self.redelivery
     }
+
+    /// Deliveries the consume loop holds per handler slot when the app sets no
+    /// [`prefetch`](crate::AppBuilder::prefetch): its default prefetch becomes
+    /// `concurrency × n` (`n` below 1 counts as 1).
+    ///
+    /// Set it only where a delivery that waits for a slot runs no lock clock (no visibility
+    /// timeout or reservation that could run out meanwhile). RabbitMQ's unacknowledged
+    /// deliveries stay with their channel until they are settled or it closes, and its consumer
+    /// is only kept busy by a window of deliveries in flight, so its transport sets 4. The cost:
+    /// deliveries waiting for a slot are held away from the queue's other consumers.
+    #[must_use]
+    pub fn prefetch_per_slot(mut self, n: usize) -> Self {
+        self.prefetch_per_slot = Some(n.max(1));
+        self
+    }
+
+    /// Deliveries per handler slot for the default prefetch (1 unless the transport set more
+    /// with [`prefetch_per_slot`](Capabilities::prefetch_per_slot)).
+    pub fn default_prefetch_per_slot(&self) -> usize {
+        self.prefetch_per_slot.unwrap_or(1)
+    }
 }
 
 impl fmt::Debug for Capabilities<'_> {
@@ -304,6 +328,7 @@ impl fmt::Debug for Capabilities<'_> {
         f.debug_struct("Capabilities")
             .field("redelivery", &self.redelivery)
             .field("offered", &offered)
+            .field("prefetch_per_slot", &self.default_prefetch_per_slot())
             .finish()
     }
 }

@@ -29,13 +29,23 @@ struct Recording {
     ack_batches: Mutex<Vec<usize>>,
     publishes: Mutex<usize>,
     publish_batches: Mutex<Vec<usize>>,
+    /// Deliveries per handler slot this transport asks the runtime to hold (none: the default).
+    per_slot: Option<usize>,
+    /// What each `prepare_consume` announced.
+    prepared: Mutex<Vec<usize>>,
 }
 
 impl Recording {
     fn new(inner: &MemoryTransport, batches: bool) -> Arc<Recording> {
+        Recording::holding(inner, batches, None)
+    }
+
+    fn holding(inner: &MemoryTransport, batches: bool, per_slot: Option<usize>) -> Arc<Recording> {
         Arc::new(Recording {
             inner: inner.clone(),
             batches,
+            per_slot,
+            prepared: Mutex::default(),
             receives: Mutex::default(),
             unsettled_at_receive: Mutex::default(),
             acks: Mutex::default(),
@@ -79,10 +89,17 @@ impl Transport for Recording {
         *self.acks.lock().unwrap() += 1;
         self.inner.ack(delivery).await
     }
+    async fn prepare_consume(&self, _queue: &str, held: usize) -> Result<(), TransportError> {
+        self.prepared.lock().unwrap().push(held);
+        Ok(())
+    }
     fn capabilities(&self) -> Capabilities<'_> {
-        let own = Capabilities::none()
+        let mut own = Capabilities::none()
             .redelivery(Redelivery::Native(&self.inner))
             .rewind(&self.inner);
+        if let Some(n) = self.per_slot {
+            own = own.prefetch_per_slot(n);
+        }
         if self.batches {
             own.batch_ack(self).batch_publish(self)
         } else {
@@ -306,6 +323,54 @@ async fn the_loop_asks_for_its_free_room_and_never_more_than_prefetch() {
         .build()
         .unwrap();
     assert!(format!("{low:?}").contains("prefetch: 4"), "{low:?}");
+}
+
+/// A transport whose held deliveries run no lock clock (RabbitMQ) asks for several per handler
+/// slot: the default prefetch is `concurrency × n`, announced to `prepare_consume` and asked for
+/// in the first receive; the app's own `prefetch` wins, and the loop still settles everything.
+#[tokio::test]
+async fn a_transport_may_hold_several_deliveries_per_slot_by_default() {
+    let cases: [(Option<usize>, Option<usize>, usize, usize); 5] = [
+        // (per slot, app prefetch, concurrency, the prefetch held)
+        (None, None, 3, 3),
+        (Some(4), None, 3, 12),
+        (Some(4), Some(5), 3, 5),
+        (Some(4), Some(1), 3, 3),
+        (Some(0), None, 2, 2),
+    ];
+    for (per_slot, prefetch, concurrency, held) in cases {
+        let memory = MemoryTransport::new();
+        let recording = Recording::holding(&memory, true, per_slot);
+        let builder = App::builder_arc(recording.clone())
+            .queue("orders")
+            .poll_timeout(Duration::from_millis(20))
+            .concurrency(concurrency)
+            .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) });
+        let app = match prefetch {
+            Some(n) => builder.prefetch(n),
+            None => builder,
+        }
+        .build()
+        .unwrap();
+        let case =
+            format!("per slot {per_slot:?}, prefetch {prefetch:?}, concurrency {concurrency}");
+        assert!(
+            format!("{app:?}").contains(&format!("prefetch: {held}")),
+            "{case}: {app:?}"
+        );
+        app.publish_batch("orders", &envelopes(40)).await.unwrap();
+        let summary = app
+            .consume(Consume::new().max_messages(40).handle_signals(false))
+            .await
+            .unwrap();
+        assert_eq!(summary.processed, 40, "{case}");
+        assert_eq!(*recording.prepared.lock().unwrap(), [held], "{case}");
+        let receives = recording.receives.lock().unwrap().clone();
+        assert_eq!(receives.first(), Some(&held), "{case}: {receives:?}");
+        assert!(receives.iter().all(|&n| n <= held), "{case}: {receives:?}");
+        assert_eq!(memory.len("orders"), 0, "{case}");
+        assert_eq!(memory.in_flight(), 0, "{case}");
+    }
 }
 
 #[tokio::test]

@@ -2,20 +2,21 @@
 //!
 //! * the Rust worker: `App` over `AmqpTransport` (every publish confirmed: at concurrency 1,
 //!   64 `App::publish` calls in flight at once; at concurrency 8, `App::publish_batch` by 1 024;
-//!   prefetch following the concurrency, and once more at concurrency 8 with a prefetch of 64;
+//!   the default prefetch of 4 deliveries per handler slot, and once more at concurrency 8 with
+//!   `.prefetch(8)`, the opt-out (`BQ_BENCH_PREFETCH` sets another window for that row);
 //!   each message classified, decoded, routed, handled and acked);
 //! * the reference Python SDK 1.24.0 (`BabelQueue` over pika: unconfirmed publishes, a
 //!   `basic_get` per message), through `tests/python/bq_amqp.py bench`;
 //! * a bare lapin loop with the same publisher confirms (1 024 in flight, as `publish_batch`
-//!   keeps) and the same prefetch, no envelope work at all: the ceiling the transport can
-//!   approach; and once more (prefetch 8) sending the transport's own frames (its properties
-//!   and headers, `mandatory`), which separates what the broker spends on the BabelQueue wire
-//!   format from what the SDK spends.
+//!   keeps) and the same prefetch (4 and 32), an ack per delivery, no envelope work at all: the
+//!   ceiling the transport can approach; and once more (prefetch 32) sending the transport's
+//!   own frames (its properties and headers, `mandatory`), which separates what the broker
+//!   spends on the BabelQueue wire format from what the SDK spends.
 //!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
 //! (skipped with `BQ_BENCH_FIGURES_ONLY=1`, as `cargo xtask bench brokers --broker amqp` runs
 //! it) and then prints one messages/s line per loop and the ratios, and `BQ-FIGURE` lines (the
-//! `raw` row is the bare lapin loop with prefetch 8) (`BQ_BENCH_N` messages per
+//! `raw` row is the bare lapin loop with prefetch 32) (`BQ_BENCH_N` messages per
 //! run, default 5000). Under `cargo test` it runs a 50-message smoke pass of each loop.
 //! Needs `BQ_AMQP_URL` (default the loopback broker) and `BQ_PYTHON` (default the project
 //! venv); a missing broker fails when `BQ_REQUIRE_BROKERS` is set and is skipped otherwise.
@@ -397,30 +398,45 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
     println!(
         "RabbitMQ {url}: {n} messages per run (each loop publishes all, then consumes and acks all); confirms in flight: {WINDOW} (concurrency 1), {BATCH_WINDOW} (publish_batch, bare lapin)"
     );
+    // The SDK's default window is 4 deliveries per handler slot; the raw loops keep the same
+    // window. `BQ_BENCH_PREFETCH` (default 8, the concurrency: the opt-out) sets the window of
+    // the comparison row.
+    let narrow: u16 = std::env::var("BQ_BENCH_PREFETCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
     let rust_1 = runtime.block_on(rust_worker(transport, n, 1, None, false));
-    let lapin_1 = runtime.block_on(bare_lapin(n, 1, Frames::Plain));
+    let lapin_1 = runtime.block_on(bare_lapin(n, 4, Frames::Plain));
     let rust_8 = runtime.block_on(rust_worker(transport, n, 8, None, true));
-    let rust_8_64 = runtime.block_on(rust_worker(transport, n, 8, Some(64), true));
-    let lapin_8 = runtime.block_on(bare_lapin(n, 8, Frames::Plain));
-    let lapin_8_sdk = runtime.block_on(bare_lapin(n, 8, Frames::Sdk));
+    let rust_8_narrow = runtime.block_on(rust_worker(
+        transport,
+        n,
+        8,
+        Some(usize::from(narrow)),
+        true,
+    ));
+    let lapin_8 = runtime.block_on(bare_lapin(n, 32, Frames::Plain));
+    let lapin_8_sdk = runtime.block_on(bare_lapin(n, 32, Frames::Sdk));
     let python = python_sdk(n);
     println!(
         "{}",
-        rust_1.line("rust worker (App + AmqpTransport), concurrency 1")
+        rust_1.line("rust worker (App + AmqpTransport), concurrency 1 (prefetch 4)")
     );
-    println!("{}", lapin_1.line("bare lapin loop, confirms, prefetch 1"));
+    println!("{}", lapin_1.line("bare lapin loop, confirms, prefetch 4"));
     println!(
         "{}",
-        rust_8.line("rust worker, concurrency 8 (prefetch 8), publish_batch")
+        rust_8.line("rust worker, concurrency 8 (prefetch 32), publish_batch")
     );
     println!(
         "{}",
-        rust_8_64.line("rust worker, concurrency 8, prefetch 64, publish_batch")
+        rust_8_narrow.line(&format!(
+            "rust worker, concurrency 8, .prefetch({narrow}), publish_batch"
+        ))
     );
-    println!("{}", lapin_8.line("bare lapin loop, confirms, prefetch 8"));
+    println!("{}", lapin_8.line("bare lapin loop, confirms, prefetch 32"));
     println!(
         "{}",
-        lapin_8_sdk.line("bare lapin loop, the SDK's frames (properties, mandatory), prefetch 8")
+        lapin_8_sdk.line("bare lapin loop, the SDK's frames (properties, mandatory), prefetch 32")
     );
     println!(
         "{}",
@@ -432,11 +448,11 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         ratio(&rust_1, &python)
     );
     println!(
-        "ratio rust worker / bare lapin (prefetch 1):    {:.2}x",
+        "ratio rust worker / bare lapin (prefetch 4):    {:.2}x",
         ratio(&rust_1, &lapin_1)
     );
     println!(
-        "ratio rust worker / bare lapin (prefetch 8):    {:.2}x",
+        "ratio rust worker / bare lapin (prefetch 32):   {:.2}x",
         ratio(&rust_8, &lapin_8)
     );
     println!(
@@ -451,10 +467,11 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         "BQ-FIGURE broker rabbitmq latency rust-c1 {}",
         p50.as_micros()
     );
+    let narrow_row = format!("rust-c8-prefetch{narrow}");
     for (who, run) in [
         ("rust-c1", rust_1),
         ("rust-c8", rust_8),
-        ("rust-c8-prefetch64", rust_8_64),
+        (narrow_row.as_str(), rust_8_narrow),
         ("raw", lapin_8),
         ("raw-sdk-frames", lapin_8_sdk),
         ("python", python),

@@ -321,6 +321,22 @@ struct FakeSettle {
 }
 
 impl FakeSettle {
+    /// An acknowledgement (single or multiple) that the world says never completes.
+    async fn hang_if_told(&self) {
+        let hang = {
+            let mut world = self.world.lock().unwrap();
+            let hang = world.hang_acks > 0;
+            if hang {
+                world.hang_acks -= 1;
+                world.log.push(format!("ack hangs {}", self.queue));
+            }
+            hang
+        };
+        if hang {
+            std::future::pending::<()>().await;
+        }
+    }
+
     fn take(&self) -> Result<Vec<u8>, AmqpError> {
         if !self.open.load(Ordering::SeqCst) {
             return Err(AmqpError::StaleDelivery);
@@ -337,18 +353,7 @@ impl FakeSettle {
 #[async_trait]
 impl AmqpSettle for FakeSettle {
     async fn ack(&self) -> Result<(), AmqpError> {
-        let hang = {
-            let mut world = self.world.lock().unwrap();
-            let hang = world.hang_acks > 0;
-            if hang {
-                world.hang_acks -= 1;
-                world.log.push(format!("ack hangs {}", self.queue));
-            }
-            hang
-        };
-        if hang {
-            std::future::pending::<()>().await;
-        }
+        self.hang_if_told().await;
         self.take()?;
         let mut world = self.world.lock().unwrap();
         world.log.push(format!("ack {}", self.queue));
@@ -359,6 +364,7 @@ impl AmqpSettle for FakeSettle {
         Some(self.tag)
     }
     async fn ack_up_to(&self) -> Result<(), AmqpError> {
+        self.hang_if_told().await;
         // As RabbitMQ: the tag itself must be unacknowledged (else the channel closes), and
         // every unacknowledged delivery of the channel up to it is acknowledged with it.
         self.take()?;

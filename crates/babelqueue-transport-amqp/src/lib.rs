@@ -72,11 +72,18 @@
 //!
 //! # Prefetch and concurrency
 //!
-//! The consumer channel's prefetch (`basic_qos`, channel-wide) starts at 1 and is raised
-//! whenever the runtime asks for another message while every delivery it holds is still
-//! unsettled: the runtime only asks while a handler slot is free, so the prefetch settles at
-//! the runtime's `concurrency`, never above it, and no message waits in a local buffer while
-//! another worker could take it. `prefetch=N` in the URL or [`AmqpOptions::prefetch`] fixes it
+//! `App::consume` holds 4 deliveries per handler slot on RabbitMQ (the transport's
+//! `Capabilities::prefetch_per_slot`), announces that through `prepare_consume`, and the
+//! consumer channel's prefetch (`basic_qos`, channel-wide) starts there: at concurrency 8, 32
+//! deliveries are on the wire or waiting in the runtime for a slot, so the consumer never idles
+//! for a round trip after a batch. On the local broker that took consume + ack at concurrency
+//! 8 from about 11 000 to 17 000-18 000 messages/s. The cost: deliveries waiting for a slot are
+//! held away from the queue's other consumers (they go back unchanged at a stop, or when the
+//! channel closes). `App::builder(..).prefetch(concurrency)` holds only what runs.
+//!
+//! Without that announcement (a bare `pop` loop) the prefetch starts at 1 and is raised
+//! whenever another message is asked for while every delivery held is still unsettled.
+//! `prefetch=N` in the URL or [`AmqpOptions::prefetch`] fixes the `basic_qos` prefetch
 //! instead.
 //!
 //! # Reconnect supervision
@@ -96,8 +103,8 @@
 //!   record could be lost if the broker failed right after the original was acknowledged. Here
 //!   every publish waits for RabbitMQ's confirm, and is `mandatory` (an unroutable message is
 //!   an error, not silently dropped).
-//! * Consuming uses `basic.consume` with a prefetch tied to the concurrency instead of
-//!   polling `basic.get`.
+//! * Consuming uses `basic.consume` with a prefetch of 4 deliveries per handler slot instead
+//!   of polling `basic.get`.
 //! * A delivery left unsettled is requeued at once (`Rewinder`), where the reference keeps it
 //!   until its channel closes.
 //! * A body that is not an envelope still gets `content_encoding` and `app_id` (like Go); the

@@ -101,8 +101,8 @@
 //!
 //! # Batches and concurrency
 //!
-//! One `ReceiveMessage` takes up to N messages, where N is the runtime's `concurrency`
-//! (`App::consume` announces it through
+//! One `ReceiveMessage` takes up to N messages, where N is what the runtime holds at once: its
+//! `concurrency`, or the app's `prefetch` (`App::consume` announces it through
 //! [`Transport::prepare_consume`](babelqueue_core::Transport::prepare_consume), capped at
 //! SQS's 10), or the fixed `max_messages` (URL option, [`SqsOptions::max_messages`] or
 //! [`SqsTransport::set_max_messages`]). The first is handed to the runtime and the others wait

@@ -113,8 +113,10 @@ impl AppBuilder {
         self
     }
     /// Deliveries the consume loop may hold at once, running or received and waiting for a
-    /// handler slot (default: `concurrency`, so nothing waits). It asks the transport for as many
-    /// as it has room for in one [`receive`](crate::Transport::receive).
+    /// handler slot. The default is `concurrency`, so nothing waits, unless the transport holds
+    /// more per slot ([`Capabilities::prefetch_per_slot`](crate::Capabilities::prefetch_per_slot):
+    /// RabbitMQ's holds `4 × concurrency`; `.prefetch(concurrency)` turns that off). It asks the
+    /// transport for as many as it has room for in one [`receive`](crate::Transport::receive).
     ///
     /// Above `concurrency`, fast handlers on a broker that hands out several messages per round
     /// trip need fewer round trips; but a received delivery waits for a slot while its broker
@@ -208,6 +210,13 @@ impl AppBuilder {
         if b.max.is_nan() {
             return bad("retry_backoff_max must be a number".into());
         }
+        let prefetch = self
+            .prefetch
+            .unwrap_or_else(|| {
+                let per_slot = self.transport.capabilities().default_prefetch_per_slot();
+                self.concurrency.saturating_mul(per_slot)
+            })
+            .max(self.concurrency);
         Ok(App {
             inner: Arc::new(Inner {
                 transport: self.transport,
@@ -216,10 +225,7 @@ impl AppBuilder {
                 handlers: self.handlers,
                 fallback: self.fallback,
                 concurrency: self.concurrency,
-                prefetch: self
-                    .prefetch
-                    .unwrap_or(self.concurrency)
-                    .max(self.concurrency),
+                prefetch,
                 shutdown_timeout: self.shutdown_timeout,
                 poll_timeout: self.poll_timeout,
                 rewind_pause: self.rewind_pause,

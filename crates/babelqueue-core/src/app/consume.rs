@@ -161,7 +161,7 @@ impl App {
         }
         match inner
             .transport
-            .prepare_consume(&queue, inner.concurrency)
+            .prepare_consume(&queue, inner.prefetch)
             .await
         {
             Ok(()) => {}
