@@ -20,7 +20,8 @@
 //! 200-record smoke run of the two Rust consumers. With `BQ_BENCH_FIGURES_ONLY=1` (as
 //! `cargo xtask bench brokers --broker kafka` runs it) it skips criterion and also prints
 //! `BQ-FIGURE broker kafka consume|publish <who> <msg/s>` lines. For profiling, `BQ_BENCH_ONLY=rust-c8`
-//! (or `rust-c1`) fills the topic and then runs only that worker, `BQ_BENCH_ROUNDS` times (2).
+//! (or `rust-c1`) fills the topic and then runs only that worker, `BQ_BENCH_ROUNDS` times (2);
+//! `BQ_BENCH_ONLY=publish` runs only this SDK's `publish_batch` (all in one call), as often.
 
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -386,6 +387,19 @@ fn live(figures_only: bool) {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::var("BQ_BENCH_ONLY").as_deref() == Ok("publish") {
+        // Only this SDK's publishing, for `perf record`.
+        let rounds: usize = std::env::var("BQ_BENCH_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        for _ in 0..rounds {
+            let chunk = usize::try_from(n).unwrap_or(usize::MAX).max(1);
+            let rate = runtime.block_on(rust_publish(&unique("publish"), n, chunk));
+            println!("  Rust App::publish_batch, all in one call: {rate:.0} messages/s");
+        }
+        return;
+    }
     let topic = unique("topic");
     let raw_publish = runtime.block_on(fill(&topic, n));
     if let Some(concurrency) = std::env::var("BQ_BENCH_ONLY")
@@ -397,6 +411,7 @@ fn live(figures_only: bool) {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(2);
+        println!("  bare rdkafka producer (the fill): {raw_publish:.0} messages/s");
         for _ in 0..rounds {
             let rate = runtime.block_on(rust_worker(&topic, n, concurrency));
             println!("  Rust worker, concurrency {concurrency}: {rate:.0} messages/s");

@@ -229,6 +229,20 @@ pub trait KafkaProducer: Send + Sync + fmt::Debug {
         outcomes
     }
 
+    /// Writes `count` records as [`send_many`](KafkaProducer::send_many) does, record `i` made
+    /// by `make(i)` only when its turn to be written comes: a batch of any size holds one
+    /// record at a time on this side (librdkafka keeps its own copy of each until its report).
+    /// The default makes them all first and calls `send_many`.
+    async fn send_made(
+        &self,
+        count: usize,
+        make: &(dyn Fn(usize) -> OutRecord + Send + Sync),
+        timeout: Duration,
+    ) -> Vec<Result<(), KafkaError>> {
+        self.send_many((0..count).map(make).collect(), timeout)
+            .await
+    }
+
     /// Waits for every queued write to be delivered, up to `timeout`.
     async fn flush(&self, timeout: Duration) -> Result<(), KafkaError>;
 }

@@ -529,6 +529,10 @@ impl KafkaClient for RdKafkaClient {
     }
 }
 
+/// Records written and not confirmed yet: each one's place in its batch, its topic and its
+/// delivery report to come.
+type Pending = std::collections::VecDeque<(usize, Arc<str>, rdkafka::producer::DeliveryFuture)>;
+
 /// The librdkafka producer.
 pub(crate) struct RdProducer {
     producer: FutureProducer<RdContext>,
@@ -593,7 +597,7 @@ impl RdProducer {
         &self,
         record: &OutRecord,
         timeout: Duration,
-        pending: &mut std::collections::VecDeque<(usize, rdkafka::producer::DeliveryFuture)>,
+        pending: &mut Pending,
         outcomes: &mut [Option<Result<(), KafkaError>>],
     ) -> Result<rdkafka::producer::DeliveryFuture, KafkaError> {
         // The clock is read only once librdkafka's queue is full (never, mostly).
@@ -611,8 +615,8 @@ impl RdProducer {
                 {
                     future = back;
                     match pending.pop_front() {
-                        Some((n, oldest)) => {
-                            outcomes[n] = Some(self.settled(&record.topic, timeout, oldest).await);
+                        Some((n, of, oldest)) => {
+                            outcomes[n] = Some(self.settled(&of, timeout, oldest).await);
                         }
                         None => tokio::time::sleep(Duration::from_millis(5)).await,
                     }
@@ -625,6 +629,53 @@ impl RdProducer {
                 }
             }
         }
+    }
+
+    /// Writes the `count` records of `records` in order with up to [`PRODUCE_WINDOW`] reports
+    /// outstanding (see [`KafkaProducer::send_many`]); each record is dropped as soon as
+    /// librdkafka holds its copy.
+    async fn write_all(
+        &self,
+        count: usize,
+        records: impl Iterator<Item = OutRecord> + Send,
+        timeout: Duration,
+    ) -> Vec<Result<(), KafkaError>> {
+        let mut outcomes: Vec<Option<Result<(), KafkaError>>> =
+            std::iter::repeat_with(|| None).take(count).collect();
+        let mut pending: Pending = std::collections::VecDeque::with_capacity(PRODUCE_WINDOW);
+        // The topic of the records in flight, shared while it stays the same.
+        let mut topic: Option<Arc<str>> = None;
+        for (n, record) in records.take(count).enumerate() {
+            if let Some(refused) = self.auth.current().or_else(|| self.auth.unreachable_now()) {
+                outcomes[n] = Some(Err(refused));
+                continue;
+            }
+            if pending.len() >= PRODUCE_WINDOW
+                && let Some((m, of, oldest)) = pending.pop_front()
+            {
+                outcomes[m] = Some(self.settled(&of, timeout, oldest).await);
+            }
+            let shared = match &topic {
+                Some(same) if **same == *record.topic => same.clone(),
+                _ => topic.insert(Arc::from(record.topic.as_str())).clone(),
+            };
+            match self
+                .enqueue(&record, timeout, &mut pending, &mut outcomes)
+                .await
+            {
+                Ok(delivery) => pending.push_back((n, shared, delivery)),
+                Err(e) => outcomes[n] = Some(Err(e)),
+            }
+        }
+        while let Some((m, of, delivery)) = pending.pop_front() {
+            outcomes[m] = Some(self.settled(&of, timeout, delivery).await);
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| Err(KafkaError::Config("a record was never written".into())))
+            })
+            .collect()
     }
 
     /// Waits (up to `timeout`) for one delivery report.
@@ -692,38 +743,19 @@ impl KafkaProducer for RdProducer {
         records: Vec<OutRecord>,
         timeout: Duration,
     ) -> Vec<Result<(), KafkaError>> {
-        let mut outcomes: Vec<Option<Result<(), KafkaError>>> = std::iter::repeat_with(|| None)
-            .take(records.len())
-            .collect();
-        let mut pending: std::collections::VecDeque<(usize, rdkafka::producer::DeliveryFuture)> =
-            std::collections::VecDeque::with_capacity(PRODUCE_WINDOW);
-        for (n, record) in records.iter().enumerate() {
-            if let Some(refused) = self.auth.current().or_else(|| self.auth.unreachable_now()) {
-                outcomes[n] = Some(Err(refused));
-                continue;
-            }
-            if pending.len() >= PRODUCE_WINDOW
-                && let Some((m, oldest)) = pending.pop_front()
-            {
-                outcomes[m] = Some(self.settled(&records[m].topic, timeout, oldest).await);
-            }
-            match self
-                .enqueue(record, timeout, &mut pending, &mut outcomes)
-                .await
-            {
-                Ok(delivery) => pending.push_back((n, delivery)),
-                Err(e) => outcomes[n] = Some(Err(e)),
-            }
-        }
-        while let Some((m, delivery)) = pending.pop_front() {
-            outcomes[m] = Some(self.settled(&records[m].topic, timeout, delivery).await);
-        }
-        outcomes
-            .into_iter()
-            .map(|o| {
-                o.unwrap_or_else(|| Err(KafkaError::Config("a record was never written".into())))
-            })
-            .collect()
+        self.write_all(records.len(), records.into_iter(), timeout)
+            .await
+    }
+
+    /// As `send_many`, each record made when its turn comes and dropped once librdkafka holds
+    /// its copy.
+    async fn send_made(
+        &self,
+        count: usize,
+        make: &(dyn Fn(usize) -> OutRecord + Send + Sync),
+        timeout: Duration,
+    ) -> Vec<Result<(), KafkaError>> {
+        self.write_all(count, (0..count).map(make), timeout).await
     }
 
     async fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
@@ -1185,32 +1217,44 @@ mod tests {
             KafkaOptions::from_url(&format!("kafka://127.0.0.1:{port}")).unwrap(),
         );
         let producer = client.producer().unwrap();
-        let records = (0..3)
-            .map(|_| OutRecord {
-                topic: "orders".into(),
-                key: None,
-                value: b"{}".to_vec(),
-                headers: Vec::new(),
-                timestamp: None,
-            })
-            .collect();
-        let started = Instant::now();
-        let outcomes = producer.send_many(records, Duration::from_secs(30)).await;
-        // Closing does not wait out the delivery timeout of what librdkafka still holds.
-        producer.flush(Duration::from_secs(30)).await.unwrap();
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            started.elapsed()
-        );
-        assert_eq!(outcomes.len(), 3);
-        for outcome in outcomes {
-            let err = outcome.unwrap_err();
-            assert!(matches!(err, KafkaError::Unreachable { .. }), "{err:?}");
+        // Records of two topics, written as `send_many` takes them (all made first) and as
+        // `send_made` makes them (one at a time).
+        let make = |n: usize| OutRecord {
+            topic: if n.is_multiple_of(2) {
+                "orders"
+            } else {
+                "audit"
+            }
+            .into(),
+            key: None,
+            value: b"{}".to_vec(),
+            headers: Vec::new(),
+            timestamp: None,
+        };
+        for made in [false, true] {
+            let started = Instant::now();
+            let outcomes = if made {
+                producer.send_made(3, &make, Duration::from_secs(30)).await
+            } else {
+                let records = (0..3).map(make).collect();
+                producer.send_many(records, Duration::from_secs(30)).await
+            };
+            // Closing does not wait out the delivery timeout of what librdkafka still holds.
+            producer.flush(Duration::from_secs(30)).await.unwrap();
             assert!(
-                err.to_string().contains(&format!("127.0.0.1:{port}")),
-                "{err}"
+                started.elapsed() < Duration::from_secs(10),
+                "made {made}: {:?}",
+                started.elapsed()
             );
+            assert_eq!(outcomes.len(), 3, "made {made}");
+            for outcome in outcomes {
+                let err = outcome.unwrap_err();
+                assert!(matches!(err, KafkaError::Unreachable { .. }), "{err:?}");
+                assert!(
+                    err.to_string().contains(&format!("127.0.0.1:{port}")),
+                    "{err}"
+                );
+            }
         }
     }
 
