@@ -129,6 +129,15 @@ pub struct Key {
 impl Key {
     /// A key for `name` (escaped the way the codec writes strings).
     pub fn new(name: &str) -> Key {
+        // One of the envelope's own names (plain ASCII, nothing to escape): its static text,
+        // as a parse keeps it, with no allocation.
+        if let Some(known) = well_known(name.as_bytes()) {
+            return Key {
+                raw: Text::from_static(WELL_KNOWN[usize::from(known - 1)]),
+                plain: true,
+                known,
+            };
+        }
         let mut raw = String::with_capacity(name.len());
         write::push_escaped(&mut raw, name);
         Key::from_text(Text::owned(raw))
@@ -409,6 +418,33 @@ mod tests {
                 "{written} / {looked_up}"
             );
             assert_eq!(key.is(looked_up), same, "{written} / {looked_up}");
+        }
+    }
+
+    #[test]
+    fn a_key_made_from_a_name_is_the_key_a_parse_reads() {
+        // Every well-known name (kept as static text) and others (escaped as the codec writes).
+        let names = WELL_KNOWN.iter().copied().chain([
+            "order_id",
+            "Job",
+            "jobs",
+            "",
+            "a\"b",
+            "line\nbreak",
+            "é",
+        ]);
+        for name in names {
+            let made = Key::new(name);
+            let mut text = String::from("{");
+            write::push_string(&mut text, name);
+            text.push_str(":1}");
+            let parsed = Object::parse(&text).unwrap();
+            let (read, _) = parsed.iter().next().unwrap();
+            assert_eq!(made.raw(), read.raw(), "{name:?}");
+            assert_eq!(made.name(), read.name(), "{name:?}");
+            assert_eq!(made.plain, read.plain, "{name:?}");
+            assert_eq!(made.known, read.known, "{name:?}");
+            assert!(made.is(name) && read.is(name), "{name:?}");
         }
     }
 
