@@ -966,7 +966,7 @@ impl Transport for AmqpTransport {
 /// delivery only once one is settled, so a window as wide as the handlers leaves the consumer
 /// idle for a round trip after every batch: on the local broker (`cargo bench -p
 /// babelqueue-transport-amqp --bench amqp`, 20 000 persistent messages, concurrency 8) a window
-/// of 8 consumed 10 300-12 000/s, 16 about 14 700/s, and 32, 64 and 256 all about 18 000/s (the
+/// of 8 consumed 9 700-12 000/s, 16 about 14 700/s, and 32, 64 and 256 all about 18 000/s (the
 /// broker's own limit there). 4 is also Celery's default prefetch multiplier.
 const PREFETCH_PER_SLOT: usize = 4;
 
