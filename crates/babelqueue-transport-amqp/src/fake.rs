@@ -44,6 +44,9 @@ pub struct World {
     pub hang_acks: u32,
     /// Every prefetch a subscription was changed to, in order.
     pub prefetch_calls: Vec<u16>,
+    /// Every consumer started: its queue, its prefetch, and whether that prefetch is
+    /// channel-wide (`subscribe`) or the consumer's own (`subscribe_fixed`).
+    pub subscriptions: Vec<(String, u16, bool)>,
     /// Every `basic.ack` frame that reached the broker: queue, delivery tag and `multiple`.
     pub ack_frames: Vec<(String, u64, bool)>,
 }
@@ -213,7 +216,33 @@ impl AmqpLink for FakeLink {
         queue: &str,
         prefetch: u16,
     ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
+        self.consume_with(queue, prefetch, true)
+    }
+    async fn subscribe_fixed(
+        &self,
+        queue: &str,
+        prefetch: u16,
+    ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
+        self.consume_with(queue, prefetch, false)
+    }
+    async fn close(&self) {
+        self.kill();
+    }
+}
+
+impl FakeLink {
+    fn consume_with(
+        &self,
+        queue: &str,
+        prefetch: u16,
+        channel_wide: bool,
+    ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
         self.check()?;
+        self.world
+            .lock()
+            .unwrap()
+            .subscriptions
+            .push((queue.to_owned(), prefetch, channel_wide));
         Ok(Arc::new(FakeSub {
             world: self.world.clone(),
             open: self.open.clone(),
@@ -222,9 +251,6 @@ impl AmqpLink for FakeLink {
             prefetch: AtomicU16::new(prefetch),
             next_tag: Mutex::new(0),
         }))
-    }
-    async fn close(&self) {
-        self.kill();
     }
 }
 

@@ -84,7 +84,9 @@
 //! Without that announcement (a bare `pop` loop) the prefetch starts at 1 and is raised
 //! whenever another message is asked for while every delivery held is still unsettled.
 //! `prefetch=N` in the URL or [`AmqpOptions::prefetch`] fixes the `basic_qos` prefetch
-//! instead.
+//! instead. A prefetch known before the first delivery (announced or fixed) is the
+//! consumer's own (`global=false`, which quorum queues need); only the growing one is
+//! channel-wide.
 //!
 //! # Reconnect supervision
 //!
@@ -125,8 +127,9 @@
 //!   has no per-message delay without a plugin).
 //! * A retry copy carries the contract properties only: out-of-band headers such as
 //!   `traceparent` are not copied (as in every SDK).
-//! * The prefetch is channel-wide (`global=true`, one consumer per channel), which quorum
-//!   queues do not support; the transport declares classic queues.
+//! * A bare `pop` loop's adaptive prefetch is channel-wide (`global=true`, one consumer per
+//!   channel), which quorum queues refuse; `App::consume` and a fixed `prefetch=N` give the
+//!   consumer a prefetch of its own instead. The transport declares classic queues.
 //! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier, plus the CA file
 //!   `ca_file` if any; a client certificate with `cert_file` + `key_file`). Authenticating
 //!   with the certificate alone needs RabbitMQ's `rabbitmq_auth_mechanism_ssl` plugin and

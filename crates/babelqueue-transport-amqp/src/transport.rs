@@ -221,6 +221,9 @@ struct Sub {
     /// Their delivery tags, for multiple-acks.
     ledger: Arc<Ledger>,
     prefetch: AtomicU16,
+    /// The prefetch is the consumer's own and never changes (else it is channel-wide and
+    /// grows with what a bare `pop` loop holds).
+    fixed: bool,
 }
 
 struct Inner {
@@ -231,6 +234,9 @@ struct Inner {
     subs: StdMutex<HashMap<String, Arc<Sub>>>,
     /// The prefetch each queue grew to, kept across reconnects.
     grown: StdMutex<HashMap<String, u16>>,
+    /// The queues whose consumer's prefetch the runtime announced (`prepare_consume`): their
+    /// consumers get a prefetch of their own, fixed, instead of a channel-wide one that grows.
+    announced: StdMutex<std::collections::HashSet<String>>,
 }
 
 /// The settle handle of an AMQP delivery.
@@ -336,6 +342,7 @@ impl AmqpTransport {
                 consuming: Supervised::default(),
                 subs: StdMutex::new(HashMap::new()),
                 grown: StdMutex::new(HashMap::new()),
+                announced: StdMutex::new(std::collections::HashSet::new()),
             }),
         }
     }
@@ -631,18 +638,22 @@ impl Inner {
                 Some(fixed) => fixed,
                 None => lock(&self.grown).get(queue).copied().unwrap_or(1),
             };
-            let sub = bounded(
-                self.options.operation_timeout,
-                "subscribing",
-                live.link.subscribe(queue, prefetch),
-            )
-            .await?;
+            // A prefetch known before the first delivery (configured, or announced by the
+            // runtime) is the consumer's own; only a bare `pop` loop's grows, channel-wide.
+            let fixed = self.options.prefetch.is_some() || lock(&self.announced).contains(queue);
+            let subscribing = if fixed {
+                live.link.subscribe_fixed(queue, prefetch)
+            } else {
+                live.link.subscribe(queue, prefetch)
+            };
+            let sub = bounded(self.options.operation_timeout, "subscribing", subscribing).await?;
             Ok::<_, AmqpError>(Arc::new(Sub {
                 generation: live.generation,
                 sub,
                 outstanding: Arc::new(AtomicUsize::new(0)),
                 ledger: Arc::new(Ledger::default()),
                 prefetch: AtomicU16::new(prefetch),
+                fixed,
             }))
         }
         .await;
@@ -666,7 +677,7 @@ impl Inner {
     /// Follows the runtime's concurrency: the runtime only asks for a message while a handler
     /// slot is free, so when every prefetched delivery is still held, one more slot exists.
     async fn grow_prefetch(&self, queue: &str, sub: &Sub) -> Result<(), AmqpError> {
-        if self.options.prefetch.is_some() {
+        if sub.fixed {
             return Ok(());
         }
         let held = sub.outstanding.load(Ordering::SeqCst);
@@ -889,7 +900,8 @@ impl Transport for AmqpTransport {
 
     /// The consumer of `queue` starts with a prefetch of what the runtime will hold at once
     /// (unless a fixed `prefetch` was configured), instead of growing to it one delivery at a
-    /// time.
+    /// time. That prefetch is the consumer's own and stays as announced: a caller that holds
+    /// more deliveries unsettled than it announced gets no more until it settles some.
     async fn prepare_consume(&self, queue: &str, held: usize) -> Result<(), TransportError> {
         if self.inner.options.prefetch.is_none() {
             let wanted = u16::try_from(held.max(1)).unwrap_or(u16::MAX);
@@ -897,6 +909,7 @@ impl Transport for AmqpTransport {
             let entry = grown.entry(queue.to_owned()).or_insert(wanted);
             *entry = (*entry).max(wanted);
         }
+        lock(&self.inner.announced).insert(queue.to_owned());
         Ok(())
     }
 
@@ -1232,6 +1245,9 @@ mod tests {
         assert_eq!(t.prefetch_of("q"), Some(3), "a free slot does not raise it");
         t.ack(&b).await.unwrap();
         t.ack(&c).await.unwrap();
+        // A bare `pop` loop's prefetch is channel-wide: it grew on the running consumer.
+        assert_eq!(fake.world().subscriptions, [("q".to_owned(), 1, true)]);
+        assert_eq!(fake.world().prefetch_calls, [2, 3]);
 
         // Through the runtime: 4 handlers at once hold 4 deliveries per slot by default, so the
         // prefetch is 16 from the start; `.prefetch(4)` keeps it at the concurrency.
@@ -1265,7 +1281,28 @@ mod tests {
                 fake.world().prefetch_calls.is_empty(),
                 "App::consume announced what it holds: the consumer started at {expected}, nothing to grow"
             );
+            // Known before the first delivery, the prefetch is the consumer's own.
+            assert_eq!(
+                fake.world().subscriptions,
+                [("q".to_owned(), expected, false)]
+            );
         }
+
+        // A prefetch fixed in the options is the consumer's own too.
+        let fake = FakeClient::default();
+        let t = AmqpTransport::with_client(
+            Arc::new(fake.clone()),
+            AmqpOptions::default().prefetch(Some(7)),
+        );
+        fake.publish_raw("q", &body(1));
+        let d = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        t.ack(&d).await.unwrap();
+        assert_eq!(fake.world().subscriptions, [("q".to_owned(), 7, false)]);
+        assert!(fake.world().prefetch_calls.is_empty());
     }
 
     #[tokio::test]

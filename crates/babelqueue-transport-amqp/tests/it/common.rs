@@ -124,6 +124,26 @@ impl Raw {
             .unwrap();
     }
 
+    /// Declares `queue` as a quorum queue (`x-queue-type=quorum`), provisioned outside the SDK.
+    pub async fn declare_quorum(&self, queue: &str) {
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-queue-type".into(),
+            lapin::types::AMQPValue::LongString("quorum".into()),
+        );
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                args,
+            )
+            .await
+            .unwrap();
+    }
+
     /// Waits until `queue` holds `n` ready messages.
     pub async fn wait_depth(&self, queue: &str, n: u32, within: Duration) -> u32 {
         let deadline = tokio::time::Instant::now() + within;

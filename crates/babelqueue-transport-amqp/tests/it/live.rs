@@ -607,6 +607,51 @@ async fn a_queue_declared_with_other_arguments_is_a_clear_error_and_the_channel_
     raw.delete(&[&q, &fine]).await;
 }
 
+/// A quorum queue provisioned elsewhere (`declare=0`) refuses a channel-wide prefetch; the
+/// consumer `App::consume` starts has a prefetch of its own (4 per handler slot), so the
+/// runtime consumes it like any other queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_queue_provisioned_elsewhere_is_consumed_through_the_runtime() {
+    let Some(url) = common::broker().await else {
+        return;
+    };
+    let _shared = common::shared().await;
+    let q = common::queue("quorum");
+    let raw = Raw::new(&url).await;
+    raw.declare_quorum(&q).await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let transport = AmqpTransport::connect(&format!("{url}{separator}declare=0"))
+        .await
+        .unwrap();
+    let handled = Arc::new(AtomicU64::new(0));
+    let counted = handled.clone();
+    let app = App::builder(transport.clone())
+        .queue(&q)
+        .concurrency(2)
+        .poll_timeout(Duration::from_millis(500))
+        .handle(URN, move |_ctx: Context| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<(), HandlerError>(()) }
+        })
+        .build()
+        .unwrap();
+    for i in 0..20 {
+        app.publish(URN, &json!({ "i": i })).await.unwrap();
+    }
+    let summary = tokio::time::timeout(
+        Duration::from_secs(30),
+        app.consume(Consume::new().max_messages(20).handle_signals(false)),
+    )
+    .await
+    .expect("the quorum queue was consumed")
+    .unwrap();
+    assert_eq!(summary.processed, 20, "{summary:?}");
+    assert_eq!(handled.load(Ordering::SeqCst), 20);
+    assert_eq!(transport.prefetch_of(&q), Some(8));
+    transport.close().await.unwrap();
+    raw.delete(&[&q]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqps_goes_through_rustls_and_fails_cleanly_against_a_plain_listener() {
     let Some(url) = common::broker().await else {
@@ -940,7 +985,9 @@ async fn a_batch_is_published_in_order_with_its_confirms_in_flight_and_received_
 
     // Received back through the transport: after the first, what the prefetch holds.
     batch.publish_batch(&q, &slices[..20]).await.unwrap();
-    transport.prepare_consume(&q, 8).await.unwrap();
+    // Announced as the runtime does: what this loop holds at once (all 20, acknowledged at the
+    // end). The prefetch is then the consumer's own and does not grow past it.
+    transport.prepare_consume(&q, 20).await.unwrap();
     let mut got: Vec<babelqueue_core::Delivery> = Vec::new();
     let mut most = 0;
     while got.len() < 20 {
