@@ -8,7 +8,8 @@
 //! * the reference Python SDK 1.24.0 (`BabelQueue` over pika: unconfirmed publishes, a
 //!   `basic_get` per message), through `tests/python/bq_amqp.py bench`;
 //! * a bare lapin loop with the same publisher confirms (1 024 in flight, as `publish_batch`
-//!   keeps) and the same prefetch (4 and 32), an ack per delivery, no envelope work at all: the
+//!   keeps) and the same prefetch (4 and 32, the consumer's own, as lapin's default `basic_qos`
+//!   options give), an ack per delivery, no envelope work at all: the
 //!   ceiling the transport can approach; and once more (prefetch 32) sending the transport's
 //!   own frames (its properties and headers, `mandatory`), which separates what the broker
 //!   spends on the BabelQueue wire format from what the SDK spends.
@@ -257,7 +258,7 @@ async fn bare_lapin(n: u64, prefetch: u16, frames: Frames) -> Run {
     let published = Instant::now();
     let consumer_channel = connection.create_channel().await.unwrap();
     consumer_channel
-        .basic_qos(prefetch, BasicQosOptions { global: true })
+        .basic_qos(prefetch, BasicQosOptions::default())
         .await
         .unwrap();
     let mut consumer = consumer_channel
