@@ -82,8 +82,8 @@ pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, Browser, Capabilities, DeadLetterNamer,
-    DeadLetterWriter, DelayedPublisher, HeaderPublisher, NativeSettler, Redeliver, Redeliverer,
-    Redelivery, Rewinder, RoutedPublisher, SettlePublisher, Transport,
+    DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, NativeSettler, Redeliver,
+    Redeliverer, Redelivery, Rewinder, RoutedPublisher, SettlePublisher, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

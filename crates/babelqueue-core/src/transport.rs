@@ -192,6 +192,7 @@ pub struct Capabilities<'a> {
     browse: Option<&'a dyn Browser>,
     batch_ack: Option<&'a dyn BatchAcker>,
     batch_publish: Option<&'a dyn BatchPublisher>,
+    hold_check: Option<&'a dyn HoldChecker>,
     prefetch_per_slot: Option<usize>,
 }
 
@@ -268,6 +269,10 @@ impl<'a> Capabilities<'a> {
         /// Publishing several bodies in one step.
         batch_publish, batch_publish, batch_publisher, BatchPublisher
     );
+    capability!(
+        /// Telling whether a received delivery is still held for this worker.
+        hold_check, hold_check, hold_checker, HoldChecker
+    );
 
     /// How a message goes back for another delivery.
     #[must_use]
@@ -320,6 +325,7 @@ impl fmt::Debug for Capabilities<'_> {
             ("browse", self.browse.is_some()),
             ("batch_ack", self.batch_ack.is_some()),
             ("batch_publish", self.batch_publish.is_some()),
+            ("hold_check", self.hold_check.is_some()),
         ] {
             if present {
                 offered.push(name);
@@ -519,6 +525,19 @@ pub trait BatchAcker: Send + Sync {
     /// Acknowledges every delivery of `deliveries` (deliveries of several queues may be mixed).
     /// Attempt them all even when one fails; return the first error.
     async fn ack_batch(&self, deliveries: &[Delivery]) -> Result<(), TransportError>;
+}
+
+/// Whether a received delivery is still held for this worker, asked by the consume loop before
+/// it starts a delivery that waited for a handler slot.
+///
+/// A broker may take a delivery back before it is settled (RabbitMQ requeues every delivery of
+/// a channel that closed). Such a delivery can no longer be settled, and the broker hands it
+/// out again, so running its handler here would handle it twice: the loop drops it instead (at
+/// least once still holds: the broker has it). Answer `false` only when the broker has surely
+/// taken the delivery back; when in doubt, `true`.
+pub trait HoldChecker: Send + Sync {
+    /// `false` when the broker has taken `delivery` back.
+    fn still_held(&self, delivery: &Delivery) -> bool;
 }
 
 /// Publish several bodies to one queue in one step (a pipeline, a batch request, a window of

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::{
     App, BatchAcker, BatchPublisher, Capabilities, Consume, Context, Delivery, HandlerError,
-    MemoryTransport, Redelivery, Transport, TransportError,
+    HoldChecker, MemoryTransport, Redelivery, Transport, TransportError,
 };
 use babelqueue_envelope::{Envelope, RawJson};
 
@@ -448,4 +448,94 @@ async fn concurrency_with_a_deep_prefetch_handles_every_message_once() {
     all.sort_unstable();
     assert_eq!(all, (0..500).collect::<Vec<_>>(), "each exactly once");
     assert_eq!((memory.len("orders"), memory.in_flight()), (0, 0));
+}
+
+/// memory:// where the broker has taken back every delivery whose body says so.
+#[derive(Debug)]
+struct TakingBack(MemoryTransport);
+
+#[async_trait]
+impl Transport for TakingBack {
+    fn name(&self) -> &'static str {
+        "taking-back-memory"
+    }
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        self.0.publish(queue, body).await
+    }
+    async fn pop(
+        &self,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        self.0.pop(queue, timeout).await
+    }
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        self.0.receive(queue, max, timeout).await
+    }
+    async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
+        self.0.ack(delivery).await
+    }
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none().rewind(&self.0).hold_check(self)
+    }
+}
+
+impl HoldChecker for TakingBack {
+    fn still_held(&self, delivery: &Delivery) -> bool {
+        !String::from_utf8_lossy(delivery.body()).contains("taken back")
+    }
+}
+
+/// A delivery the broker took back while it waited for a slot is not handled (the broker hands
+/// it out again); the others are handled and settled as usual.
+#[tokio::test]
+async fn a_delivery_the_broker_took_back_is_not_started() {
+    let memory = MemoryTransport::new();
+    let started: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = started.clone();
+    let app = App::builder(TakingBack(memory.clone()))
+        .queue("orders")
+        .poll_timeout(Duration::from_millis(20))
+        .prefetch(4)
+        .handle(URN, move |ctx: Context| {
+            seen.lock().unwrap().push(ctx.data().as_str().to_owned());
+            async { Ok::<(), HandlerError>(()) }
+        })
+        .build()
+        .unwrap();
+    let notes = ["kept", "taken back", "kept", "taken back", "kept"];
+    let envelopes: Vec<Envelope> = notes
+        .iter()
+        .map(|note| {
+            Envelope::builder(URN)
+                .queue("orders")
+                .data(&serde_json::json!({ "note": note }))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    app.publish_batch("orders", &envelopes).await.unwrap();
+    let summary = app
+        .consume(
+            Consume::new()
+                .idle_timeout(Duration::from_millis(200))
+                .handle_signals(false),
+        )
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 3, "{summary:?}");
+    let started = started.lock().unwrap().clone();
+    assert_eq!(started.len(), 3, "{started:?}");
+    assert!(
+        started.iter().all(|data| data.contains("kept")),
+        "{started:?}"
+    );
+    // The two taken back are the broker's again (never settled here).
+    assert_eq!(memory.in_flight(), 2);
+    assert_eq!(memory.len("orders"), 0);
 }

@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPublisher, Capabilities, Delivery, HeaderPublisher, Headers, Rewinder,
-    SettlePublisher, Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, Delivery, HeaderPublisher, Headers, HoldChecker,
+    Rewinder, SettlePublisher, Transport, TransportError,
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -970,7 +970,23 @@ impl Transport for AmqpTransport {
             .rewind(self)
             .batch_publish(self)
             .batch_ack(self)
+            .hold_check(self)
             .prefetch_per_slot(PREFETCH_PER_SLOT)
+    }
+}
+
+/// A delivery is held while the connection it came on is the live one and open: once that
+/// connection is gone, RabbitMQ has requeued every unacknowledged delivery of its channels and
+/// will hand them out again, so the runtime does not start one that waited for a slot.
+impl HoldChecker for AmqpTransport {
+    fn still_held(&self, delivery: &Delivery) -> bool {
+        let Some(handle) = delivery.handle::<Handle>() else {
+            return true;
+        };
+        match lock(&self.inner.consuming.current).as_ref() {
+            Some(live) => live.generation == handle.generation && live.link.is_open(),
+            None => false,
+        }
     }
 }
 
@@ -1303,6 +1319,64 @@ mod tests {
         t.ack(&d).await.unwrap();
         assert_eq!(fake.world().subscriptions, [("q".to_owned(), 7, false)]);
         assert!(fake.world().prefetch_calls.is_empty());
+    }
+
+    /// A delivery that waited for a slot while its connection died is not handled on the dead
+    /// channel (RabbitMQ requeued it): each message is handled once, except the one whose
+    /// handler was running when the connection died (its ack could not be sent).
+    #[tokio::test]
+    async fn deliveries_of_a_dead_connection_are_not_started() {
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        for n in 0..4 {
+            fake.publish_raw("q", &body(n));
+        }
+        // Held while its connection is the live one.
+        let d = t
+            .pop("q", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(t.still_held(&d));
+        fake.kill_connections();
+        assert!(!t.still_held(&d), "its connection died");
+
+        let fake = FakeClient::default();
+        let t = transport(&fake);
+        for n in 0..4 {
+            fake.publish_raw("q", &body(n));
+        }
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let killer = fake.clone();
+        // Concurrency 1 with the default 4 per slot: the first handler kills the connection
+        // while three more deliveries wait in the runtime.
+        let app = App::builder(t.clone())
+            .queue("q")
+            .poll_timeout(Duration::from_millis(20))
+            .rewind_pause(Duration::from_millis(1))
+            .handle(URN, move |_ctx: Context| {
+                if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                    killer.kill_connections();
+                }
+                async { Ok::<(), HandlerError>(()) }
+            })
+            .build()
+            .unwrap();
+        let summary = app
+            .consume(
+                Consume::new()
+                    .idle_timeout(Duration::from_millis(300))
+                    .handle_signals(false),
+            )
+            .await
+            .unwrap();
+        let calls = calls.load(Ordering::SeqCst);
+        assert_eq!(
+            calls, 5,
+            "four messages, the first handled twice: {summary:?}"
+        );
+        assert!(fake.bodies("q").is_empty(), "all acknowledged in the end");
     }
 
     #[tokio::test]

@@ -226,6 +226,14 @@ impl App {
             if running.len() < inner.concurrency
                 && let Some(delivery) = ready.pop_front()
             {
+                // Taken back by the broker while it waited (its channel closed): the broker
+                // hands it out again, so it is not handled here as well.
+                if let Some(check) = capabilities.hold_checker()
+                    && !check.still_held(&delivery)
+                {
+                    tracing::debug!(target: LOG, queue = %queue, "A received delivery was taken back by the broker before it started; not handled here");
+                    continue;
+                }
                 match start(inner, delivery, &deadline_rx, gather, &mut inline) {
                     Started::Finished(done) => count(&mut summary, done, &mut gathered),
                     Started::Running(dispatch) => running.push(dispatch),
