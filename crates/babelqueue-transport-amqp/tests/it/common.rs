@@ -106,31 +106,24 @@ impl Raw {
 
     /// Declares `queue` the way another framework might: with a message TTL argument.
     pub async fn declare_with_ttl(&self, queue: &str) {
-        let mut args = FieldTable::default();
-        args.insert(
-            "x-message-ttl".into(),
+        self.declare_with(
+            queue,
+            "x-message-ttl",
             lapin::types::AMQPValue::LongInt(60_000),
-        );
-        self.channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                args,
-            )
-            .await
-            .unwrap();
+        )
+        .await;
     }
 
     /// Declares `queue` as a quorum queue (`x-queue-type=quorum`), provisioned outside the SDK.
     pub async fn declare_quorum(&self, queue: &str) {
+        let quorum = lapin::types::AMQPValue::LongString("quorum".into());
+        self.declare_with(queue, "x-queue-type", quorum).await;
+    }
+
+    /// Declares `queue` durable with one argument.
+    async fn declare_with(&self, queue: &str, key: &str, value: lapin::types::AMQPValue) {
         let mut args = FieldTable::default();
-        args.insert(
-            "x-queue-type".into(),
-            lapin::types::AMQPValue::LongString("quorum".into()),
-        );
+        args.insert(key.into(), value);
         self.channel
             .queue_declare(
                 queue.into(),
