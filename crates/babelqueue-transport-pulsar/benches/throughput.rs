@@ -8,6 +8,12 @@
 //!    `scripts/brokers.sh up pulsar`): publish and consume messages/s of this crate against
 //!    the real broker, and of the reference Python SDK (babelqueue 1.24.0 + pulsar-client, via
 //!    `tests/python/driver.py` on `$BQ_PYTHON`) against the same broker, with the ratio.
+//!    Publish figures are timed over 2 000 messages, consume figures over a backlog of 20 000
+//!    (`BQ_BENCH_N`). Two bare loops give the ceiling: the `pulsar` crate's consumer (the `raw`
+//!    row) and the C++ client the Python SDK wraps, driven from Python (printed, not a row).
+//!    Both read a backlog published a few seconds earlier, as the SDKs do: the broker serves
+//!    it from BookKeeper rather than from its entry cache, which it empties of entries older
+//!    than a second by default.
 
 #![allow(missing_docs, clippy::print_stdout)]
 
@@ -23,7 +29,36 @@ use criterion::{Criterion, Throughput};
 
 const URN: &str = "urn:babel:orders:created";
 const BATCH: u64 = 2_000;
+/// Messages each live publish figure is timed over (the Python SDK publishes about 300/s, one
+/// receipt at a time).
 const LIVE: u64 = 2_000;
+/// Messages each live consume figure is timed over, unless `BQ_BENCH_N` says otherwise: 2 000
+/// took about 50 ms at concurrency 8, short enough for one pause of the shared machine to move
+/// the ratio past its target either way.
+const CONSUMED: u64 = 20_000;
+
+fn consumed() -> u64 {
+    std::env::var("BQ_BENCH_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n >= LIVE)
+        .unwrap_or(CONSUMED)
+}
+
+/// Publishes `n` copies of `payload` in batches of 256 (`publish_batch`), untimed: the rest of
+/// a consume figure's messages after its timed publish.
+async fn fill(transport: &PulsarTransport, queue: &str, payload: &[u8], n: u64) {
+    let batch = vec![payload; 256];
+    let mut left = n;
+    while left > 0 {
+        let take = usize::try_from(left.min(256)).unwrap();
+        transport
+            .publish_batch(queue, &batch[..take])
+            .await
+            .unwrap();
+        left -= take as u64;
+    }
+}
 
 fn app(transport: PulsarTransport, queue: &str, concurrency: usize) -> App {
     App::builder(transport)
@@ -107,7 +142,7 @@ fn python_seconds(python: &PathBuf, mode: &str, url: &str, queue: &str, n: u64) 
 /// The raw client loop: a bare `pulsar` crate consumer (Shared subscription, its default
 /// receiver queue), each message taken from the stream and acknowledged in turn, nothing
 /// decoded. The messages are published first through `transport` (not timed); the rate is
-/// timed from the first message, as the workers' are.
+/// timed from the first message.
 async fn raw(url: &str, transport: &PulsarTransport, queue: &str, payload: &[u8], n: u64) -> f64 {
     use futures_util::StreamExt;
     let pulsar: pulsar::Pulsar<pulsar::TokioExecutor> =
@@ -123,9 +158,7 @@ async fn raw(url: &str, transport: &PulsarTransport, queue: &str, payload: &[u8]
         .build()
         .await
         .unwrap();
-    for _ in 0..n {
-        transport.publish(queue, payload).await.unwrap();
-    }
+    fill(transport, queue, payload, n).await;
     let mut started = None;
     for _ in 0..n {
         let message = consumer.next().await.unwrap().unwrap();
@@ -157,6 +190,7 @@ fn live(runtime: &tokio::runtime::Runtime) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis();
+    let n = consumed();
     let mut rust = Vec::new();
     for concurrency in [1, 8] {
         let queue = format!("bench-rust-{concurrency}-{stamp}");
@@ -174,19 +208,11 @@ fn live(runtime: &tokio::runtime::Runtime) {
                     transport.publish(&queue, &payload).await.unwrap();
                 }
             } else {
-                let batch = vec![payload.as_slice(); 256];
-                let mut left = LIVE;
-                while left > 0 {
-                    let take = usize::try_from(left.min(256)).unwrap();
-                    transport
-                        .publish_batch(&queue, &batch[..take])
-                        .await
-                        .unwrap();
-                    left -= take as u64;
-                }
+                fill(&transport, &queue, &payload, LIVE).await;
             }
             let published = started.elapsed();
-            let consumed = consume(&app, LIVE).await;
+            fill(&transport, &queue, &payload, n - LIVE).await;
+            let consumed = consume(&app, n).await;
             let how = if concurrency == 1 {
                 "awaiting each receipt"
             } else {
@@ -197,17 +223,17 @@ fn live(runtime: &tokio::runtime::Runtime) {
                 per_second(LIVE, published)
             );
             println!(
-                "rust   pulsar consume+ack, no-op handler, concurrency {concurrency}: {LIVE} in {consumed:?} = {:.0} messages/s",
-                per_second(LIVE, consumed)
+                "rust   pulsar consume+ack, no-op handler, concurrency {concurrency}: {n} in {consumed:?} = {:.0} messages/s",
+                per_second(n, consumed)
             );
-            rust.push((per_second(LIVE, published), per_second(LIVE, consumed)));
+            rust.push((per_second(LIVE, published), per_second(n, consumed)));
         });
     }
     let raw_rate = runtime.block_on(async {
         let queue = format!("bench-raw-{stamp}");
         let transport = PulsarTransport::with_client(client.clone());
         let payload = body(&app(transport.clone(), &queue, 1));
-        raw(&url, &transport, &queue, &payload, LIVE).await
+        raw(&url, &transport, &queue, &payload, n).await
     });
     println!("raw    pulsar consume+ack (bare pulsar crate consumer): {raw_rate:.0} messages/s");
     println!("BQ-FIGURE broker pulsar consume raw {raw_rate:.0}");
@@ -227,13 +253,38 @@ fn live(runtime: &tokio::runtime::Runtime) {
         .expect("the Python driver runs");
     assert!(status.status.success());
     let publish = python_seconds(&python, "publish", &url, &queue, LIVE);
-    let consume = python_seconds(&python, "consume", &url, &queue, LIVE);
-    let (py_pub, py_con) = (LIVE as f64 / publish, LIVE as f64 / consume);
+    // The rest of the consumer's messages: the same envelope from this crate, untimed.
+    runtime.block_on(async {
+        let transport = PulsarTransport::with_client(client.clone());
+        let payload = body(&app(transport.clone(), &queue, 1));
+        fill(&transport, &queue, &payload, n - LIVE).await;
+    });
+    let consume = python_seconds(&python, "consume", &url, &queue, n);
+    let (py_pub, py_con) = (LIVE as f64 / publish, n as f64 / consume);
     println!(
         "python pulsar publish (babelqueue 1.24.0): {LIVE} in {publish:.3}s = {py_pub:.0} messages/s"
     );
     println!(
-        "python pulsar consume+ack, no-op handler: {LIVE} in {consume:.3}s = {py_con:.0} messages/s"
+        "python pulsar consume+ack, no-op handler: {n} in {consume:.3}s = {py_con:.0} messages/s"
+    );
+    // The bare C++ client the Python SDK wraps, on a backlog of the same age: what the broker
+    // itself gives any client here.
+    let bare_queue = format!("bench-bare-{stamp}");
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
+    let status = Command::new(&python)
+        .arg(&driver)
+        .args(["bare-subscribe", &url, &bare_queue])
+        .output()
+        .expect("the Python driver runs");
+    assert!(status.status.success());
+    runtime.block_on(async {
+        let transport = PulsarTransport::with_client(client.clone());
+        let payload = body(&app(transport.clone(), &bare_queue, 1));
+        fill(&transport, &bare_queue, &payload, n).await;
+    });
+    let bare = n as f64 / python_seconds(&python, "bare-consume", &url, &bare_queue, n);
+    println!(
+        "bare   pulsar consume+ack (the C++ client pulsar-client, no SDK, from Python): {bare:.0} messages/s"
     );
     let (rust_pub, rust_con) = rust[0];
     println!(

@@ -6,6 +6,11 @@ broker, for the Rust transport's interop tests and benchmark.
                                            urn:babel:orders:created; print one JSON line per
                                            handler call, then {"seconds": s}
     driver.py subscribe URL QUEUE          create the `babelqueue` subscription, then exit
+    driver.py bare-subscribe URL QUEUE     create the `bench-bare` subscription with the bare
+                                           pulsar-client (the C++ client the SDK wraps), then exit
+    driver.py bare-consume URL QUEUE COUNT receive and acknowledge COUNT messages on
+                                           `bench-bare` with the bare client, nothing decoded;
+                                           print {"seconds": s}, timed from the first message
 """
 
 import json
@@ -18,9 +23,32 @@ from babelqueue.pulsar_transport import PulsarTransport
 URN = "urn:babel:orders:created"
 
 
+def bare(mode: str, url: str, queue: str, count: int) -> int:
+    """The bare-client loop: what the broker and the C++ client give without any SDK."""
+    import pulsar
+
+    client = pulsar.Client(url)
+    try:
+        consumer = client.subscribe(queue, "bench-bare", consumer_type=pulsar.ConsumerType.Shared)
+        if mode == "bare-subscribe":
+            return 0
+        started = None
+        for _ in range(count):
+            message = consumer.receive(30_000)
+            if started is None:
+                started = time.perf_counter()
+            consumer.acknowledge(message)
+        print(json.dumps({"seconds": time.perf_counter() - started}), flush=True)
+        return 0
+    finally:
+        client.close()
+
+
 def main() -> int:
     mode, url, queue = sys.argv[1], sys.argv[2], sys.argv[3]
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    if mode.startswith("bare-"):
+        return bare(mode, url, queue, count)
     transport = PulsarTransport(url)
     app = BabelQueue(transport=transport, queue=queue, dead_letter=True)
     try:
