@@ -501,6 +501,7 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
         "rust-c8-prefetch8",
         "raw",
         "raw-sdk-frames",
+        "raw-unconfirmed",
         "python",
     ] {
         let (p, c) = (rate("publish", who), rate("consume", who));
@@ -551,6 +552,14 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
             println!(
                 "  (the raw loop sending the SDK's own frames: {same:.0}/s; this SDK at {:.0}% of it)",
                 ours / same * 100.0
+            );
+        }
+        if phase == "publish"
+            && let (Some(bare), Some(py)) = (rate(phase, "raw-unconfirmed"), python)
+        {
+            println!(
+                "  (the raw loop without confirms, the Python SDK's durability: {bare:.0}/s, {:.1}x the Python SDK: the most a publisher of that durability got here)",
+                bare / py
             );
         }
     }

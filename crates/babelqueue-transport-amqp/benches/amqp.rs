@@ -288,6 +288,67 @@ async fn bare_lapin(n: u64, prefetch: u16, frames: Frames) -> Run {
     }
 }
 
+/// Publishing at the Python SDK's durability: persistent messages on a durable queue, no
+/// publisher confirms, nothing else. Timed until the queue holds all `n` (the broker has taken
+/// them in), which no confirm tells. The most a publisher without confirms gets from this
+/// broker: the ceiling for the "times the Python SDK" publish ratio.
+async fn bare_lapin_unconfirmed(n: u64) -> f64 {
+    let q = queue("lapin-unconfirmed");
+    let connection = connect().await.expect("connect");
+    let channel = connection.create_channel().await.unwrap();
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    channel
+        .queue_declare(q.as_str().into(), durable, FieldTable::default())
+        .await
+        .unwrap();
+    let body = br#"{"job":"urn:babel:bench:ping","trace_id":"00000000-0000-4000-8000-000000000000","data":{"i":0,"total":99.9},"meta":{"id":"00000000-0000-4000-8000-000000000001","queue":"bench","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
+    let properties = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2);
+    let started = Instant::now();
+    for _ in 0..n {
+        // Without confirms the returned confirmation resolves at once: only the send is awaited.
+        let _ = channel
+            .basic_publish(
+                "".into(),
+                q.as_str().into(),
+                BasicPublishOptions::default(),
+                body,
+                properties.clone(),
+            )
+            .await
+            .unwrap();
+    }
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..durable
+    };
+    loop {
+        let state = channel
+            .queue_declare(q.as_str().into(), passive, FieldTable::default())
+            .await
+            .unwrap();
+        if u64::from(state.message_count()) >= n {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the broker took {} of {n} in 2 minutes",
+            state.message_count()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    let _ = channel
+        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = connection.close(200, "bench done".into()).await;
+    rate
+}
+
 fn python_sdk(n: u64) -> Run {
     let python = std::env::var_os("BQ_PYTHON").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../cache/venv/bin/python"),
@@ -418,6 +479,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
     ));
     let lapin_8 = runtime.block_on(bare_lapin(n, 32, Frames::Plain));
     let lapin_8_sdk = runtime.block_on(bare_lapin(n, 32, Frames::Sdk));
+    let unconfirmed = runtime.block_on(bare_lapin_unconfirmed(n));
     let python = python_sdk(n);
     println!(
         "{}",
@@ -443,6 +505,10 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
         "{}",
         python.line("python SDK 1.24.0 (pika, basic_get, no confirms)")
     );
+    println!(
+        "bare lapin publish, persistent, no confirms (the Python SDK's durability), until the queue holds all: {unconfirmed:.0} messages/s"
+    );
+    println!("BQ-FIGURE broker rabbitmq publish raw-unconfirmed {unconfirmed:.0}");
     let ratio = |a: &Run, b: &Run| a.total_rate() / b.total_rate();
     println!(
         "ratio rust worker / python SDK (concurrency 1): {:.2}x",
