@@ -310,8 +310,8 @@ async fn bare_lapin_unconfirmed(n: u64) -> f64 {
         .with_delivery_mode(2);
     let started = Instant::now();
     for _ in 0..n {
-        // Without confirms the returned confirmation resolves at once: only the send is awaited.
-        let _ = channel
+        // Without confirm mode the returned confirmation resolves at once, as NotRequested.
+        let confirmation = channel
             .basic_publish(
                 "".into(),
                 q.as_str().into(),
@@ -320,7 +320,10 @@ async fn bare_lapin_unconfirmed(n: u64) -> f64 {
                 properties.clone(),
             )
             .await
+            .unwrap()
+            .await
             .unwrap();
+        assert!(!confirmation.is_ack() && !confirmation.is_nack());
     }
     let passive = QueueDeclareOptions {
         passive: true,
