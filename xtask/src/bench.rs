@@ -558,7 +558,7 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
             && let (Some(bare), Some(py)) = (rate(phase, "raw-unconfirmed"), python)
         {
             println!(
-                "  (the raw loop without confirms, the Python SDK's durability: {bare:.0}/s, {:.1}x the Python SDK: the most a publisher of that durability got here)",
+                "  (the raw loop without confirms, the Python SDK's durability, timed as it is: {bare:.0}/s, {:.1}x the Python SDK: the most a publisher of that durability got here)",
                 bare / py
             );
         }
