@@ -45,6 +45,8 @@ const WINDOW: u64 = 64;
 /// Messages per `App::publish_batch` call, and confirms in flight in the bare lapin loop: the
 /// transport's own window, so both loops keep the same number of confirms outstanding.
 const BATCH_WINDOW: u64 = 1024;
+/// The envelope the bare lapin loops publish, the same bytes every time.
+const RAW_BODY: &[u8] = br#"{"job":"urn:babel:bench:ping","trace_id":"00000000-0000-4000-8000-000000000000","data":{"i":0,"total":99.9},"meta":{"id":"00000000-0000-4000-8000-000000000001","queue":"bench","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
 
 fn url() -> String {
     std::env::var("BQ_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
@@ -219,7 +221,7 @@ async fn bare_lapin(n: u64, prefetch: u16, frames: Frames) -> Run {
         )
         .await
         .unwrap();
-    let body = br#"{"job":"urn:babel:bench:ping","trace_id":"00000000-0000-4000-8000-000000000000","data":{"i":0,"total":99.9},"meta":{"id":"00000000-0000-4000-8000-000000000001","queue":"bench","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
+    let body = RAW_BODY;
     let properties = match frames {
         Frames::Plain => BasicProperties::default()
             .with_content_type("application/json".into())
@@ -305,7 +307,7 @@ async fn bare_lapin_unconfirmed(n: u64) -> (f64, f64) {
         .queue_declare(q.as_str().into(), durable, FieldTable::default())
         .await
         .unwrap();
-    let body = br#"{"job":"urn:babel:bench:ping","trace_id":"00000000-0000-4000-8000-000000000000","data":{"i":0,"total":99.9},"meta":{"id":"00000000-0000-4000-8000-000000000001","queue":"bench","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
+    let body = RAW_BODY;
     let properties = BasicProperties::default()
         .with_content_type("application/json".into())
         .with_delivery_mode(2);
