@@ -325,9 +325,10 @@ async fn the_loop_asks_for_its_free_room_and_never_more_than_prefetch() {
     assert!(format!("{low:?}").contains("prefetch: 4"), "{low:?}");
 }
 
-/// A transport whose held deliveries run no lock clock (RabbitMQ) asks for several per handler
-/// slot: the default prefetch is `concurrency × n`, announced to `prepare_consume` and asked for
-/// in the first receive; the app's own `prefetch` wins, and the loop still settles everything.
+/// A transport may ask for several deliveries per handler slot: the default prefetch is
+/// `concurrency × n`, announced to `prepare_consume`, and asked for in a receive once handlers
+/// are seen to finish at once (the first receive asks for the free slots only). The app's own
+/// `prefetch` wins and is asked for from the first receive; the loop still settles everything.
 #[tokio::test]
 async fn a_transport_may_hold_several_deliveries_per_slot_by_default() {
     let cases: [(Option<usize>, Option<usize>, usize, usize); 5] = [
@@ -366,10 +367,59 @@ async fn a_transport_may_hold_several_deliveries_per_slot_by_default() {
         assert_eq!(summary.processed, 40, "{case}");
         assert_eq!(*recording.prepared.lock().unwrap(), [held], "{case}");
         let receives = recording.receives.lock().unwrap().clone();
-        assert_eq!(receives.first(), Some(&held), "{case}: {receives:?}");
+        let first = if prefetch.is_none() {
+            concurrency
+        } else {
+            held
+        };
+        assert_eq!(receives.first(), Some(&first), "{case}: {receives:?}");
+        assert!(receives.contains(&held), "{case}: {receives:?}");
         assert!(receives.iter().all(|&n| n <= held), "{case}: {receives:?}");
         assert_eq!(memory.len("orders"), 0, "{case}");
         assert_eq!(memory.in_flight(), 0, "{case}");
+    }
+}
+
+/// A handler that waits (here on a timer) finishes after its first poll: with the transport's
+/// per-slot prefetch the loop then asks only for what fills its free slots, so no delivery
+/// waits behind a slow handler while its broker lock (a reservation, a visibility timeout)
+/// runs. The app's own prefetch is held whatever the handlers do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_slot_prefetch_is_not_held_behind_handlers_that_wait() {
+    for (concurrency, prefetch, most) in [(2, None, 2), (1, None, 1), (2, Some(6), 6)] {
+        let memory = MemoryTransport::new();
+        let recording = Recording::holding(&memory, true, Some(4));
+        let builder = App::builder_arc(recording.clone())
+            .queue("orders")
+            .poll_timeout(Duration::from_millis(20))
+            .concurrency(concurrency)
+            .handle(URN, |_ctx: Context| async {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                Ok::<(), HandlerError>(())
+            });
+        let app = match prefetch {
+            Some(n) => builder.prefetch(n),
+            None => builder,
+        }
+        .build()
+        .unwrap();
+        let case = format!("concurrency {concurrency}, prefetch {prefetch:?}");
+        app.publish_batch("orders", &envelopes(24)).await.unwrap();
+        let summary = app
+            .consume(Consume::new().max_messages(24).handle_signals(false))
+            .await
+            .unwrap();
+        assert_eq!(summary.processed, 24, "{case}");
+        // Announced as the transport asked (RabbitMQ's consumer keeps its prefetch).
+        assert_eq!(
+            *recording.prepared.lock().unwrap(),
+            [prefetch.unwrap_or(concurrency * 4)],
+            "{case}"
+        );
+        let receives = recording.receives.lock().unwrap().clone();
+        assert!(receives.iter().all(|&n| n <= most), "{case}: {receives:?}");
+        assert!(receives.contains(&most), "{case}: {receives:?}");
+        assert_eq!((memory.len("orders"), memory.in_flight()), (0, 0), "{case}");
     }
 }
 

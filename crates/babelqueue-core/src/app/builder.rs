@@ -115,8 +115,13 @@ impl AppBuilder {
     /// Deliveries the consume loop may hold at once, running or received and waiting for a
     /// handler slot. The default is `concurrency`, so nothing waits, unless the transport holds
     /// more per slot ([`Capabilities::prefetch_per_slot`](crate::Capabilities::prefetch_per_slot):
-    /// RabbitMQ's holds `4 × concurrency`; `.prefetch(concurrency)` turns that off). It asks the
-    /// transport for as many as it has room for in one [`receive`](crate::Transport::receive).
+    /// RabbitMQ's and Redis's hold `4 × concurrency`; `.prefetch(concurrency)` turns that off).
+    /// It asks the transport for as many as it has room for in one
+    /// [`receive`](crate::Transport::receive). A transport's per-slot default is held only
+    /// while handlers finish at once (their first poll completes them): while one waits (on
+    /// I/O, a timer), the loop asks only for what fills its free slots, so a slow handler
+    /// never has deliveries queued behind it. A prefetch set here is held whatever the
+    /// handlers do.
     ///
     /// Above `concurrency`, fast handlers on a broker that hands out several messages per round
     /// trip need fewer round trips; but a received delivery waits for a slot while its broker
@@ -217,6 +222,7 @@ impl AppBuilder {
                 self.concurrency.saturating_mul(per_slot)
             })
             .max(self.concurrency);
+        let prefetch_follows_handlers = self.prefetch.is_none() && prefetch > self.concurrency;
         Ok(App {
             inner: Arc::new(Inner {
                 transport: self.transport,
@@ -226,6 +232,7 @@ impl AppBuilder {
                 fallback: self.fallback,
                 concurrency: self.concurrency,
                 prefetch,
+                prefetch_follows_handlers,
                 shutdown_timeout: self.shutdown_timeout,
                 poll_timeout: self.poll_timeout,
                 rewind_pause: self.rewind_pause,

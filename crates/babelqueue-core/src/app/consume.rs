@@ -213,6 +213,10 @@ impl App {
             }
         };
         let mut fatal: Option<TransportError> = None;
+        // Whether the last dispatch started finished at its first poll: with a per-slot
+        // prefetch from the transport, deliveries beyond the free slots are asked for only
+        // then (a handler that waits would leave them waiting behind it, their locks running).
+        let mut quick = false;
         loop {
             while let Some(Some(done)) = running.next().now_or_never() {
                 count(&mut summary, done, &mut gathered);
@@ -235,19 +239,30 @@ impl App {
                     continue;
                 }
                 match start(inner, delivery, &deadline_rx, gather, &mut inline) {
-                    Started::Finished(done) => count(&mut summary, done, &mut gathered),
-                    Started::Running(dispatch) => running.push(dispatch),
+                    Started::Finished(done) => {
+                        quick = true;
+                        count(&mut summary, done, &mut gathered);
+                    }
+                    Started::Running(dispatch) => {
+                        quick = false;
+                        running.push(dispatch);
+                    }
                 }
                 continue;
             }
             let held = running.len() + ready.len();
             let started = summary.processed + held as u64;
+            let room = if inner.prefetch_follows_handlers && !quick {
+                inner.concurrency
+            } else {
+                inner.prefetch
+            };
             let wanted = options
                 .max_messages
                 .map_or(usize::MAX, |max| {
                     usize::try_from(max.saturating_sub(started)).unwrap_or(usize::MAX)
                 })
-                .min(inner.prefetch.saturating_sub(held));
+                .min(room.saturating_sub(held));
             if receiving.is_none() && wanted == 0 {
                 if running.is_empty() && ready.is_empty() {
                     break; // max_messages reached and settled
@@ -538,7 +553,8 @@ impl<'a> Running<'a> {
 }
 
 /// Starts dispatching `delivery`: polled by the consume loop itself at concurrency 1 (no spawn
-/// and no wake-up of another thread per message). Above, it is first polled here too, while
+/// and no wake-up of another thread per message; a dispatch its first poll finishes is never
+/// tracked). Above, it is first polled here too, while
 /// [`Inline`] allows: a dispatch that finishes at once (a quick handler) never becomes a task,
 /// and one that waits (on I/O, a timer) continues as a task of its own from where it stopped,
 /// so waiting handlers overlap and run on every worker thread. Three first polls in a row that
@@ -554,10 +570,14 @@ fn start<'a>(
     let deadline = Deadline::at(deadline.clone());
     let dispatch = std::panic::AssertUnwindSafe(inner.clone().dispatch(delivery, deadline, gather))
         .catch_unwind();
-    if inner.concurrency == 1 {
-        return Started::Running(Box::pin(dispatch));
-    }
     let mut dispatch = Box::pin(dispatch);
+    if inner.concurrency == 1 {
+        // Never a task: what its first poll leaves pending, the loop polls on.
+        return match dispatch.as_mut().now_or_never() {
+            Some(done) => Started::Finished(done),
+            None => Started::Running(dispatch),
+        };
+    }
     if inline.on {
         let timer = inline.timed().then(std::time::Instant::now);
         let done = dispatch.as_mut().now_or_never();

@@ -87,6 +87,11 @@ struct Inner {
     concurrency: usize,
     /// Deliveries held at once, running or waiting for a slot (at least `concurrency`).
     prefetch: usize,
+    /// Whether `prefetch` came from the transport's per-slot default (above `concurrency`),
+    /// not from the app: the loop then asks for deliveries beyond its free handler slots only
+    /// while handlers finish at once, so that no held delivery waits behind a slow handler
+    /// while its broker lock runs.
+    prefetch_follows_handlers: bool,
     shutdown_timeout: Duration,
     poll_timeout: Duration,
     rewind_pause: Duration,
