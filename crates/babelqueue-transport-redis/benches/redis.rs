@@ -12,7 +12,9 @@
 //! Publishing: this SDK publishes `App::publish_batch` in batches of 100 (`rust-c8` rows) and
 //! `App::publish` one by one (`rust-c1` row); Python and the raw loop publish one by one
 //! (`RPUSH`, or the Laravel push script). Consuming: a no-op handler, every message acknowledged;
-//! `rust-c8` with the default prefetch (8), `rust-c8-prefetch64` with `.prefetch(64)`. Then the
+//! `rust-c8` with the default prefetch (the transport's 4 per handler slot: 32),
+//! `rust-c8-prefetch8` with `.prefetch(8)` (only what runs), `rust-c8-prefetch64` with
+//! `.prefetch(64)`. Then the
 //! idle-to-handled latency: the median time from publishing into an empty queue to the waiting
 //! worker's handler starting.
 
@@ -54,21 +56,24 @@ async fn rust_round(
     laravel: bool,
     n: u64,
     concurrency: usize,
-    prefetch: usize,
+    prefetch: Option<usize>,
     batched: bool,
 ) -> (Duration, Duration) {
     let queue = format!("bq-bench-{:08x}", fastrand::u32(..));
     let transport = RedisTransport::connect(&url(laravel))
         .await
         .expect("Redis is reachable");
-    let app = App::builder(transport)
+    let builder = App::builder(transport)
         .queue(queue.clone())
         .concurrency(concurrency)
-        .prefetch(prefetch)
         .poll_timeout(Duration::from_millis(200))
-        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
-        .build()
-        .expect("an app");
+        .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) });
+    let app = match prefetch {
+        Some(n) => builder.prefetch(n),
+        None => builder,
+    }
+    .build()
+    .expect("an app");
     let data = data();
     let started = Instant::now();
     if batched {
@@ -284,7 +289,7 @@ fn main() {
                 b.to_async(&runtime).iter_custom(|iters| async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        let (p, c) = rust_round(laravel, BATCH, 1, 1, false).await;
+                        let (p, c) = rust_round(laravel, BATCH, 1, None, false).await;
                         total += p + c;
                     }
                     total
@@ -306,19 +311,25 @@ fn main() {
                 broker,
                 "rust-c1",
                 n,
-                runtime.block_on(rust_round(laravel, n, 1, 1, false)),
+                runtime.block_on(rust_round(laravel, n, 1, None, false)),
             );
             print(
                 broker,
                 "rust-c8",
                 n,
-                runtime.block_on(rust_round(laravel, n, 8, 8, true)),
+                runtime.block_on(rust_round(laravel, n, 8, None, true)),
+            );
+            print(
+                broker,
+                "rust-c8-prefetch8",
+                n,
+                runtime.block_on(rust_round(laravel, n, 8, Some(8), true)),
             );
             print(
                 broker,
                 "rust-c8-prefetch64",
                 n,
-                runtime.block_on(rust_round(laravel, n, 8, 64, true)),
+                runtime.block_on(rust_round(laravel, n, 8, Some(64), true)),
             );
             print(broker, "raw", n, runtime.block_on(raw_round(laravel, n)));
             let p50 = runtime.block_on(idle_latency(laravel));

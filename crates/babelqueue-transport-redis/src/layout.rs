@@ -217,12 +217,31 @@ pub fn available_at(now: f64, delay: f64) -> i64 {
 
 /// The score of a reservation: `floor(now) + retry_after`, or `+inf` when recovery is off.
 pub fn deadline_score(now: f64, retry_after: Option<u64>) -> String {
-    match retry_after {
-        None => "+inf".to_owned(),
-        Some(s) => whole_seconds(now)
-            .saturating_add(i64::try_from(s).unwrap_or(i64::MAX))
-            .to_string(),
-    }
+    score_of(deadline(now, retry_after))
+}
+
+/// When a reservation made at `now` lapses: `floor(now) + retry_after` (whole epoch seconds),
+/// `None` when recovery is off.
+pub fn deadline(now: f64, retry_after: Option<u64>) -> Option<i64> {
+    retry_after.map(|s| whole_seconds(now).saturating_add(i64::try_from(s).unwrap_or(i64::MAX)))
+}
+
+/// The deadline a held delivery reserved at `now` is checked against before it starts
+/// ([`lapsed`]): its reservation's, or none when recovery is off or when the reservation
+/// lapses in the second it is made (`retry_after=0`: refusing those would refuse every one).
+pub fn hold_deadline(now: f64, retry_after: Option<u64>) -> Option<i64> {
+    deadline(now, retry_after).filter(|d| *d > whole_seconds(now))
+}
+
+/// A deadline as the reservation's score (`+inf` for none).
+pub fn score_of(deadline: Option<i64>) -> String {
+    deadline.map_or_else(|| "+inf".to_owned(), |d| d.to_string())
+}
+
+/// Whether a reservation with `deadline` has lapsed at `now`: a sweep at `now` returns every
+/// reservation scored up to `floor(now)`.
+pub fn lapsed(deadline: Option<i64>, now: f64) -> bool {
+    deadline.is_some_and(|d| d <= whole_seconds(now))
 }
 
 /// Headers without blank keys or values.
@@ -337,6 +356,36 @@ pub fn new_token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_delivery_lapses_with_its_reservation_by_the_sweeps_rule() {
+        // (reserved at, retry_after, checked at, lapsed): a sweep at `now` returns every
+        // reservation scored up to floor(now), and the score is floor(reserved at) + retry_after.
+        let rows: [(f64, Option<u64>, f64, bool); 8] = [
+            (100.2, Some(90), 100.2, false),
+            (100.2, Some(90), 189.999, false),
+            (100.2, Some(90), 190.0, true),
+            (100.9, Some(1), 100.99, false),
+            (100.9, Some(1), 101.0, true),
+            (100.2, None, 1.0e12, false),
+            // retry_after=0 lapses in the second it is made: never checked.
+            (100.2, Some(0), 100.2, false),
+            (100.2, Some(0), 500.0, false),
+        ];
+        for (reserved, retry_after, now, expected) in rows {
+            let held = hold_deadline(reserved, retry_after);
+            assert_eq!(
+                lapsed(held, now),
+                expected,
+                "reserved {reserved}, retry_after {retry_after:?}, at {now}"
+            );
+        }
+        // The check and the score agree wherever a deadline is checked.
+        assert_eq!(hold_deadline(100.2, Some(90)), Some(190));
+        assert_eq!(deadline_score(100.2, Some(90)), "190");
+        assert_eq!(score_of(hold_deadline(100.2, None)), "+inf");
+        assert_eq!(deadline_score(100.2, Some(0)), "100");
+    }
 
     #[test]
     fn url_keys_override_the_options_they_start_from() {

@@ -255,3 +255,126 @@ async fn an_idle_receive_wakes_when_work_arrives_and_keeps_the_order() {
         t.ack_batch(&got).await.unwrap();
     }
 }
+
+/// A clock the test moves: fractional epoch seconds.
+fn pinned(
+    at: f64,
+) -> (
+    Arc<std::sync::atomic::AtomicU64>,
+    babelqueue_transport_redis::Clock,
+) {
+    let now = Arc::new(std::sync::atomic::AtomicU64::new(at.to_bits()));
+    let read = now.clone();
+    (
+        now,
+        Arc::new(move || f64::from_bits(read.load(Ordering::SeqCst))),
+    )
+}
+
+fn set(now: &std::sync::atomic::AtomicU64, at: f64) {
+    now.store(at.to_bits(), Ordering::SeqCst);
+}
+
+#[tokio::test]
+async fn a_held_delivery_is_refused_once_its_reservation_lapsed() {
+    let Some(_raw) = redis().await else { return };
+    for laravel in [false, true] {
+        let q = queue("hold-check");
+        let (now, clock) = pinned(1_000_000.2);
+        let t = transport(laravel, Some(90)).await.with_clock(clock);
+        let capabilities = t.capabilities();
+        assert_eq!(capabilities.default_prefetch_per_slot(), 4);
+        let check = capabilities.hold_checker().expect("a hold check");
+        let a = app(&t, &q)
+            .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) })
+            .build()
+            .unwrap();
+        a.publish(URN, &json!({})).await.unwrap();
+        let got = t.receive(&q, 4, Duration::from_secs(1)).await.unwrap();
+        assert_eq!(got.len(), 1, "laravel={laravel}");
+        // Reserved until floor(now) + 90 = 1 000 090, which a sweep returns from then on.
+        set(&now, 1_000_089.99);
+        assert!(check.still_held(&got[0]), "laravel={laravel}");
+        set(&now, 1_000_090.0);
+        assert!(!check.still_held(&got[0]), "laravel={laravel}");
+        // A delivery some other way (a tool's reservation) is never refused.
+        let foreign = Delivery::new(q.as_str(), b"{}".to_vec());
+        assert!(check.still_held(&foreign));
+        t.ack(&got[0]).await.unwrap_or_default();
+    }
+    // Recovery off: a reservation never lapses, so it is never refused.
+    let q = queue("hold-check-off");
+    let (now, clock) = pinned(1_000_000.2);
+    let t = RedisTransport::builder(url(false))
+        .retry_after(None)
+        .connect()
+        .await
+        .unwrap()
+        .with_clock(clock);
+    t.publish(&q, br#"{"job":"urn:x"}"#).await.unwrap();
+    let got = t.receive(&q, 1, Duration::from_secs(1)).await.unwrap();
+    set(&now, 9.0e9);
+    assert!(t.capabilities().hold_checker().unwrap().still_held(&got[0]));
+    t.ack(&got[0]).await.unwrap();
+}
+
+/// Held deliveries that lapse while they wait for a slot are not started: the sweep returns
+/// them and they are handled once, after a fresh reserve (which the Laravel layout counts as
+/// an attempt, so their second reserve shows).
+#[tokio::test]
+async fn lapsed_held_deliveries_come_back_and_are_handled_once() {
+    let Some(raw) = redis().await else { return };
+    for laravel in [false, true] {
+        let q = queue("hold-lapse");
+        let (now, clock) = pinned(2_000_000.2);
+        let t = transport(laravel, Some(30)).await.with_clock(clock);
+        let seen: Arc<Mutex<Vec<(i64, i64)>>> = Arc::default();
+        let (s, moved) = (seen.clone(), now.clone());
+        let a = app(&t, &q)
+            .concurrency(1)
+            .handle(URN, move |ctx: Context| {
+                let data: Value = ctx.data_as().unwrap();
+                let n = data["n"].as_i64().unwrap();
+                s.lock().unwrap().push((n, ctx.attempts()));
+                // The second handler runs while three more wait for the slot: it takes
+                // longer than their reservations last.
+                if n == 1 {
+                    set(&moved, 2_000_031.0);
+                }
+                async { Ok::<(), HandlerError>(()) }
+            })
+            .build()
+            .unwrap();
+        let envelopes: Vec<Envelope> = (0..5)
+            .map(|n| a.envelope(URN).data(&json!({ "n": n })).build().unwrap())
+            .collect();
+        a.publish_batch(&q, &envelopes).await.unwrap();
+        let summary = a
+            .consume(Consume::new().max_messages(5).handle_signals(false))
+            .await
+            .unwrap();
+        assert_eq!(summary.processed, 5, "laravel={laravel}");
+        let seen = seen.lock().unwrap().clone();
+        let mut handled: Vec<i64> = seen.iter().map(|(n, _)| *n).collect();
+        handled.sort_unstable();
+        assert_eq!(
+            handled,
+            vec![0, 1, 2, 3, 4],
+            "each once, laravel={laravel}: {seen:?}"
+        );
+        if laravel {
+            // 0 came alone, 1-4 in the second reserve; 2-4 were refused and reserved again (the
+            // attempts before this try, which the Laravel reserve counts).
+            let attempts: Vec<i64> = (0..5)
+                .map(|n| seen.iter().find(|(m, _)| *m == n).unwrap().1)
+                .collect();
+            assert_eq!(attempts, vec![0, 0, 1, 1, 1], "{seen:?}");
+        }
+        assert_eq!(
+            held(&raw, &t, laravel, &q).await,
+            0,
+            "nothing left reserved"
+        );
+        assert!(list(&raw, &t.options().ready(&q)).await.is_empty());
+    }
+}
