@@ -290,11 +290,14 @@ impl<'a> Capabilities<'a> {
     /// [`prefetch`](crate::AppBuilder::prefetch): its default prefetch becomes
     /// `concurrency × n` (`n` below 1 counts as 1).
     ///
-    /// Set it only where a delivery that waits for a slot runs no lock clock (no visibility
-    /// timeout or reservation that could run out meanwhile). RabbitMQ's unacknowledged
-    /// deliveries stay with their channel until they are settled or it closes, and its consumer
-    /// is only kept busy by a window of deliveries in flight, so its transport sets 4. The cost:
-    /// deliveries waiting for a slot are held away from the queue's other consumers.
+    /// The consume loop holds more than its free handler slots only while handlers finish at
+    /// once (their first poll completes them), so a delivery waits for a slot microseconds,
+    /// not behind a slow handler. Where a waiting delivery's lock clock runs (a visibility
+    /// timeout, a reservation), offer a [`HoldChecker`] too that refuses one whose lock
+    /// lapsed: Redis sets 4 with one. RabbitMQ's unacknowledged deliveries stay with their
+    /// channel until they are settled or it closes, and its consumer is only kept busy by a
+    /// window of deliveries in flight, so its transport sets 4 as well. The cost: deliveries
+    /// waiting for a slot are held away from the queue's other consumers.
     #[must_use]
     pub fn prefetch_per_slot(mut self, n: usize) -> Self {
         self.prefetch_per_slot = Some(n.max(1));
@@ -531,10 +534,11 @@ pub trait BatchAcker: Send + Sync {
 /// it starts a delivery that waited for a handler slot.
 ///
 /// A broker may take a delivery back before it is settled (RabbitMQ requeues every delivery of
-/// a channel that closed). Such a delivery can no longer be settled, and the broker hands it
-/// out again, so running its handler here would handle it twice: the loop drops it instead (at
-/// least once still holds: the broker has it). Answer `false` only when the broker has surely
-/// taken the delivery back; when in doubt, `true`.
+/// a channel that closed; a Redis reservation that lapsed is returned by the next sweep). Such
+/// a delivery can no longer be settled safely, and the broker hands it out again, so running
+/// its handler here would handle it twice: the loop drops it instead, unsettled (at least once
+/// still holds: the broker has it). Answer `false` only when the broker has surely taken the
+/// delivery back or may hand it out again; when in doubt, `true`.
 pub trait HoldChecker: Send + Sync {
     /// `false` when the broker has taken `delivery` back.
     fn still_held(&self, delivery: &Delivery) -> bool;
