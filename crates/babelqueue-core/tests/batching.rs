@@ -124,6 +124,16 @@ impl BatchPublisher for Recording {
     }
 }
 
+/// The app of `builder`, with its own prefetch when one is given (else the transport's default).
+fn build(builder: babelqueue_core::AppBuilder, prefetch: Option<usize>) -> App {
+    match prefetch {
+        Some(n) => builder.prefetch(n),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
 fn envelopes(n: usize) -> Vec<Envelope> {
     (0..n)
         .map(|i| {
@@ -347,12 +357,7 @@ async fn a_transport_may_hold_several_deliveries_per_slot_by_default() {
             .poll_timeout(Duration::from_millis(20))
             .concurrency(concurrency)
             .handle(URN, |_ctx: Context| async { Ok::<(), HandlerError>(()) });
-        let app = match prefetch {
-            Some(n) => builder.prefetch(n),
-            None => builder,
-        }
-        .build()
-        .unwrap();
+        let app = build(builder, prefetch);
         let case =
             format!("per slot {per_slot:?}, prefetch {prefetch:?}, concurrency {concurrency}");
         assert!(
@@ -397,12 +402,7 @@ async fn a_per_slot_prefetch_is_not_held_behind_handlers_that_wait() {
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 Ok::<(), HandlerError>(())
             });
-        let app = match prefetch {
-            Some(n) => builder.prefetch(n),
-            None => builder,
-        }
-        .build()
-        .unwrap();
+        let app = build(builder, prefetch);
         let case = format!("concurrency {concurrency}, prefetch {prefetch:?}");
         app.publish_batch("orders", &envelopes(24)).await.unwrap();
         let summary = app
