@@ -25,10 +25,10 @@
 //! `Q:processing:deadlines` holds one member `<token>:<raw>` per reservation, scored by its
 //! deadline (`floor(now) + retry_after`). A reserve moves the head into `Q:processing` and
 //! records a fresh 32-hex token in one script; a sweep (before a reserve, at most every
-//! [`SWEEP_INTERVAL`]) returns lapsed reservations to the end of `Q` unchanged (a crashed worker's message comes back after
-//! `retry_after`, and a recovery is not an attempt). Ack, release and dead-letter run one gated
-//! script: only while the reservation's own member exists, so a late ack can never remove a newer
-//! reservation of identical bytes. Out-of-band headers (a W3C `traceparent`) ride in a frame
+//! [`SWEEP_INTERVAL`]) returns lapsed reservations to the end of `Q` unchanged (a crashed
+//! worker's message comes back after `retry_after`, and a recovery is not an attempt). Ack,
+//! release and dead-letter run one gated script: only while the reservation's own member
+//! exists, so a late ack can never remove a newer reservation of identical bytes. Out-of-band headers (a W3C `traceparent`) ride in a frame
 //! `{"__bq_frame":1,"headers":{…},"body":"…"}` and survive a retry.
 //!
 //! **Laravel-compatible** (`?laravel=1`, or [`RedisBuilder::laravel`]) — Laravel's own keys and
