@@ -332,6 +332,29 @@ impl Envelope {
         Ok(out)
     }
 
+    /// Encodes for sending: [`Envelope::encode`], then the strict verdict every consumer runs
+    /// on what it receives ([`check_publishable`](crate::check_publishable)). A body a consumer
+    /// would dead-letter as poison is refused with [`Error::Unpublishable`], naming the member
+    /// (`data.x: 1e400 is not a finite number`). Every publish path of the runtime sends what
+    /// this returns.
+    ///
+    /// ```
+    /// use babelqueue_envelope::{Envelope, RawJson};
+    ///
+    /// let envelope = Envelope::builder("urn:babel:orders:created")
+    ///     .data_raw(RawJson::parse(r#"{"x":1e400}"#)?)
+    ///     .build()?;
+    /// let refused = envelope.encode_checked().unwrap_err();
+    /// assert_eq!(refused.member(), Some("data.x"));
+    /// assert!(refused.to_string().ends_with("data.x: 1e400 is not a finite number"));
+    /// # Ok::<(), babelqueue_envelope::Error>(())
+    /// ```
+    pub fn encode_checked(&self) -> Result<String, Error> {
+        let body = self.encode()?;
+        crate::check_publishable(body.as_bytes()).map_err(Error::Unpublishable)?;
+        Ok(body)
+    }
+
     /// Like [`Envelope::encode`], appending to `out` (which is left unchanged on error).
     pub fn encode_into(&self, out: &mut String) -> Result<(), Error> {
         if let Some(pointer) = self.forbidden_key() {

@@ -66,6 +66,11 @@ pub enum Error {
     /// A value could not be serialized to JSON.
     #[error("could not serialize to JSON: {0}")]
     Serialize(String),
+    /// A producer was about to send a body that its consumers' strict verdict refuses (a
+    /// number inside `data` that is not a finite double, a wrongly typed member …): nothing was
+    /// sent.
+    #[error("refusing to publish a body every consumer would dead-letter as poison: {0}")]
+    Unpublishable(crate::Unpublishable),
     /// `data` could not be deserialized into the requested type.
     #[error("could not deserialize `data`: {0}")]
     Deserialize(String),
@@ -95,12 +100,22 @@ impl Error {
             | Error::DuplicateMetaKey { .. }
             | Error::ForbiddenKey { .. }
             | Error::DataNotObject { .. }
-            | Error::Serialize(_) => ErrorKind::InvalidMessage,
+            | Error::Serialize(_)
+            | Error::Unpublishable(_) => ErrorKind::InvalidMessage,
             Error::InvalidJson(_) | Error::NotAnObject { .. } | Error::InvalidUtf8 { .. } => {
                 ErrorKind::Undecodable
             }
             Error::NoIdentity => ErrorKind::NoIdentity,
             Error::Deserialize(_) => ErrorKind::Data,
+        }
+    }
+
+    /// The dotted path of the member at fault (`data.items[2].n`), for a refused publish that
+    /// one member caused.
+    pub fn member(&self) -> Option<&str> {
+        match self {
+            Error::Unpublishable(refused) => refused.member(),
+            _ => None,
         }
     }
 

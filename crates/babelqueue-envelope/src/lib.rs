@@ -64,6 +64,7 @@ mod dead_letter;
 mod envelope;
 mod error;
 pub mod json;
+mod outgoing;
 mod verdict;
 
 pub use dead_letter::{DeadLetter, Reason, Record, annotated_record, poison_record};
@@ -73,6 +74,7 @@ pub use envelope::{
 };
 pub use error::{Error, ErrorKind};
 pub use json::{JsonKind, Key, MAX_DEPTH, Object, RawJson, SyntaxError, SyntaxErrorKind};
+pub use outgoing::{Unpublishable, check_publishable};
 pub use verdict::{Expected, PoisonCause, Verdict, classify, is_spliceable, poison_cause};
 
 /// The envelope schema version this codec writes and accepts.

@@ -63,7 +63,8 @@ pub struct OutboxMessage {
 
 impl OutboxMessage {
     /// A message of already encoded bytes for `queue`, without headers. The bytes are stored
-    /// and published unchanged; nothing checks that they are an envelope.
+    /// and published unchanged; [`Outbox::write_message`](crate::Outbox::write_message) refuses
+    /// them when a consumer would dead-letter them as poison.
     pub fn new(queue: impl Into<String>, body: impl Into<Vec<u8>>) -> OutboxMessage {
         OutboxMessage {
             queue: queue.into(),
@@ -75,9 +76,10 @@ impl OutboxMessage {
     /// Encodes `envelope` with the codec every SDK shares. The queue is the envelope's
     /// `meta.queue` when that is a non-empty string, else [`DEFAULT_QUEUE`].
     ///
-    /// An envelope carrying a forbidden key (or the `urn` alias) is refused.
+    /// An envelope carrying a forbidden key (or the `urn` alias), or one its consumers would
+    /// dead-letter as poison ([`Envelope::encode_checked`]), is refused.
     pub fn from_envelope(envelope: &Envelope) -> Result<OutboxMessage> {
-        let body = envelope.encode()?;
+        let body = envelope.encode_checked()?;
         let queue = envelope
             .queue()
             .filter(|q| !q.is_empty())
@@ -167,7 +169,6 @@ mod tests {
         for raw in [
             r#"{"job":"urn:x","trace_id":"t","data":{},"meta":{"id":"1"},"attempts":0}"#,
             r#"{"job":"urn:x","trace_id":"t","data":{},"meta":{"queue":""},"attempts":0}"#,
-            r#"{"job":"urn:x","trace_id":"t","data":{},"meta":{"queue":7},"attempts":0}"#,
             r#"{"job":"urn:x","trace_id":"t","data":{},"attempts":0}"#,
         ] {
             let env = Envelope::decode(raw.as_bytes()).unwrap().envelope;
@@ -176,6 +177,11 @@ mod tests {
             // A decoded envelope re-encodes to the bytes it came from.
             assert_eq!(message.body(), raw.as_bytes());
         }
+        // A `meta.queue` that is not a string makes the body poison to every consumer.
+        let raw = r#"{"job":"urn:x","trace_id":"t","data":{},"meta":{"queue":7},"attempts":0}"#;
+        let env = Envelope::decode(raw.as_bytes()).unwrap().envelope;
+        let refused = OutboxMessage::from_envelope(&env).unwrap_err();
+        assert!(refused.to_string().contains("meta.queue"), "{refused}");
     }
 
     #[test]

@@ -33,7 +33,9 @@ impl<W: OutboxWriter> Outbox<W> {
     /// Encodes `envelope` and stores it for the queue it names (`meta.queue`, else
     /// `"default"`). Returns the outbox row id (not `meta.id`).
     ///
-    /// An envelope the codec refuses (a forbidden key) stores nothing.
+    /// An envelope the codec refuses (a forbidden key), or one its consumers would dead-letter
+    /// as poison (a number in `data` that is not a finite double …), stores nothing: every
+    /// write runs the strict verdict every consumer runs ([`Envelope::encode_checked`]).
     pub async fn write(&self, envelope: &Envelope) -> Result<OutboxId> {
         let message = OutboxMessage::from_envelope(envelope)?;
         self.writer.save(&message).await
@@ -50,8 +52,11 @@ impl<W: OutboxWriter> Outbox<W> {
         self.writer.save(&message).await
     }
 
-    /// Stores an already built message (bytes encoded elsewhere, another queue …).
+    /// Stores an already built message (bytes encoded elsewhere, another queue …). Bytes a
+    /// consumer would dead-letter as poison are refused, and nothing is stored.
     pub async fn write_message(&self, message: &OutboxMessage) -> Result<OutboxId> {
+        babelqueue_envelope::check_publishable(message.body())
+            .map_err(babelqueue_envelope::Error::Unpublishable)?;
         self.writer.save(message).await
     }
 }

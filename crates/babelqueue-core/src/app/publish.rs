@@ -85,7 +85,30 @@ impl App {
             .unwrap_or_default())
     }
 
-    /// Publishes an envelope to `queue` with out-of-band `headers`. Headers need the transport's
+    /// Publishes an envelope to `queue` with out-of-band `headers`.
+    ///
+    /// Every publish path (this one, [`App::publish_batch`], [`App::publish_delayed`] and the
+    /// helpers built on them) runs the strict verdict every consumer runs on what it receives
+    /// ([`Envelope::encode_checked`]): a body a consumer would dead-letter as poison (a number
+    /// in `data` that is not a finite double, say) is refused with an error that names the
+    /// member, and nothing is sent.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), babelqueue_core::Error> {
+    /// use babelqueue_core::{App, MemoryTransport, envelope::RawJson};
+    ///
+    /// let memory = MemoryTransport::new();
+    /// let app = App::builder(memory.clone()).queue("orders").build()?;
+    /// let bad = app.envelope("urn:babel:orders:created")
+    ///     .data_raw(RawJson::parse(r#"{"x":1e400}"#)?)
+    ///     .build()?;
+    /// let refused = app.publish_envelope("orders", &bad, &Default::default()).await.unwrap_err();
+    /// assert!(refused.to_string().ends_with("data.x: 1e400 is not a finite number"));
+    /// assert_eq!(memory.len("orders"), 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Headers need the transport's
     /// [`HeaderPublisher`](crate::HeaderPublisher) capability; without it (or with no header)
     /// this is a plain publish. Headers never enter the envelope.
     ///
@@ -104,7 +127,7 @@ impl App {
             Some(extra) => &crate::merge_headers([headers, extra]),
             None => headers,
         };
-        let body = envelope.encode()?;
+        let body = envelope.encode_checked()?;
         let transport = &self.inner.transport;
         match transport.capabilities().header_publisher() {
             Some(publisher) if !headers.is_empty() => {
@@ -119,8 +142,9 @@ impl App {
 
     /// Publishes many envelopes to `queue`, in order: in one step when the transport can
     /// ([`BatchPublisher`](crate::BatchPublisher): one pipeline, one batch request), else one
-    /// by one. Every envelope is encoded before anything is sent, so an envelope that cannot be
-    /// encoded fails the call with nothing published. On a transport error some envelopes may
+    /// by one. Every envelope is encoded and checked before anything is sent, so an envelope
+    /// that cannot be encoded, or that a consumer would refuse as poison, fails the call with
+    /// nothing published. On a transport error some envelopes may
     /// have been published; sending the batch again may duplicate them (at-least-once).
     ///
     /// ```
@@ -139,7 +163,7 @@ impl App {
     pub async fn publish_batch(&self, queue: &str, envelopes: &[Envelope]) -> Result<()> {
         let bodies = envelopes
             .iter()
-            .map(Envelope::encode)
+            .map(Envelope::encode_checked)
             .collect::<std::result::Result<Vec<String>, _>>()?;
         let transport = &self.inner.transport;
         match transport.capabilities().batch_publisher() {
@@ -164,7 +188,7 @@ impl App {
         envelope: &Envelope,
         delay: Duration,
     ) -> Result<()> {
-        let body = envelope.encode()?;
+        let body = envelope.encode_checked()?;
         let Some(publisher) = self.inner.transport.capabilities().delayed_publisher() else {
             return Err(Error::Config(format!(
                 "the {} transport cannot delay a message (no DelayedPublisher capability)",

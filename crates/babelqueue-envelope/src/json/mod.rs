@@ -2,6 +2,7 @@
 //! [`Object`], an ordered member list with last-wins semantics.
 
 mod object;
+pub(crate) mod path;
 mod raw;
 pub(crate) mod scan;
 pub(crate) mod text;
