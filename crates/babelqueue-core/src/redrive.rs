@@ -5,9 +5,11 @@
 //! is restored to the DLQ unchanged. Unlike the reference SDK, a failed publish restores the
 //! message it was on *and* every message still drained, before the run stops: nothing is lost.
 //!
-//! Single messages are addressed by their `meta.id` ([`find`], [`remove`], and
-//! [`Redrive::ids`] to retry some), the way operators of Symfony Messenger's failure transport
-//! work with `messenger:failed:show|retry|remove ID`.
+//! Single entries are addressed by their id ([`find`], [`remove`], and [`Redrive::ids`] to
+//! retry some), the way operators of Symfony Messenger's failure transport work with
+//! `messenger:failed:show|retry|remove ID`. Every entry has one ([`EntryIds`]): its `meta.id`,
+//! else the content address of its bytes, so another SDK's raw poison record or bytes that were
+//! never JSON can be shown and removed too.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -21,8 +23,10 @@ use crate::handler::HEADER_REPLAY_BYPASS;
 use crate::transport::{Delivery, Headers, Transport, publish_keeping_route};
 
 mod by_id;
+mod entry;
 
 pub use by_id::{Removed, find, remove};
+pub use entry::{Entry, EntryIds, is_content_address};
 
 /// A filter over dead-lettered envelopes.
 pub type Select = Box<dyn Fn(&Envelope) -> bool + Send + Sync>;
@@ -90,9 +94,9 @@ impl Redrive {
         self.select = Some(Box::new(select));
         self
     }
-    /// Only redrive the messages whose `meta.id` is one of `ids` (together with
-    /// [`select`](Redrive::select), when both are set); every other message stays in the DLQ
-    /// and is reported as `"not selected"`.
+    /// Only redrive the entries whose id ([`EntryIds`]: `meta.id`, else a content address) is
+    /// one of `ids` (together with [`select`](Redrive::select), when both are set); every other
+    /// entry stays in the DLQ and is reported as `"not selected"`.
     ///
     /// ```
     /// use babelqueue_core::redrive::Redrive;
@@ -123,7 +127,9 @@ impl Redrive {
 /// What happened to one DLQ message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RedriveItem {
-    /// `meta.id`.
+    /// The entry's id ([`EntryIds`]): `meta.id`, else the content address of its bytes.
+    pub id: String,
+    /// `meta.id` (`""` when the entry has none).
     pub message_id: String,
     /// `trace_id`.
     pub trace_id: String,
@@ -206,75 +212,93 @@ pub async fn redrive(
     let drained = drain(transport, dlq, options.max, options.timeout).await?;
     let mut report = RedriveReport::default();
     let mut pending = drained.into_iter();
+    let mut entry_ids = EntryIds::new();
     while let Some(delivery) = pending.next() {
+        let envelope = Envelope::decode_lenient(delivery.body()).envelope;
+        let block = envelope
+            .dead_letter()
+            .and_then(|b| babelqueue_envelope::Object::parse(b.as_str()).ok());
+        let block_text = |name: &str| {
+            block
+                .as_ref()
+                .and_then(|b| b.get(name))
+                .and_then(RawJson::as_string)
+                .map(|r| r.into_owned())
+                .filter(|r| !r.is_empty())
+        };
         let mut item = RedriveItem {
+            id: entry_ids.next(delivery.body()),
+            message_id: text(envelope.message_id()),
+            trace_id: text(envelope.trace_id()),
+            urn: envelope.urn().into_owned(),
+            reason: block_text("reason").unwrap_or_default(),
             from_queue: dlq.to_owned(),
             ..RedriveItem::default()
         };
-        let envelope = Envelope::decode_lenient(delivery.body()).envelope;
-        let poison_route = matches!(
+        item.to = options
+            .to_queue
+            .clone()
+            .filter(|q| !q.is_empty())
+            .or_else(|| block_text("original_queue"))
+            .or_else(|| envelope.queue().map(|q| q.into_owned()))
+            .unwrap_or_default();
+        let unlisted = options
+            .ids
+            .as_ref()
+            .is_some_and(|ids| !ids.contains(&item.id));
+        let poison = matches!(
             classify(delivery.body(), delivery.facts(), dlq),
             Class::Poison(_)
         );
         let job_is_string = envelope.job().is_some_and(|j| j.as_string().is_some());
-        let skip = if poison_route || envelope.is_empty() || !job_is_string {
-            Some("not a decodable envelope (poison record): kept in the dead-letter queue")
+        let mut skip: Option<String> = if unlisted {
+            Some("not selected".into())
+        } else if poison || envelope.is_empty() || !job_is_string {
+            let why = babelqueue_envelope::check_publishable(delivery.body())
+                .err()
+                .map_or_else(|| "it has no job URN".to_owned(), |e| e.to_string());
+            Some(format!(
+                "not a readable envelope ({why}): kept in the dead-letter queue"
+            ))
+        } else if options
+            .select
+            .as_ref()
+            .is_some_and(|select| !select(&envelope))
+        {
+            Some("not selected".into())
+        } else if item.to.is_empty() {
+            Some("no target queue (no original_queue, no meta.queue)".into())
+        } else if options.dry_run {
+            Some("dry run".into())
         } else {
-            item.message_id = text(envelope.message_id());
-            item.trace_id = text(envelope.trace_id());
-            item.urn = envelope.urn().into_owned();
-            let block = envelope
-                .dead_letter()
-                .and_then(|b| babelqueue_envelope::Object::parse(b.as_str()).ok());
-            item.reason = block
-                .as_ref()
-                .and_then(|b| b.get("reason"))
-                .and_then(RawJson::as_string)
-                .map(|r| r.into_owned())
-                .unwrap_or_default();
-            let original = block
-                .as_ref()
-                .and_then(|b| b.get("original_queue"))
-                .and_then(RawJson::as_string)
-                .filter(|q| !q.is_empty());
-            item.to = options
-                .to_queue
-                .clone()
-                .filter(|q| !q.is_empty())
-                .or_else(|| original.map(|q| q.into_owned()))
-                .or_else(|| envelope.queue().map(|q| q.into_owned()))
-                .unwrap_or_default();
-            let unlisted = options
-                .ids
-                .as_ref()
-                .is_some_and(|ids| !ids.contains(&item.message_id));
-            if unlisted
-                || options
-                    .select
-                    .as_ref()
-                    .is_some_and(|select| !select(&envelope))
-            {
-                Some("not selected")
-            } else if item.to.is_empty() {
-                Some("no target queue (no original_queue, no meta.queue)")
-            } else if options.dry_run {
-                Some("dry run")
-            } else {
-                None
-            }
+            None
+        };
+        let mut copy = envelope.clone();
+        copy.remove("dead_letter");
+        copy.set_attempts(0);
+        // What goes back to work passes the verdict its consumers run, like every publish.
+        let body = match skip {
+            Some(_) => String::new(),
+            None => match copy.encode_checked() {
+                Ok(body) => body,
+                Err(babelqueue_envelope::Error::Unpublishable(refused)) => {
+                    skip = Some(format!(
+                        "its consumers would refuse it as poison ({refused}): kept in the \
+                         dead-letter queue"
+                    ));
+                    String::new()
+                }
+                Err(e) => return Err(e.into()),
+            },
         };
         if let Some(why) = skip {
             restore(transport, dlq, &delivery).await?;
-            item.skipped = Some(why.to_owned());
+            item.skipped = Some(why);
             report.skipped += 1;
             progress(&item);
             report.items.push(item);
             continue;
         }
-        let mut copy = envelope.clone();
-        copy.remove("dead_letter");
-        copy.set_attempts(0);
-        let body = copy.encode()?;
         let header_publisher = transport
             .capabilities()
             .header_publisher()
@@ -299,7 +323,7 @@ pub async fn redrive(
             }
             return Err(Error::Redrive(format!(
                 "publishing {} to {:?} failed ({e}); it and the rest of the batch were restored to {dlq:?}{}",
-                item.message_id,
+                item.id,
                 item.to,
                 if restore_errors.is_empty() {
                     String::new()
@@ -315,6 +339,26 @@ pub async fn redrive(
         report.items.push(item);
     }
     Ok(report)
+}
+
+/// The entries of `dlq`, head first, each with its id ([`EntryIds`]): read in place where the
+/// transport can browse, else drained and restored in order.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> babelqueue_core::Result<()> {
+/// use babelqueue_core::{MemoryTransport, Transport, redrive};
+///
+/// let memory = MemoryTransport::new();
+/// memory.publish("orders.dlq", br#"{"job":"urn:a","meta":{"id":"m-1"},"attempts":3}"#).await?;
+/// memory.publish("orders.dlq", b"\xff raw bytes").await?;
+/// let entries = redrive::entries(&memory, "orders.dlq", 0).await?;
+/// assert_eq!(entries[0].id, "m-1");
+/// assert!(entries[1].id.starts_with("sha256:"));
+/// assert_eq!(entries[1].body, b"\xff raw bytes");
+/// # Ok(()) }
+/// ```
+pub async fn entries(transport: &dyn Transport, dlq: &str, max: usize) -> Result<Vec<Entry>> {
+    Ok(entry::entries(list(transport, dlq, max).await?))
 }
 
 /// The bodies in `dlq`, head first: read in place where the transport can browse, else drained

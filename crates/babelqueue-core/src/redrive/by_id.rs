@@ -1,4 +1,5 @@
-//! Dead-lettered messages addressed by `meta.id`: show them, remove them.
+//! Dead-letter entries addressed by their id ([`EntryIds`]: `meta.id`, else a content
+//! address): show them, remove them.
 //!
 //! Removing drains the DLQ, acknowledges the messages named, and restores every other one in
 //! its order. When the broker fails half-way, what was not settled yet goes back (or, when even
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use babelqueue_envelope::{Envelope, Object, RawJson};
 
+use super::entry::{self, EntryIds};
 use super::{drain, list, restore};
 use crate::error::{Error, Result};
 use crate::transport::Transport;
@@ -21,7 +23,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Removed {
-    /// `meta.id`.
+    /// The entry's id ([`EntryIds`]).
+    pub id: String,
+    /// `meta.id` (`""` when the entry has none).
     pub message_id: String,
     /// The URN (`""` when the body has none).
     pub urn: String,
@@ -29,16 +33,8 @@ pub struct Removed {
     pub reason: String,
 }
 
-/// The `meta.id` of a body, read leniently (a poison record may still carry one).
-fn message_id(body: &[u8]) -> Option<String> {
-    Envelope::decode_lenient(body)
-        .envelope
-        .message_id()
-        .map(|id| id.into_owned())
-}
-
-/// The bodies in `dlq` whose `meta.id` is one of `ids`, in DLQ order, left in the queue (read in
-/// place where the transport can browse, else drained and restored, like [`list`]).
+/// The bodies in `dlq` whose id ([`EntryIds`]) is one of `ids`, in DLQ order, left in the queue
+/// (read in place where the transport can browse, else drained and restored, like [`list`]).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> babelqueue_core::Result<()> {
@@ -57,12 +53,12 @@ pub async fn find<S: AsRef<str>>(
     ids: &[S],
 ) -> Result<Vec<Vec<u8>>> {
     let wanted: BTreeSet<&str> = ids.iter().map(AsRef::as_ref).collect();
-    let mut bodies = list(transport, dlq, 0).await?;
-    bodies.retain(|body| message_id(body).is_some_and(|id| wanted.contains(id.as_str())));
-    Ok(bodies)
+    let mut entries = entry::entries(list(transport, dlq, 0).await?);
+    entries.retain(|entry| wanted.contains(entry.id.as_str()));
+    Ok(entries.into_iter().map(|entry| entry.body).collect())
 }
 
-fn removed(body: &[u8], message_id: String) -> Removed {
+fn removed(body: &[u8], id: String) -> Removed {
     let envelope = Envelope::decode_lenient(body).envelope;
     let reason = envelope
         .dead_letter()
@@ -74,13 +70,18 @@ fn removed(body: &[u8], message_id: String) -> Removed {
         })
         .unwrap_or_default();
     Removed {
-        message_id,
+        id,
+        message_id: envelope
+            .message_id()
+            .map(|id| id.into_owned())
+            .unwrap_or_default(),
         urn: envelope.urn().into_owned(),
         reason,
     }
 }
 
-/// Deletes the messages of `dlq` whose `meta.id` is one of `ids`, calling `progress` after each;
+/// Deletes the entries of `dlq` whose id ([`EntryIds`]) is one of `ids`, calling `progress`
+/// after each;
 /// every other message is restored, in order. Returns what was removed, in DLQ order (an id
 /// not found is simply absent from it).
 ///
@@ -110,8 +111,9 @@ pub async fn remove<S: AsRef<str>>(
     let drained = drain(transport, dlq, 0, DRAIN_TIMEOUT).await?;
     let mut gone = Vec::new();
     let mut pending = drained.into_iter();
+    let mut entry_ids = EntryIds::new();
     while let Some(delivery) = pending.next() {
-        let id = message_id(delivery.body()).filter(|id| wanted.contains(id.as_str()));
+        let id = Some(entry_ids.next(delivery.body())).filter(|id| wanted.contains(id.as_str()));
         let settled = match &id {
             Some(_) => transport.ack(&delivery).await,
             None => restore(transport, dlq, &delivery).await,
@@ -124,10 +126,7 @@ pub async fn remove<S: AsRef<str>>(
                     restore_errors.push(re.to_string());
                 }
             }
-            let done: Vec<&str> = gone
-                .iter()
-                .map(|r: &Removed| r.message_id.as_str())
-                .collect();
+            let done: Vec<&str> = gone.iter().map(|r: &Removed| r.id.as_str()).collect();
             return Err(Error::Redrive(format!(
                 "removing from {dlq:?} failed ({e}); removed before the failure: [{}]; every other \
                  drained message was {}",
@@ -156,6 +155,7 @@ pub async fn remove<S: AsRef<str>>(
 mod tests {
     use super::*;
     use crate::memory::MemoryTransport;
+    use crate::redrive::entry::message_id;
     use crate::redrive::{Redrive, redrive};
 
     const DLQ: &str = "orders.dlq";
@@ -205,6 +205,7 @@ mod tests {
         assert_eq!(
             gone,
             vec![Removed {
+                id: "b".into(),
                 message_id: "b".into(),
                 urn: "urn:a".into(),
                 reason: "failed".into()
@@ -212,6 +213,38 @@ mod tests {
         );
         assert_eq!(ids_in(&memory, DLQ), ["a", "c", "<poison>"]);
         assert_eq!(memory.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn entries_without_a_meta_id_are_shown_and_removed_by_their_content_address() {
+        let memory = MemoryTransport::new();
+        seeded(&memory, &["a"]).await;
+        memory.publish(DLQ, b"\xff\xfe raw").await.unwrap();
+        memory.publish(DLQ, b"not json").await.unwrap();
+        let listed = crate::redrive::entries(&memory, DLQ, 0).await.unwrap();
+        let ids: Vec<&str> = listed.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids[0], "a");
+        assert!(
+            ids[1].starts_with("sha256:") && !ids[1].contains('#'),
+            "{ids:?}"
+        );
+        assert_eq!(ids[3], format!("{}#2", ids[1]), "the same bytes twice");
+        let raw = ids[2].to_owned();
+        let shown = find(&memory, DLQ, &[raw.as_str()]).await.unwrap();
+        assert_eq!(shown, vec![b"\xff\xfe raw".to_vec()]);
+        let second_copy = format!("{}#2", ids[1]);
+        let gone = remove(
+            &memory,
+            DLQ,
+            &[raw.as_str(), second_copy.as_str()],
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(gone.len(), 2);
+        assert_eq!(gone[0].id, raw);
+        assert_eq!(gone[0].message_id, "");
+        assert_eq!(ids_in(&memory, DLQ), ["a", "<poison>"]);
     }
 
     #[tokio::test]
@@ -250,9 +283,11 @@ mod tests {
             .items
             .iter()
             .filter(|i| i.skipped.as_deref() == Some("not selected"))
-            .map(|i| i.message_id.as_str())
+            .map(|i| i.id.as_str())
             .collect();
-        assert_eq!(skipped, ["a", "b"]);
+        // Every entry not named is "not selected", whatever it holds.
+        assert_eq!(skipped[..2], ["a", "b"]);
+        assert!(skipped[2].starts_with("sha256:"), "{skipped:?}");
         assert_eq!(ids_in(&memory, "orders"), ["c"]);
         assert_eq!(ids_in(&memory, DLQ), ["a", "b", "<poison>"]);
     }
