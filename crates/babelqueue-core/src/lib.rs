@@ -81,9 +81,10 @@ pub use handler::{
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use transport::{
-    Abandoner, BatchAcker, BatchPopper, BatchPublisher, Browser, Capabilities, DeadLetterNamer,
-    DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, NativeSettler, Redeliver,
-    Redeliverer, Redelivery, Rewinder, RoutedPublisher, SettlePublisher, Transport,
+    Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
+    DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
+    NativeSettler, Redeliver, Redeliverer, Redelivery, Rewinder, RoutedPublisher, SettlePublisher,
+    Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

@@ -35,8 +35,8 @@ use tokio::time::Instant;
 
 use crate::error::TransportError;
 use crate::transport::{
-    BatchAcker, BatchPublisher, Browser, Capabilities, DelayedPublisher, Delivery, HeaderPublisher,
-    Headers, Redeliver, Redeliverer, Redelivery, Rewinder, Transport,
+    BatchAcker, BatchPublisher, BrokerView, Browser, Capabilities, DelayedPublisher, Delivery,
+    HeaderPublisher, Headers, Inspector, Redeliver, Redeliverer, Redelivery, Rewinder, Transport,
 };
 
 #[derive(Debug, Clone)]
@@ -319,6 +319,18 @@ impl Transport for MemoryTransport {
             .browse(self)
             .batch_ack(self)
             .batch_publish(self)
+            .inspect(self)
+    }
+}
+
+impl Inspector for MemoryTransport {
+    fn inspect(&self, delivery: &Delivery) -> BrokerView {
+        // Messages here have no id of their own; each delivery gets a tag.
+        delivery
+            .handle::<Tag>()
+            .map_or_else(BrokerView::new, |tag| {
+                BrokerView::new().property("delivery_tag", tag.0.to_string())
+            })
     }
 }
 

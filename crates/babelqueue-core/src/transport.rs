@@ -193,6 +193,7 @@ pub struct Capabilities<'a> {
     batch_ack: Option<&'a dyn BatchAcker>,
     batch_publish: Option<&'a dyn BatchPublisher>,
     hold_check: Option<&'a dyn HoldChecker>,
+    inspect: Option<&'a dyn Inspector>,
     prefetch_per_slot: Option<usize>,
 }
 
@@ -273,6 +274,10 @@ impl<'a> Capabilities<'a> {
         /// Telling whether a received delivery is still held for this worker.
         hold_check, hold_check, hold_checker, HoldChecker
     );
+    capability!(
+        /// Saying what the broker knows of a delivery, for tools that show the wire.
+        inspect, inspect, inspector, Inspector
+    );
 
     /// How a message goes back for another delivery.
     #[must_use]
@@ -329,6 +334,7 @@ impl fmt::Debug for Capabilities<'_> {
             ("batch_ack", self.batch_ack.is_some()),
             ("batch_publish", self.batch_publish.is_some()),
             ("hold_check", self.hold_check.is_some()),
+            ("inspect", self.inspect.is_some()),
         ] {
             if present {
                 offered.push(name);
@@ -552,6 +558,71 @@ pub trait BatchPublisher: Send + Sync {
     /// `Ok` only when the broker took them all; on an error some may have been published, and
     /// a producer that sends the batch again may duplicate those (at-least-once).
     async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError>;
+}
+
+/// What a broker knows of one delivery beyond its body, its headers and its [`Facts`]: its
+/// own id or position, whether it says it delivered the message before, and its message
+/// properties. Shown by tools that show the wire (`babelqueue consume --output wire`), never
+/// read by the runtime's rules.
+///
+/// ```
+/// use babelqueue_core::transport::BrokerView;
+///
+/// let view = BrokerView::new()
+///     .id("orders/0@42")
+///     .redelivered(false)
+///     .property("timestamp", "1749132727000");
+/// assert_eq!(view.id.as_deref(), Some("orders/0@42"));
+/// assert_eq!(view.properties, [("timestamp".to_owned(), "1749132727000".to_owned())]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BrokerView {
+    /// The broker's own id or position of the message (an SQS `MessageId`, a Kafka
+    /// `topic/partition@offset`, a JetStream stream sequence …); `None` where it has none.
+    pub id: Option<String>,
+    /// Whether the broker says it delivered the message before (AMQP `redelivered`, a
+    /// delivery count above one); `None` where it does not say.
+    pub redelivered: Option<bool>,
+    /// Broker properties that are neither headers nor facts (a content type, a broker
+    /// timestamp, a routing key …), name and value as text, in the order the broker gave them.
+    pub properties: Vec<(String, String)>,
+}
+
+impl BrokerView {
+    /// A view that knows nothing yet.
+    pub fn new() -> BrokerView {
+        BrokerView::default()
+    }
+
+    /// With the broker's id or position of the message.
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> BrokerView {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// With whether the broker delivered the message before.
+    #[must_use]
+    pub fn redelivered(mut self, redelivered: bool) -> BrokerView {
+        self.redelivered = Some(redelivered);
+        self
+    }
+
+    /// With one more property.
+    #[must_use]
+    pub fn property(mut self, name: impl Into<String>, value: impl Into<String>) -> BrokerView {
+        self.properties.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// Tell what the broker knows of a delivery it handed out ([`BrokerView`]). Read on demand by
+/// tools, so a transport keeps in its delivery handle what it needs and builds the view only
+/// when asked: nothing of it costs the consume path.
+pub trait Inspector: Send + Sync {
+    /// What the broker knows of `delivery` (one this transport handed out).
+    fn inspect(&self, delivery: &Delivery) -> BrokerView;
 }
 
 /// Read a queue's bodies without consuming them (`babelqueue dlq list`).

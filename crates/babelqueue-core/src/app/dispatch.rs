@@ -206,6 +206,7 @@ impl Inner {
                 urn,
                 outcome,
                 handler,
+                delivery,
             });
         }
     }

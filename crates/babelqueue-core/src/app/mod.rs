@@ -54,8 +54,10 @@ pub enum Outcome {
     Interrupted,
 }
 
-/// What the runtime reports about each delivery, for metrics and tracing.
+/// What the runtime reports about each delivery, for metrics, tracing and tools that show the
+/// wire.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Event<'a> {
     /// The consumed queue.
     pub queue: &'a str,
@@ -65,6 +67,10 @@ pub struct Event<'a> {
     pub outcome: Outcome,
     /// The handler's run time and whether it succeeded, when a handler ran.
     pub handler: Option<(Duration, bool)>,
+    /// The delivery itself, as the transport handed it out: its exact body bytes, its
+    /// headers and facts (and, through the transport's [`Inspector`](crate::Inspector), what
+    /// the broker knows of it).
+    pub delivery: &'a crate::Delivery,
 }
 
 /// Receives an [`Event`] for every settled delivery (implemented by `babelqueue-otel`).
