@@ -252,6 +252,88 @@ async fn unknown_urn_release_gives_it_back_unchanged() {
 }
 
 #[tokio::test]
+async fn a_message_released_again_and_again_is_no_activity_for_the_idle_timeout() {
+    let memory = MemoryTransport::new();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let h = handled.clone();
+    let first = app(&memory)
+        .on_unknown_urn(UnknownUrn::Release)
+        .build()
+        .unwrap();
+    let unknown = first.envelope("urn:nobody:handles:this").build().unwrap();
+    let body = unknown.encode().unwrap().into_bytes();
+    memory.publish("orders", &body).await.unwrap();
+    let started = tokio::time::Instant::now();
+    // Without the rule the loop releases and re-reserves the same message for ever, without
+    // ever yielding: it runs on a thread of its own, so that the test can fail instead of
+    // hanging.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let summary = runtime.block_on(
+            first.consume(
+                Consume::new()
+                    .idle_timeout(Duration::from_millis(300))
+                    .handle_signals(false),
+            ),
+        );
+        let _ = done.send(summary);
+    });
+    let summary = finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the idle timeout ends the run")
+        .unwrap();
+    assert!(summary.processed >= 2, "it was released more than once");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        memory.bodies("orders"),
+        vec![body],
+        "still there, unchanged"
+    );
+
+    // New work keeps the run alive while the unknown message cycles (given back after 50 ms
+    // each time, so the others are reached): a known message at 200 ms and one at 400 ms are
+    // both handled under an idle timeout of 300 ms.
+    let app = app(&memory)
+        .on_unknown_urn(UnknownUrn::Release)
+        .unknown_urn_release_delay(Duration::from_millis(50))
+        .handle("urn:babel:known", move |_ctx: Context| {
+            let h = handled.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), HandlerError>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let late = tokio::spawn({
+        let app = app.clone();
+        async move {
+            for _ in 0..2 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                app.publish("urn:babel:known", &json!({})).await.unwrap();
+            }
+        }
+    });
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        app.consume(
+            Consume::new()
+                .idle_timeout(Duration::from_millis(300))
+                .handle_signals(false),
+        ),
+    )
+    .await
+    .expect("ends")
+    .unwrap();
+    late.await.unwrap();
+    assert_eq!(h.load(Ordering::SeqCst), 2, "both were handled");
+}
+
+#[tokio::test]
 async fn unknown_urn_dead_letter_writes_at_once_even_with_dead_lettering_off() {
     let (memory, _) = unknown_urn_run(UnknownUrn::DeadLetter, false).await;
     let dlq = memory.bodies("orders.dlq");

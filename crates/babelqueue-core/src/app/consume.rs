@@ -204,14 +204,8 @@ impl App {
         // When the receive in progress first had to wait (unset while it answered at once:
         // the clock is read only on the way to a wait).
         let mut receive_waited: Option<tokio::time::Instant> = None;
-        // When a delivery last arrived: kept only for an idle timeout.
-        let mut last_arrival = tokio::time::Instant::now();
-        let idle_timeout = options.idle_timeout;
-        let arrived = |last_arrival: &mut tokio::time::Instant| {
-            if idle_timeout.is_some() {
-                *last_arrival = tokio::time::Instant::now();
-            }
-        };
+        // When the loop last saw work, for an idle timeout.
+        let mut idle = Idle::new(options.idle_timeout);
         let mut fatal: Option<TransportError> = None;
         // Whether the last dispatch started finished at its first poll: with a per-slot
         // prefetch from the transport, deliveries beyond the free slots are asked for only
@@ -219,12 +213,17 @@ impl App {
         let mut quick = false;
         loop {
             while let Some(Some(done)) = running.next().now_or_never() {
-                count(&mut summary, done, &mut gathered);
+                count(&mut summary, &mut idle, done, &mut gathered);
             }
             if gathered.len() >= ack_batch {
                 inner.ack_gathered(&mut gathered).await;
             }
             if inner.stop.flag.load(Ordering::SeqCst) {
+                break;
+            }
+            // Deliveries keep coming, but each is a message this run already gave back
+            // unchanged (an unknown URN under the `release` strategy): that is no work.
+            if running.is_empty() && ready.is_empty() && idle.expired() {
                 break;
             }
             if running.len() < inner.concurrency
@@ -241,7 +240,7 @@ impl App {
                 match start(inner, delivery, &deadline_rx, gather, &mut inline) {
                     Started::Finished(done) => {
                         quick = true;
-                        count(&mut summary, done, &mut gathered);
+                        count(&mut summary, &mut idle, done, &mut gathered);
                     }
                     Started::Running(dispatch) => {
                         quick = false;
@@ -269,7 +268,7 @@ impl App {
                 }
                 inner.ack_gathered(&mut gathered).await;
                 tokio::select! {
-                    done = running.next() => if let Some(done) = done { count(&mut summary, done, &mut gathered) },
+                    done = running.next() => if let Some(done) = done { count(&mut summary, &mut idle, done, &mut gathered) },
                     () = inner.stop.notify.notified() => {}
                 }
                 continue;
@@ -297,7 +296,7 @@ impl App {
                             biased;
                             done = running.next() => {
                                 if let Some(done) = done {
-                                    count(&mut summary, done, &mut gathered);
+                                    count(&mut summary, &mut idle, done, &mut gathered);
                                 }
                                 continue;
                             }
@@ -309,7 +308,6 @@ impl App {
             receiving = None;
             match received {
                 Ok(deliveries) if !deliveries.is_empty() => {
-                    arrived(&mut last_arrival);
                     ready.extend(deliveries);
                     if inner.stop.flag.load(Ordering::SeqCst) {
                         // Reserved after the stop was requested: handed straight back below.
@@ -321,14 +319,11 @@ impl App {
                         if options.max_messages.is_some() && options.idle_timeout.is_none() {
                             break;
                         }
-                        if options
-                            .idle_timeout
-                            .is_some_and(|idle| last_arrival.elapsed() >= idle)
-                        {
+                        if idle.expired() {
                             break;
                         }
                     } else {
-                        arrived(&mut last_arrival);
+                        idle.busy();
                     }
                     // A transport may answer an empty receive before the poll timeout (a short
                     // poll, an in-memory fake): wait out the rest, so that the loop never spins
@@ -344,7 +339,7 @@ impl App {
                             () = inner.stop.notify.notified() => {}
                             done = running.next(), if !running.is_empty() => {
                                 if let Some(done) = done {
-                                    count(&mut summary, done, &mut gathered);
+                                    count(&mut summary, &mut idle, done, &mut gathered);
                                 }
                             }
                         }
@@ -379,18 +374,14 @@ impl App {
                             () = &mut pause => break,
                             done = running.next(), if !running.is_empty() => {
                                 if let Some(done) = done {
-                                    count(&mut summary, done, &mut gathered);
+                                    count(&mut summary, &mut idle, done, &mut gathered);
                                 }
                             }
                         }
                     }
                     // Nothing arrives while the broker fails: that time counts towards the
                     // idle timeout too.
-                    if running.is_empty()
-                        && options
-                            .idle_timeout
-                            .is_some_and(|idle| last_arrival.elapsed() >= idle)
-                    {
+                    if running.is_empty() && idle.expired() {
                         break;
                     }
                 }
@@ -401,7 +392,7 @@ impl App {
         if let Some(receive) = receiving.take() {
             let (received, ()) = tokio::join!(receive, async {
                 while let Some(done) = running.next().await {
-                    count(&mut summary, done, &mut gathered);
+                    count(&mut summary, &mut idle, done, &mut gathered);
                 }
             });
             if let Ok(deliveries) = received {
@@ -413,7 +404,7 @@ impl App {
             summary.released_at_shutdown += 1;
         }
         while let Some(done) = running.next().await {
-            count(&mut summary, done, &mut gathered);
+            count(&mut summary, &mut idle, done, &mut gathered);
         }
         inner.ack_gathered(&mut gathered).await;
         if let Some(listener) = signals {
@@ -665,13 +656,59 @@ impl Inline {
     }
 }
 
+/// When the consume loop last saw work, for [`Consume::idle_timeout`]: a delivery settled, a
+/// handler still running. A delivery of a message this run already gave back unchanged is not
+/// work: under the `release` strategy an unknown URN comes straight back, and counting each
+/// return would keep an idle worker alive for ever.
+struct Idle {
+    timeout: Option<Duration>,
+    since: tokio::time::Instant,
+    /// The messages given back unchanged so far ([`message_key`](super::dispatch::message_key)).
+    released: std::collections::HashSet<u64>,
+}
+
+impl Idle {
+    fn new(timeout: Option<Duration>) -> Idle {
+        Idle {
+            timeout,
+            since: tokio::time::Instant::now(),
+            released: std::collections::HashSet::new(),
+        }
+    }
+
+    /// There is work now.
+    fn busy(&mut self) {
+        if self.timeout.is_some() {
+            self.since = tokio::time::Instant::now();
+        }
+    }
+
+    /// A delivery settled; `released` keys a message given back unchanged.
+    fn settled(&mut self, released: Option<u64>) {
+        if self.timeout.is_none() {
+            return;
+        }
+        match released {
+            Some(key) if !self.released.insert(key) => {}
+            _ => self.busy(),
+        }
+    }
+
+    /// Whether the loop has been idle for its timeout.
+    fn expired(&self) -> bool {
+        self.timeout.is_some_and(|t| self.since.elapsed() >= t)
+    }
+}
+
 fn count(
     summary: &mut Summary,
+    idle: &mut Idle,
     done: std::thread::Result<Dispatched>,
     gathered: &mut Vec<Delivery>,
 ) {
     let done = done.map(|dispatched| {
         gathered.extend(dispatched.ack);
+        idle.settled(dispatched.released);
         dispatched.outcome
     });
     match done {

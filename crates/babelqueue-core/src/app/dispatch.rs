@@ -43,12 +43,40 @@ impl Deadline {
 pub(super) struct Dispatched {
     pub(super) outcome: Outcome,
     pub(super) ack: Option<Delivery>,
+    /// For a delivery given back unchanged ([`Outcome::Released`]): which message it was
+    /// ([`message_key`]), so the loop can tell a message it keeps seeing from new work.
+    pub(super) released: Option<u64>,
 }
 
 impl Dispatched {
     fn settled(outcome: Outcome) -> Dispatched {
-        Dispatched { outcome, ack: None }
+        Dispatched {
+            outcome,
+            ack: None,
+            released: None,
+        }
     }
+
+    /// `outcome`, keyed by `key()` when it gave the message back unchanged.
+    fn keyed(outcome: Outcome, key: impl FnOnce() -> u64) -> Dispatched {
+        Dispatched {
+            released: (outcome == Outcome::Released).then(key),
+            ..Dispatched::settled(outcome)
+        }
+    }
+}
+
+/// Which message a delivery carries, as a number: its `meta.id` when it has one (a broker that
+/// counts attempts in the body changes the bytes on every delivery), else its bytes. Stable
+/// within a process.
+pub(super) fn message_key(message_id: Option<&str>, body: &[u8]) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    match message_id.filter(|id| !id.is_empty()) {
+        Some(id) => (0u8, id).hash(&mut hasher),
+        None => (1u8, body).hash(&mut hasher),
+    }
+    hasher.finish()
 }
 
 enum HandlerRun {
@@ -88,6 +116,7 @@ impl Inner {
         let class = classify(delivery.body(), delivery.facts(), queue);
         let mut urn = String::new();
         let mut handler_run = None;
+        let mut message_id: Option<String> = None;
         let (plan, held, facts) = match class {
             Class::Gated { declared } => {
                 tracing::warn!(target: LOG, queue, declared = %crate::gate::escape(&declared, true),
@@ -125,6 +154,7 @@ impl Inner {
                 let Some(handler) = handler else {
                     let facts = self.queue_facts(queue);
                     let plan = decide::unknown_urn(policy, &facts, &urn, attempts, &mut sampler);
+                    let id = envelope.message_id().map(Cow::into_owned);
                     let outcome = self
                         .execute(
                             &delivery,
@@ -135,7 +165,9 @@ impl Inner {
                         )
                         .await;
                     self.observe(&delivery, &urn, outcome, None);
-                    return Dispatched::settled(outcome);
+                    return Dispatched::keyed(outcome, || {
+                        message_key(id.as_deref(), delivery.body())
+                    });
                 };
                 let ctx = Context::with_route(
                     envelope,
@@ -161,8 +193,8 @@ impl Inner {
                         self.observe(&delivery, &urn, Outcome::Acked, Some((took, true)));
                         if gather_ack {
                             return Dispatched {
-                                outcome: Outcome::Acked,
                                 ack: Some(delivery),
+                                ..Dispatched::settled(Outcome::Acked)
                             };
                         }
                         self.ack(&delivery).await;
@@ -181,6 +213,7 @@ impl Inner {
                         let facts = self.queue_facts(queue);
                         let plan =
                             decide::failure(policy, &facts, attempts, &failure, &mut sampler);
+                        message_id = ctx.message_id().map(Cow::into_owned);
                         (plan, Held::readable(body, ctx.envelope().clone()), facts)
                     }
                 }
@@ -190,7 +223,9 @@ impl Inner {
             .execute(&delivery, &held, &facts, plan, &mut sampler)
             .await;
         self.observe(&delivery, &urn, outcome, handler_run);
-        Dispatched::settled(outcome)
+        Dispatched::keyed(outcome, || {
+            message_key(message_id.as_deref(), delivery.body())
+        })
     }
 
     fn observe(
