@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use babelqueue::Transport;
+use babelqueue_testkit::StartError;
 
 /// One row's broker (the Redis layouts are two).
 mod nats;
@@ -1022,7 +1023,7 @@ pub(crate) async fn restart_service(
     ))
 }
 
-/// A Redis of our own for the restart scenario: AOF on, fsync on every write, on its own port
+/// A Redis of our own for the restart scenario: AOF on, fsync on every write, on a free port
 /// and in its own directory under the cache (the test Redis on 6379 has no persistence).
 #[derive(Debug, Clone)]
 pub(crate) struct OwnRedis {
@@ -1030,13 +1031,66 @@ pub(crate) struct OwnRedis {
     pub(crate) dir: PathBuf,
 }
 
+/// How many free ports [`OwnRedis::start_new`] tries: another process may take the one it
+/// picked before redis-server binds it.
+const OWN_REDIS_PORTS: usize = 3;
+
+/// How long a start waits for redis-server to answer as itself.
+const OWN_REDIS_START: Duration = Duration::from_secs(30);
+
 impl OwnRedis {
+    /// Starts one in `dir` on a free port of 127.0.0.1 (on another one when that port is taken
+    /// before redis-server binds it). The error says which ports were tried and why each
+    /// failed, in redis-server's own words.
+    pub(crate) async fn start_new(env: &Env, dir: &Path) -> Result<OwnRedis, String> {
+        babelqueue_testkit::on_free_port(OWN_REDIS_PORTS, |port| {
+            let own = OwnRedis {
+                port,
+                dir: dir.to_path_buf(),
+            };
+            async move { own.start(env).await.map(|()| own) }
+        })
+        .await
+    }
+
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    pub(crate) async fn start(&self, env: &Env) -> Result<(), String> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
+    fn pid_path(&self) -> PathBuf {
+        self.dir.join("redis.pid")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("redis.log")
+    }
+
+    /// `redis-server on 127.0.0.1:PORT`, the start of every message about it.
+    fn name(&self) -> String {
+        format!("redis-server on 127.0.0.1:{}", self.port)
+    }
+
+    /// Starts redis-server on `self.port` and waits until the server answering there is the
+    /// one it started (its `process_id` is the pid in our pid file): a server someone else
+    /// runs on that port is never taken for ours.
+    async fn start(&self, env: &Env) -> Result<(), StartError> {
+        let name = self.name();
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| StartError::Failed(format!("{name}: {}: {e}", self.dir.display())))?;
+        // A pid file left by a SIGKILL names a dead process: only the new server's counts.
+        let pid_path = self.pid_path();
+        match std::fs::remove_file(&pid_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(StartError::Failed(format!(
+                    "{name}: {}: {e}",
+                    pid_path.display()
+                )));
+            }
+        }
+        // The log grows over restarts: this start's lines are the ones after `from`.
+        let from = std::fs::metadata(self.log_path()).map_or(0, |m| m.len());
         let mut cmd = env.command("redis-server");
         cmd.args(["--daemonize", "yes", "--bind", "127.0.0.1", "--port"])
             .arg(self.port.to_string())
@@ -1051,34 +1105,88 @@ impl OwnRedis {
             .arg("--dir")
             .arg(&self.dir)
             .arg("--pidfile")
-            .arg(self.dir.join("redis.pid"))
+            .arg(&pid_path)
             .arg("--logfile")
-            .arg(self.dir.join("redis.log"));
-        run(cmd, Duration::from_secs(20)).await?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if redis_cli(env, &self.url(), &["PING"])
-                .await
-                .is_ok_and(|o| o == "PONG")
+            .arg(self.log_path());
+        if let Err(e) = run(cmd, Duration::from_secs(20)).await {
+            return Err(self.start_failed(&format!("did not start ({e})"), from));
+        }
+        let deadline = Instant::now() + OWN_REDIS_START;
+        loop {
+            // Ours once the pid file names a live process that answers on the port.
+            if let Some(pid) = self.pid().ok().filter(|&pid| alive(pid))
+                && self.answering_pid(env).await == Some(pid)
             {
                 return Ok(());
             }
+            let log = self.log_since(from);
+            if log.contains("Address already in use") {
+                return Err(self.start_failed("found the port taken", from));
+            }
+            if log.contains("aborting") || last_log_pid(&log).is_some_and(|pid| !alive(pid)) {
+                return Err(self.start_failed("exited while starting", from));
+            }
+            if Instant::now() >= deadline {
+                let answering = match self.answering_pid(env).await {
+                    Some(pid) => format!("; the Redis answering there is pid {pid}, not ours"),
+                    None => String::new(),
+                };
+                return Err(self.start_failed(
+                    &format!(
+                        "did not answer as itself within {} s{answering}",
+                        OWN_REDIS_START.as_secs()
+                    ),
+                    from,
+                ));
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Err(format!("redis-server on {} did not answer PING", self.port))
+    }
+
+    /// A failed start: a collision when the log says so or something else holds the port now,
+    /// any other failure otherwise; the message names the port and ends with the log's tail.
+    fn start_failed(&self, what: &str, from: u64) -> StartError {
+        let log = self.log_since(from);
+        let message = format!(
+            "{} {what}: {}",
+            self.name(),
+            log_tail(&log, &self.log_path())
+        );
+        if log.contains("Address already in use") || babelqueue_testkit::port_taken(self.port) {
+            StartError::PortTaken(message)
+        } else {
+            StartError::Failed(message)
+        }
+    }
+
+    /// What the log gained after byte `from`.
+    fn log_since(&self, from: u64) -> String {
+        let bytes = std::fs::read(self.log_path()).unwrap_or_default();
+        let from = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
+        String::from_utf8_lossy(&bytes[from..]).into_owned()
+    }
+
+    /// The `process_id` of the Redis answering on our port, if one does.
+    async fn answering_pid(&self, env: &Env) -> Option<u32> {
+        let info = redis_cli(env, &self.url(), &["INFO", "server"])
+            .await
+            .ok()?;
+        info.lines()
+            .find_map(|line| line.trim().strip_prefix("process_id:"))
+            .and_then(|pid| pid.parse().ok())
     }
 
     fn pid(&self) -> Result<u32, String> {
-        let path = self.dir.join("redis.pid");
+        let path = self.pid_path();
         std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
+            .map_err(|e| format!("{}: {}: {e}", self.name(), path.display()))?
             .trim()
             .parse()
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|e| format!("{}: {}: {e}", self.name(), path.display()))
     }
 
     /// Graceful (`SHUTDOWN`, which fsyncs the AOF) or hard (SIGKILL), then a start on the same
-    /// directory.
+    /// port (the worker's URL names it) and directory.
     pub(crate) async fn restart(&self, env: &Env, hard: bool) -> Result<String, String> {
         let t = Instant::now();
         let pid = self.pid()?;
@@ -1086,31 +1194,72 @@ impl OwnRedis {
             kill9(pid).await?;
             format!("SIGKILL of redis-server pid {pid}")
         } else {
+            if self.answering_pid(env).await != Some(pid) {
+                return Err(format!(
+                    "{} does not answer as pid {pid}: not shutting down what answers there",
+                    self.name()
+                ));
+            }
             let _ = redis_cli(env, &self.url(), &["SHUTDOWN"]).await;
             let deadline = Instant::now() + Duration::from_secs(20);
-            while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            while alive(pid) && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             format!("SHUTDOWN of redis-server pid {pid}")
         };
-        self.start(env).await?;
+        self.start(env)
+            .await
+            .map_err(|e| format!("{how}, then no start: {}", e.message()))?;
         Ok(format!(
             "{how}, then a start on its AOF ({:.1}s)",
             t.elapsed().as_secs_f64()
         ))
     }
 
-    /// Stops it for good and removes its directory.
+    /// Stops it for good (only if the server answering on its port is still ours) and removes
+    /// its directory.
     pub(crate) async fn stop(&self, env: &Env) {
-        let _ = redis_cli(env, &self.url(), &["SHUTDOWN", "NOSAVE"]).await;
         if let Ok(pid) = self.pid() {
+            if self.answering_pid(env).await == Some(pid) {
+                let _ = redis_cli(env, &self.url(), &["SHUTDOWN", "NOSAVE"]).await;
+            }
             let deadline = Instant::now() + Duration::from_secs(10);
-            while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            while alive(pid) && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Whether `pid` is a live process (a zombie is not: it has exited).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // `pid (comm) S …`: the state follows the last `)`.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+/// The pid of the last line of a redis-server log (`PID:ROLE date # message`).
+fn last_log_pid(log: &str) -> Option<u32> {
+    log.lines()
+        .rev()
+        .find_map(|line| line.split_once(':')?.0.parse().ok())
+}
+
+/// The last lines of a log (without blank lines), for a message.
+fn log_tail(log: &str, path: &Path) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return format!("nothing in {}", path.display());
+    }
+    let tail = &lines[lines.len().saturating_sub(5)..];
+    format!("{} (the end of {})", tail.join(" | "), path.display())
 }
 
 #[cfg(test)]
@@ -1132,6 +1281,201 @@ mod tests {
         assert_eq!(vars["AWS_SECRET_ACCESS_KEY"], "test");
         assert_eq!(vars["AWS_REGION"], "us-east-1");
         assert_eq!(vars.len(), 5);
+    }
+
+    /// Whether there is a redis-server binary; without one, `SKIPPED` (a failure with
+    /// `BQ_REQUIRE_BROKERS` set).
+    fn redis_server_or_skip() -> bool {
+        match Command::new("redis-server").arg("--version").output() {
+            Ok(out) if out.status.success() => true,
+            other => {
+                babelqueue_testkit::skip_or_fail(format!("no redis-server binary: {other:?}"));
+                false
+            }
+        }
+    }
+
+    /// An environment whose cache is a fresh temporary directory.
+    fn scratch_env(tag: &str) -> Env {
+        let cache = std::env::temp_dir().join(format!(
+            "bq-chaos-{tag}-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        Env {
+            root: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
+            cache,
+            vars: BTreeMap::new(),
+        }
+    }
+
+    /// A redis-server someone else runs (no persistence), stopped when dropped.
+    struct Foreign(std::process::Child);
+
+    impl Foreign {
+        /// Starts one on `port`; `None` when the port does not answer as it within 10 s.
+        async fn start(env: &Env, port: u16) -> Option<Foreign> {
+            let child = Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server runs");
+            let foreign = Foreign(child);
+            let url = format!("redis://127.0.0.1:{port}");
+            for _ in 0..100 {
+                if redis_cli(env, &url, &["PING"])
+                    .await
+                    .is_ok_and(|o| o == "PONG")
+                {
+                    return Some(foreign);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            None
+        }
+
+        fn pid(&self) -> u32 {
+            self.0.id()
+        }
+    }
+
+    impl Drop for Foreign {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// The restart rows once took 6391 (and 6392): with another Redis there, the start took
+    /// that server for its own and the restart failed on a missing pid file. Now the row's
+    /// Redis is on a free port, is its own (a restart finds its pid), and leaves the other
+    /// one alone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn own_redis_starts_and_restarts_beside_a_redis_on_6391() {
+        if !redis_server_or_skip() {
+            return;
+        }
+        let env = scratch_env("own-redis");
+        // The Redis of the failed run; when 6391 is already held, it is held anyway.
+        let foreign = if babelqueue_testkit::port_taken(6391) {
+            None
+        } else {
+            Foreign::start(&env, 6391).await
+        };
+        assert!(babelqueue_testkit::port_taken(6391), "6391 is held");
+        let dir = env.cache.join("own");
+        let checks = async {
+            let own = OwnRedis::start_new(&env, &dir).await?;
+            let result = async {
+                if own.port == 6391 {
+                    return Err("started on the fixed port".to_owned());
+                }
+                for hard in [true, false] {
+                    own.restart(&env, hard).await?;
+                    let pid = own.pid()?;
+                    let answering = own.answering_pid(&env).await;
+                    if answering != Some(pid) {
+                        return Err(format!("pid file {pid}, answering {answering:?}"));
+                    }
+                }
+                Ok(own.port)
+            }
+            .await;
+            own.stop(&env).await;
+            result
+        };
+        let result = tokio::time::timeout(Duration::from_secs(120), checks)
+            .await
+            .expect("start, two restarts and a stop within 2 minutes");
+        if let Some(foreign) = &foreign {
+            let answering = redis_cli(&env, "redis://127.0.0.1:6391", &["INFO", "server"]).await;
+            assert!(
+                answering.is_ok_and(|info| info.contains(&format!("process_id:{}", foreign.pid()))),
+                "the Redis on 6391 is still the other one"
+            );
+        }
+        drop(foreign);
+        let _ = std::fs::remove_dir_all(&env.cache);
+        let port = result.expect("own Redis");
+        assert!(!dir.exists(), "stop removes {}", dir.display());
+        assert_ne!(port, 6391);
+    }
+
+    /// A start on a port another Redis or any listener holds is a collision (another port may
+    /// work), and says which port and redis-server's own reason; fast, not after the 30 s
+    /// wait for an answer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_start_on_a_taken_port_names_the_port_and_why() {
+        if !redis_server_or_skip() {
+            return;
+        }
+        let env = scratch_env("taken");
+        let redis_port = babelqueue_testkit::free_port().expect("a free port");
+        let foreign = Foreign::start(&env, redis_port)
+            .await
+            .expect("the other Redis answers");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let listener_port = listener.local_addr().expect("its address").port();
+        for port in [redis_port, listener_port] {
+            let own = OwnRedis {
+                port,
+                dir: env.cache.join(format!("own-{port}")),
+            };
+            let started = Instant::now();
+            let result = tokio::time::timeout(Duration::from_secs(60), own.start(&env))
+                .await
+                .expect("a start gives up within a minute");
+            let elapsed = started.elapsed();
+            let Err(StartError::PortTaken(message)) = result else {
+                panic!("port {port}: not a collision: {result:?}");
+            };
+            assert!(
+                message.contains(&format!("redis-server on 127.0.0.1:{port}")),
+                "{message}"
+            );
+            assert!(message.contains("Address already in use"), "{message}");
+            assert!(elapsed < Duration::from_secs(10), "{elapsed:?}: {message}");
+        }
+        assert!(
+            redis_cli(&env, &format!("redis://127.0.0.1:{redis_port}"), &["PING"])
+                .await
+                .is_ok_and(|o| o == "PONG"),
+            "the other Redis is untouched"
+        );
+        drop((foreign, listener));
+        let _ = std::fs::remove_dir_all(&env.cache);
+    }
+
+    /// A server that exits while starting (here on an unreadable AOF manifest) is not a
+    /// collision: the failure names the port and ends with redis-server's own words.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_start_that_exits_names_the_port_and_the_servers_reason() {
+        if !redis_server_or_skip() {
+            return;
+        }
+        let env = scratch_env("exits");
+        let own = OwnRedis {
+            port: babelqueue_testkit::free_port().expect("a free port"),
+            dir: env.cache.join("own"),
+        };
+        let aof = own.dir.join("appendonlydir");
+        std::fs::create_dir_all(&aof).expect("the AOF directory");
+        std::fs::write(aof.join("appendonly.aof.manifest"), "not a manifest\n")
+            .expect("a broken manifest");
+        let result = tokio::time::timeout(Duration::from_secs(60), own.start(&env))
+            .await
+            .expect("a start gives up within a minute");
+        let _ = std::fs::remove_dir_all(&env.cache);
+        let Err(StartError::Failed(message)) = result else {
+            panic!("not a plain failure: {result:?}");
+        };
+        assert!(
+            message.contains(&format!("redis-server on 127.0.0.1:{} exited", own.port)),
+            "{message}"
+        );
+        assert!(message.contains("AOF manifest"), "{message}");
     }
 
     #[test]

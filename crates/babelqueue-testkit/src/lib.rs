@@ -88,12 +88,15 @@
 //!   broker fails the test; without it the test prints `SKIPPED: …` and returns;
 //! * [`unique_queue`]: a queue name valid on every broker, unused by any other test;
 //! * [`PythonPeer`]: the Python reference SDK (`BQ_PYTHON`) as an interop peer, run to
-//!   completion or kept running, speaking JSON lines.
+//!   completion or kept running, speaking JSON lines;
+//! * [`free_port`] / [`on_free_port`]: a port for a server a test starts for itself, and a
+//!   start that moves to another port when the first one was taken in the meantime.
 
 mod battery;
 mod env;
 mod features;
 mod latency;
+mod ports;
 mod python;
 mod report;
 mod suite;
@@ -107,6 +110,7 @@ pub use env::{
 };
 pub use features::{Features, MIB};
 pub use latency::idle_to_handled;
+pub use ports::{StartError, free_port, on_free_port, port_taken};
 pub use python::{PYTHON_ENV, PeerProcess, PythonPeer, REFERENCE_SDK_VERSION, json_lines};
 pub use report::{Report, TestOutcome, TestResult};
 pub use suite::{Suite, TestInfo, suite, tests};

@@ -552,54 +552,136 @@ async fn bad_urls_and_headers_are_refused_before_anything_is_sent() {
 
 /// A nats-server of our own, with a user and a password, on a free port: the binary
 /// `BQ_NATS_SERVER` names (`scripts/brokers.sh env` exports the one it built), else
-/// `nats-server` on the PATH; `None` (skip) when there is none.
-struct Guarded(std::process::Child, u16);
+/// `nats-server` on the PATH. Its log goes to a file of its own (the end of it says why a start
+/// failed); both go away when it is dropped.
+struct Guarded {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
 
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+impl Guarded {
+    /// The last lines of its log.
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(3)..].join(" | ")
     }
 }
 
-fn guarded_server() -> Option<Guarded> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let binary = std::env::var_os("BQ_NATS_SERVER").unwrap_or_else(|| "nats-server".into());
-    let child = std::process::Command::new(binary)
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+fn nats_server_binary() -> std::ffi::OsString {
+    std::env::var_os("BQ_NATS_SERVER").unwrap_or_else(|| "nats-server".into())
+}
+
+/// Starts the server on `port` and waits (10 s at most) until its log says it listens there
+/// and the port accepts a connection. A port someone else holds is a
+/// [`StartError::PortTaken`](babelqueue_testkit::StartError); every failure names the port and
+/// ends with the server's own log.
+async fn start_guarded(port: u16) -> Result<Guarded, babelqueue_testkit::StartError> {
+    use babelqueue_testkit::StartError;
+    let at = format!("nats-server on 127.0.0.1:{port}");
+    let log =
+        std::env::temp_dir().join(format!("bq-nats-guarded-{}-{port}.log", std::process::id()));
+    let file = std::fs::File::create(&log)
+        .map_err(|e| StartError::Failed(format!("{at}: {}: {e}", log.display())))?;
+    let binary = nats_server_binary();
+    let child = std::process::Command::new(&binary)
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
         .args(["--user", "app", "--pass", "s3cret-pw"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match child {
-        Ok(child) => Some(Guarded(child, port)),
-        Err(e) => {
-            assert!(
-                std::env::var_os("BQ_REQUIRE_BROKERS").is_none(),
-                "nats-server is required: {e}"
+        .stderr(file)
+        .spawn()
+        .map_err(|e| StartError::Failed(format!("{at}: cannot run {binary:?}: {e}")))?;
+    let mut server = Guarded { child, port, log };
+    let listening = format!("Listening for client connections on 127.0.0.1:{port}");
+    for _ in 0..100 {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            let why = format!("{at} exited with {status}: {}", server.log_tail());
+            return Err(
+                if why.contains("address already in use") || babelqueue_testkit::port_taken(port) {
+                    StartError::PortTaken(why)
+                } else {
+                    StartError::Failed(why)
+                },
             );
-            println!("SKIPPED: no nats-server binary ({e})");
-            None
+        }
+        let ours = std::fs::read_to_string(&server.log).is_ok_and(|l| l.contains(&listening));
+        if ours && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(server);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(StartError::Failed(format!(
+        "{at} did not listen within 10 s: {}",
+        server.log_tail()
+    )))
+}
+
+/// Whether there is a nats-server binary; without one, `SKIPPED` (a failure with
+/// `BQ_REQUIRE_BROKERS` set).
+fn nats_server_or_skip() -> bool {
+    let binary = nats_server_binary();
+    match std::process::Command::new(&binary)
+        .arg("--version")
+        .output()
+    {
+        Ok(_) => true,
+        Err(e) => {
+            babelqueue_testkit::skip_or_fail(format!("no nats-server binary {binary:?} ({e})"));
+            false
         }
     }
+}
+
+/// [`start_guarded`] on a free port (another one when it was taken before the server bound
+/// it); `None` (skip) when there is no binary and brokers are not required.
+async fn guarded_server() -> Option<Guarded> {
+    if !nats_server_or_skip() {
+        return None;
+    }
+    match babelqueue_testkit::on_free_port(3, start_guarded).await {
+        Ok(server) => Some(server),
+        Err(e) => panic!("no nats-server of our own: {e}"),
+    }
+}
+
+/// A start on a port something else holds says which port and why, in the server's words.
+#[tokio::test]
+async fn a_guarded_server_on_a_taken_port_names_the_port_and_why() {
+    if !nats_server_or_skip() {
+        return;
+    }
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let started = std::time::Instant::now();
+    let Err(err) = start_guarded(port).await else {
+        panic!("started on a port a listener holds");
+    };
+    assert!(started.elapsed() < Duration::from_secs(10), "{err:?}");
+    let babelqueue_testkit::StartError::PortTaken(message) = err else {
+        panic!("not a collision: {err:?}");
+    };
+    assert!(
+        message.contains(&format!("nats-server on 127.0.0.1:{port} exited")),
+        "{message}"
+    );
+    assert!(message.contains("address already in use"), "{message}");
 }
 
 #[tokio::test]
 async fn refused_credentials_are_an_auth_error_naming_the_host_not_the_password() {
-    let Some(server) = guarded_server() else {
+    let Some(server) = guarded_server().await else {
         return;
     };
-    let port = server.1;
-    for _ in 0..50 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let port = server.port;
     let url = format!("nats://app:wrong-hunter2@127.0.0.1:{port}?timeout=3");
     let err = NatsTransport::connect(&url).await.unwrap_err();
     assert!(matches!(err, NatsError::Auth { .. }), "{err:?}");

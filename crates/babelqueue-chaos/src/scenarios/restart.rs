@@ -2,21 +2,12 @@
 
 use super::*;
 
-/// The Redis port of our own persistent instance, per layout (the lanes run at once).
-fn own_redis(ctx: &Ctx, broker: Broker) -> OwnRedis {
-    let port = if broker == Broker::RedisLaravel {
-        6392
-    } else {
-        6391
-    };
-    OwnRedis {
-        port,
-        dir: ctx
-            .env
-            .cache
-            .join("chaos")
-            .join(format!("redis-{port}-{}", ctx.run)),
-    }
+/// The directory of our own persistent Redis, per layout (the lanes run at once).
+fn own_redis_dir(ctx: &Ctx, broker: Broker) -> PathBuf {
+    ctx.env
+        .cache
+        .join("chaos")
+        .join(format!("own-{}-{}", broker.name(), ctx.run))
 }
 
 /// `broker-restart`: a graceful restart and a hard kill of the broker while a worker consumes and
@@ -49,9 +40,12 @@ pub(super) async fn broker_restart(
         }
         _ => {}
     }
-    let own = broker.is_redis().then(|| own_redis(ctx, broker));
+    let own = if broker.is_redis() {
+        Some(OwnRedis::start_new(env, &own_redis_dir(ctx, broker)).await?)
+    } else {
+        None
+    };
     if let Some(own) = &own {
-        own.start(env).await?;
         row.note(format!(
             "redis-server of its own on 127.0.0.1:{} (appendonly yes, appendfsync always, in {})",
             own.port,
