@@ -87,16 +87,29 @@ pub(crate) struct PublishArgs {
     /// The queue to publish to.
     #[arg(long)]
     pub(crate) queue: String,
-    /// The URN of the job (the envelope's `job`).
-    #[arg(long)]
-    pub(crate) urn: String,
-    /// `data` as a JSON object.
-    #[arg(long, default_value = "{}")]
+    /// The URN of the job (the envelope's `job`); required unless --raw.
+    #[arg(long, required_unless_present = "raw", conflicts_with = "raw")]
+    pub(crate) urn: Option<String>,
+    /// `data` as a JSON object. A body its consumers would dead-letter as poison (a number
+    /// that is not a finite double, `1e400`) is refused, naming the member.
+    #[arg(long, default_value = "{}", conflicts_with = "raw")]
     pub(crate) data: String,
     /// Continue this trace instead of minting a trace id.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "raw")]
     pub(crate) trace_id: Option<String>,
-    /// How many envelopes to publish (a progress bar shows on a terminal).
+    /// Send a body exactly as given, byte for byte: from --body-file, else standard input. It
+    /// must pass the verdict its consumers run, unless --allow-poison.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// With --raw: the file holding the body.
+    #[arg(long, requires = "raw", value_name = "PATH")]
+    pub(crate) body_file: Option<std::path::PathBuf>,
+    /// With --raw: send the body even when its consumers will dead-letter it as poison (to
+    /// plant poison in a test, say).
+    #[arg(long)]
+    pub(crate) allow_poison: bool,
+    /// How many envelopes to publish (a progress bar shows on a terminal). Plain envelopes go
+    /// out through the transport's batch publish, 100 per call.
     #[arg(long, default_value_t = 1)]
     pub(crate) count: u64,
     /// Deliver after this many seconds (needs a transport that can delay).
@@ -121,6 +134,24 @@ pub(crate) enum OnUnknownUrn {
     DeadLetter,
 }
 
+/// `--retry-jitter`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RetryJitter {
+    /// Exactly the back-off.
+    None,
+    /// Uniform between 0 and the back-off.
+    Full,
+}
+
+impl From<RetryJitter> for babelqueue::Jitter {
+    fn from(value: RetryJitter) -> Self {
+        match value {
+            RetryJitter::None => babelqueue::Jitter::None,
+            RetryJitter::Full => babelqueue::Jitter::Full,
+        }
+    }
+}
+
 impl From<OnUnknownUrn> for babelqueue::UnknownUrn {
     fn from(value: OnUnknownUrn) -> Self {
         match value {
@@ -130,6 +161,20 @@ impl From<OnUnknownUrn> for babelqueue::UnknownUrn {
             OnUnknownUrn::DeadLetter => babelqueue::UnknownUrn::DeadLetter,
         }
     }
+}
+
+/// How `consume` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ConsumeOutput {
+    /// One line per handler call: `{urn, trace_id, attempts, data, meta}`.
+    Call,
+    /// One line per delivery, whatever it held (poison too): the exact body bytes, as
+    /// `{"body": TEXT}` when they are UTF-8, else `{"body_base64": …}`.
+    Raw,
+    /// One line per delivery: the body as `raw` shows it, every top-level member as it came
+    /// (unknown ones too), the broker's headers, the facts the transport reported, what the
+    /// broker says of it (its id or position, redelivered, properties) and how it ended.
+    Wire,
 }
 
 #[derive(Debug, Args)]
@@ -145,24 +190,59 @@ pub(crate) struct ConsumeArgs {
     /// Handle this URN with a handler that fails (repeatable).
     #[arg(long = "fail-urn")]
     pub(crate) fail_urns: Vec<String>,
-    /// Exit after this many handler calls.
+    /// Exit after this many handler calls. A delivery that never reaches a handler (poison,
+    /// an unknown URN, a version-gated body) does not count: see --max-deliveries.
     #[arg(long)]
     pub(crate) max: Option<u64>,
-    /// Exit when nothing arrived for this many seconds.
+    /// Exit after this many deliveries were settled, whatever happened to them (handled,
+    /// retried, dead-lettered, dropped, released).
+    #[arg(long)]
+    pub(crate) max_deliveries: Option<u64>,
+    /// Exit when nothing arrived for this many seconds. A message this run already gave back
+    /// unchanged (--on-unknown-urn release) coming back again is not something arriving.
     #[arg(long)]
     pub(crate) idle_timeout: Option<f64>,
+    /// What to print: one line per handler call (`call`), or one per delivery with its exact
+    /// bytes (`raw`) or everything the broker carried (`wire`).
+    #[arg(long, value_enum, default_value_t = ConsumeOutput::Call)]
+    pub(crate) output: ConsumeOutput,
     /// Deliveries per message before it is dead-lettered or dropped.
     #[arg(long, default_value_t = 3)]
     pub(crate) max_attempts: i64,
     /// Dead-letter exhausted and poison messages.
     #[arg(long)]
     pub(crate) dead_letter: bool,
+    /// With --dead-letter: the dead-letter queue's name (default: the queue and
+    /// --dead-letter-suffix).
+    #[arg(long, requires = "dead_letter")]
+    pub(crate) dead_letter_queue: Option<String>,
+    /// With --dead-letter: the suffix of the derived dead-letter queue's name (`.dlq`).
+    #[arg(long, requires = "dead_letter")]
+    pub(crate) dead_letter_suffix: Option<String>,
     /// What to do with a URN no handler is registered for.
     #[arg(long, value_enum, default_value_t = OnUnknownUrn::Fail)]
     pub(crate) on_unknown_urn: OnUnknownUrn,
+    /// How long a message with an unknown URN waits before it comes back, seconds (the
+    /// `release` strategy).
+    #[arg(long)]
+    pub(crate) unknown_urn_release_delay: Option<f64>,
     /// Retry back-off base, seconds.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) retry_backoff: f64,
+    /// Each retry waits this many times longer than the one before.
+    #[arg(long)]
+    pub(crate) retry_backoff_multiplier: Option<f64>,
+    /// The longest retry back-off, seconds.
+    #[arg(long)]
+    pub(crate) retry_backoff_max: Option<f64>,
+    /// Randomise each back-off: `none` (exactly the back-off) or `full` (uniform between 0
+    /// and it).
+    #[arg(long, value_enum)]
+    pub(crate) retry_jitter: Option<RetryJitter>,
+    /// After a signal, how long running handlers may finish before their messages are given
+    /// back unchanged, seconds.
+    #[arg(long)]
+    pub(crate) shutdown_timeout: Option<f64>,
     /// Handlers in flight at once.
     #[arg(long, default_value_t = 1)]
     pub(crate) concurrency: usize,
@@ -179,12 +259,16 @@ pub(crate) enum DlqCommand {
     /// place; RabbitMQ and SQS cannot browse, so there the listing drains the dead-letter
     /// queue and restores every message in order (a consumer of it could see them meanwhile).
     List(DlqArgs),
-    /// Show the dead-lettered messages with these ids (`meta.id`), body included.
+    /// Show the dead-letter entries with these ids, body included (`dlq show [URL] ID...`).
+    /// An entry's id is its `meta.id`, else the content address `dlq list` prints
+    /// (`sha256:…`): bytes that are not an envelope can be shown too.
     Show(ByIdArgs),
-    /// Send the dead-lettered messages with these ids back to work (attempts reset,
-    /// dead_letter block removed); every other message stays.
+    /// Send the dead-letter entries with these ids back to work (attempts reset, dead_letter
+    /// block removed; `dlq retry [URL] ID...`); every other entry stays. An entry that is not a
+    /// readable envelope stays, and the command says why.
     Retry(RetryArgs),
-    /// Delete the dead-lettered messages with these ids; every other message stays.
+    /// Delete the dead-letter entries with these ids (`dlq remove [URL] ID...`); every other
+    /// entry stays.
     Remove(ByIdArgs),
     /// Send dead-lettered messages back to work, all of them or those a filter selects.
     Redrive(RedriveArgs),
@@ -216,14 +300,54 @@ pub(crate) struct DlqArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ByIdArgs {
-    /// Broker URL; defaults to $BABELQUEUE_URL, which keeps a password out of the process list.
-    #[arg(long, env = URL_ENV, hide_env_values = true)]
-    pub(crate) url: String,
+    /// The broker URL (memory://, redis://, amqp://, …; optional when $BABELQUEUE_URL is set,
+    /// which keeps a password out of the process list), then the entries' ids (`meta.id`, or
+    /// the `sha256:…` content address `dlq list` prints). The first argument is the URL when
+    /// it holds `://`; an id never does.
+    #[arg(required = true, value_name = "URL] [ID")]
+    pub(crate) args: Vec<String>,
+    /// The broker URL, as older versions took it (prefer the first argument).
+    #[arg(long, hide = true)]
+    pub(crate) url: Option<String>,
     #[command(flatten)]
     pub(crate) target: DlqTarget,
-    /// The messages' ids (`meta.id`).
-    #[arg(required = true, value_name = "ID")]
+    /// The ids, once [`ByIdArgs::resolve`] split them from the URL.
+    #[arg(skip)]
     pub(crate) ids: Vec<String>,
+}
+
+impl ByIdArgs {
+    /// Splits the positional arguments into the URL and the ids: the first is the URL when it
+    /// holds `://`, else the URL comes from `--url` or `$BABELQUEUE_URL`.
+    pub(crate) fn resolve(&mut self, env_url: Option<String>) -> Result<(), String> {
+        let mut args = std::mem::take(&mut self.args).into_iter().peekable();
+        if args.peek().is_some_and(|first| first.contains("://")) {
+            if self.url.is_some() {
+                return Err("the broker URL was given twice (first argument and --url)".into());
+            }
+            self.url = args.next();
+        }
+        self.ids = args.collect();
+        if self.url.is_none() {
+            self.url = env_url.filter(|url| !url.is_empty());
+        }
+        if self.url.is_none() {
+            return Err(format!(
+                "no broker URL: give it as the first argument (`babelqueue dlq show                  redis://127.0.0.1:6379 --queue orders ID`) or set {URL_ENV}"
+            ));
+        }
+        if self.ids.is_empty() {
+            return Err(
+                "no id given: name the entries by their id (`dlq list` prints them)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The broker URL, once resolved.
+    pub(crate) fn url(&self) -> &str {
+        self.url.as_deref().unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -266,6 +390,24 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
 }
 
 impl Command {
+    /// Settles what clap cannot: which positional argument of `dlq show|retry|remove` is the
+    /// URL. `Err` is a usage error.
+    pub(crate) fn resolve(&mut self, env_url: Option<String>) -> Result<(), String> {
+        match self {
+            Command::Dlq {
+                command: DlqCommand::Show(a) | DlqCommand::Remove(a),
+            } => a.resolve(env_url),
+            Command::Dlq {
+                command: DlqCommand::Retry(a),
+            } => a.by_id.resolve(env_url),
+            // clap's `requires` does not hold a plain flag to another one.
+            Command::Publish(a) if a.allow_poison && !a.raw => {
+                Err("--allow-poison only goes with --raw (a body sent as it is)".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The broker URL the command was given, if any (for scrubbing it out of errors).
     pub(crate) fn url(&self) -> Option<&str> {
         match self {
@@ -274,8 +416,8 @@ impl Command {
             Command::Dlq { command } => Some(match command {
                 DlqCommand::List(a) => &a.url.url,
                 DlqCommand::Redrive(a) => &a.dlq.url.url,
-                DlqCommand::Show(a) | DlqCommand::Remove(a) => &a.url,
-                DlqCommand::Retry(a) => &a.by_id.url,
+                DlqCommand::Show(a) | DlqCommand::Remove(a) => a.url(),
+                DlqCommand::Retry(a) => a.by_id.url(),
             }),
             #[cfg(feature = "kafka")]
             Command::Kafka { command } => Some(command.url()),

@@ -1,13 +1,18 @@
-//! `babelqueue consume`: the real runtime, one JSON line per handler call.
+//! `babelqueue consume`: the real runtime; one JSON line per handler call, or per delivery
+//! with what crossed the wire (`--output raw|wire`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use babelqueue::envelope::RawJson;
-use babelqueue::{App, Consume, Context, HandlerError, StopHandle};
+use babelqueue::{
+    App, AppBuilder, Consume, Context, Event, HandlerError, Observer, Outcome, StopHandle,
+    Transport,
+};
 
-use crate::args::ConsumeArgs;
-use crate::{CliResult, Session, close, seconds};
+use crate::args::{ConsumeArgs, ConsumeOutput};
+use crate::io::Io;
+use crate::{CliResult, Session, close, seconds, wire};
 
 /// `{"urn","trace_id","attempts","data","meta"}` for one handler call, data and meta verbatim.
 fn call_line(ctx: &Context) -> String {
@@ -26,12 +31,53 @@ fn call_line(ctx: &Context) -> String {
     )
 }
 
-pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
-    let io = session.io().clone();
-    let transport = session.connect(&args.url.url).await?;
-    let calls = Arc::new(AtomicU64::new(0));
-    let stop_after = args.max;
-    let mut builder = App::builder_arc(transport.clone())
+/// The name an outcome is printed by.
+fn outcome_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Acked => "acked",
+        Outcome::Dropped => "dropped",
+        Outcome::Retried => "retried",
+        Outcome::Released => "released",
+        Outcome::DeadLettered => "dead_lettered",
+        Outcome::Native => "native",
+        Outcome::Unsettled => "unsettled",
+        Outcome::Interrupted => "interrupted",
+        _ => "other",
+    }
+}
+
+/// Prints one line per settled delivery (`--output raw|wire`), whatever it held.
+struct WireLines {
+    io: Io,
+    output: ConsumeOutput,
+    transport: Arc<dyn Transport>,
+}
+
+impl Observer for WireLines {
+    fn on_event(&self, event: &Event<'_>) {
+        let delivery = event.delivery;
+        let body = wire::body_member(delivery.body());
+        let line = match self.output {
+            ConsumeOutput::Wire => format!(
+                "{{\"queue\":{},\"outcome\":\"{}\",\"urn\":{},{body},\"members\":{},\"headers\":{},\
+                 \"facts\":{},\"broker\":{}}}",
+                RawJson::string(event.queue),
+                outcome_name(event.outcome),
+                RawJson::string(event.urn),
+                wire::members(delivery.body()),
+                wire::headers(delivery.headers()),
+                wire::facts(delivery.facts()),
+                wire::broker(self.transport.as_ref(), delivery),
+            ),
+            ConsumeOutput::Raw | ConsumeOutput::Call => format!("{{{body}}}"),
+        };
+        self.io.line(line);
+    }
+}
+
+/// The app's settings from the command line.
+fn configure(mut builder: AppBuilder, args: &ConsumeArgs) -> Result<AppBuilder, String> {
+    builder = builder
         .queue(args.queue.clone())
         .max_attempts(args.max_attempts)
         .dead_letter(args.dead_letter)
@@ -41,6 +87,50 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
     if let Some(prefetch) = args.prefetch {
         builder = builder.prefetch(prefetch);
     }
+    if let Some(queue) = &args.dead_letter_queue {
+        builder = builder.dead_letter_queue(queue.clone());
+    }
+    if let Some(suffix) = &args.dead_letter_suffix {
+        builder = builder.dead_letter_suffix(suffix.clone());
+    }
+    if let Some(delay) = args.unknown_urn_release_delay {
+        builder = builder.unknown_urn_release_delay(seconds(delay, "unknown-urn-release-delay")?);
+    }
+    if let Some(multiplier) = args.retry_backoff_multiplier {
+        builder = builder.retry_backoff_multiplier(multiplier);
+    }
+    if let Some(max) = args.retry_backoff_max {
+        builder = builder.retry_backoff_max(seconds(max, "retry-backoff-max")?);
+    }
+    if let Some(jitter) = args.retry_jitter {
+        builder = builder.retry_jitter(jitter.into());
+    }
+    if let Some(timeout) = args.shutdown_timeout {
+        builder = builder.shutdown_timeout(seconds(timeout, "shutdown-timeout")?);
+    }
+    Ok(builder)
+}
+
+pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
+    let io = session.io().clone();
+    let transport = session.connect(&args.url.url).await?;
+    let calls = Arc::new(AtomicU64::new(0));
+    let stop_after = args.max;
+    let per_call = args.output == ConsumeOutput::Call;
+    let mut builder = match configure(App::builder_arc(transport.clone()), &args) {
+        Ok(builder) => builder,
+        Err(e) => {
+            close(&io, transport.as_ref()).await;
+            return Err(e);
+        }
+    };
+    if !per_call {
+        builder = builder.observer(Arc::new(WireLines {
+            io: io.clone(),
+            output: args.output,
+            transport: transport.clone(),
+        }));
+    }
     let bar = io.progress(None, format!("consuming {}", args.queue));
     // The stop handle exists only once the app is built; handlers reach it through a cell.
     let stop: Arc<OnceLock<StopHandle>> = Arc::new(OnceLock::new());
@@ -49,7 +139,9 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
         move |ctx: Context| {
             let (calls, stop, io, bar) = (calls.clone(), stop.clone(), io.clone(), bar.clone());
             async move {
-                io.line(call_line(&ctx));
+                if per_call {
+                    io.line(call_line(&ctx));
+                }
                 bar.inc(1);
                 let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
                 if stop_after.is_some_and(|max| n >= max)
@@ -85,7 +177,8 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
     let _ = stop.set(app.stop_handle());
     // The CLI owns the signals: a SIGINT stops the loop after its in-flight messages.
     session.shutdown().stops(app.stop_handle());
-    if args.max == Some(0) || session.shutdown().exit().is_some() {
+    if args.max == Some(0) || args.max_deliveries == Some(0) || session.shutdown().exit().is_some()
+    {
         io.done();
         close(&io, transport.as_ref()).await;
         return Ok(());
@@ -93,6 +186,9 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
     let mut options = Consume::new().handle_signals(false);
     if let Some(idle) = args.idle_timeout {
         options = options.idle_timeout(seconds(idle, "idle-timeout")?);
+    }
+    if let Some(max) = args.max_deliveries {
+        options = options.max_messages(max);
     }
     io.note(format!(
         "consuming {} on {} (Ctrl-C stops after the messages in flight)",

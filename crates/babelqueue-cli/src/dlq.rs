@@ -5,24 +5,28 @@
 
 use std::collections::BTreeSet;
 
-use babelqueue::envelope::{Object, RawJson, Verdict, classify};
-use babelqueue::redrive::{self, Redrive, RedriveItem, Removed};
+use babelqueue::envelope::{Object, RawJson, check_publishable};
+use babelqueue::redrive::{self, Entry, Redrive, RedriveItem, Removed};
 use babelqueue::{App, Envelope, Transport};
+use base64::Engine as _;
 
 use crate::args::{ByIdArgs, DlqCommand, DlqTarget, Output, RedriveArgs, RetryArgs};
 use crate::io::Io;
-use crate::{CliResult, Session, close};
+use crate::{CliResult, Session, close, wire};
 
-/// One dead-letter record, its fields as raw JSON (`null` when absent).
+/// One dead-letter entry, its fields as raw JSON (`null` when absent).
 struct Record {
+    /// The id tools address it by ([`redrive::EntryIds`]).
+    id: String,
     urn: String,
     message_id: Option<String>,
     reason: RawJson,
     error: RawJson,
     attempts: RawJson,
     original_queue: RawJson,
-    readable: bool,
-    body: String,
+    /// Why a consumer would refuse the body, when it would.
+    poison: Option<String>,
+    body: Vec<u8>,
 }
 
 /// A raw JSON value as a table cell: strings unquoted, `null` empty.
@@ -35,7 +39,8 @@ fn cell(value: &RawJson) -> String {
 }
 
 impl Record {
-    fn of(body: &[u8]) -> Record {
+    fn of(entry: &Entry) -> Record {
+        let body = entry.body.as_slice();
         let envelope = Envelope::decode_lenient(body).envelope;
         let block = envelope
             .dead_letter()
@@ -47,20 +52,25 @@ impl Record {
                 .unwrap_or_else(RawJson::null)
         };
         Record {
+            id: entry.id.clone(),
             urn: envelope.urn().into_owned(),
             message_id: envelope.message_id().map(|id| id.into_owned()),
             reason: field("reason"),
             error: field("error"),
             attempts: field("attempts"),
             original_queue: field("original_queue"),
-            readable: !matches!(classify(body), Verdict::Poison(_)),
-            body: String::from_utf8_lossy(body).into_owned(),
+            // The verdict a consumer runs, identity required: a record without a URN is not
+            // an envelope either.
+            poison: check_publishable(body).err().map(|e| e.to_string()),
+            body: body.to_vec(),
         }
     }
 
+    /// One JSON line: the body exactly (`body` when UTF-8, else `body_base64`).
     fn json(&self) -> String {
         format!(
-            "{{\"urn\":{},\"message_id\":{},\"reason\":{},\"error\":{},\"attempts\":{},\"original_queue\":{},\"readable\":{},\"body\":{}}}",
+            "{{\"id\":{},\"urn\":{},\"message_id\":{},\"reason\":{},\"error\":{},\"attempts\":{},\"original_queue\":{},\"readable\":{},\"poison_cause\":{},{}}}",
+            RawJson::string(&self.id),
             RawJson::string(&self.urn),
             self.message_id
                 .as_deref()
@@ -69,38 +79,56 @@ impl Record {
             self.error,
             self.attempts,
             self.original_queue,
-            self.readable,
-            RawJson::string(&self.body),
+            self.poison.is_none(),
+            self.poison
+                .as_deref()
+                .map_or_else(RawJson::null, RawJson::string),
+            wire::body_member(&self.body),
         )
     }
 
+    /// A table row. An entry that is not an envelope says so where its URN would be, and why
+    /// where its error would be, rather than showing an empty row.
     fn row(&self) -> Vec<String> {
+        let urn = if self.urn.is_empty() && self.poison.is_some() {
+            "(not an envelope)".to_owned()
+        } else {
+            self.urn.clone()
+        };
+        let error = match (cell(&self.error), &self.poison) {
+            (error, Some(why)) if error.is_empty() => why.clone(),
+            (error, _) => error,
+        };
         vec![
-            self.message_id.clone().unwrap_or_default(),
-            self.urn.clone(),
+            self.id.clone(),
+            urn,
             cell(&self.reason),
             cell(&self.attempts),
             cell(&self.original_queue),
-            cell(&self.error),
+            error,
         ]
+    }
+
+    /// The body for people: the text when it is UTF-8, else `base64:` and its base64.
+    fn shown_body(&self) -> String {
+        match std::str::from_utf8(&self.body) {
+            Ok(text) => text.to_owned(),
+            Err(_) => format!(
+                "base64:{}",
+                base64::engine::general_purpose::STANDARD.encode(&self.body)
+            ),
+        }
     }
 }
 
-const RECORD_HEADER: &[&str] = &[
-    "MESSAGE_ID",
-    "URN",
-    "REASON",
-    "ATTEMPTS",
-    "ORIGINAL_QUEUE",
-    "ERROR",
-];
+const RECORD_HEADER: &[&str] = &["ID", "URN", "REASON", "ATTEMPTS", "ORIGINAL_QUEUE", "ERROR"];
 
 pub(crate) async fn run(session: &Session, command: DlqCommand) -> CliResult {
     let (url, target) = match &command {
-        DlqCommand::List(a) => (&a.url.url, &a.target),
-        DlqCommand::Redrive(a) => (&a.dlq.url.url, &a.dlq.target),
-        DlqCommand::Show(a) | DlqCommand::Remove(a) => (&a.url, &a.target),
-        DlqCommand::Retry(a) => (&a.by_id.url, &a.by_id.target),
+        DlqCommand::List(a) => (a.url.url.as_str(), &a.target),
+        DlqCommand::Redrive(a) => (a.dlq.url.url.as_str(), &a.dlq.target),
+        DlqCommand::Show(a) | DlqCommand::Remove(a) => (a.url(), &a.target),
+        DlqCommand::Retry(a) => (a.by_id.url(), &a.by_id.target),
     };
     let transport = session.connect(url).await?;
     let dlq = match dlq_name(transport.clone(), target) {
@@ -163,16 +191,16 @@ async fn list(
     output: Output,
 ) -> CliResult {
     warn_if_draining(io, transport, dlq);
-    let bodies = redrive::list(transport, dlq, max)
+    let entries = redrive::entries(transport, dlq, max)
         .await
         .map_err(|e| e.to_string())?;
-    print_records(io, &bodies, output);
-    io.note(format!("{} message(s) in {dlq}", bodies.len()));
+    print_records(io, &entries, output);
+    io.note(format!("{} message(s) in {dlq}", entries.len()));
     Ok(())
 }
 
-fn print_records(io: &Io, bodies: &[Vec<u8>], output: Output) {
-    let records = bodies.iter().map(|b| Record::of(b));
+fn print_records(io: &Io, entries: &[Entry], output: Output) {
+    let records = entries.iter().map(Record::of);
     match output {
         Output::Json => records.for_each(|r| io.line(r.json())),
         Output::Human => io.table(RECORD_HEADER, records.map(|r| r.row()).collect()),
@@ -190,7 +218,7 @@ fn missing(ids: &[String], found: &BTreeSet<String>, dlq: &str) -> CliResult {
         Ok(())
     } else {
         Err(format!(
-            "not in {dlq} (or not a decodable envelope): {}",
+            "no entry with this id in {dlq}: {} (`dlq list` prints every entry's id)",
             absent.join(", ")
         ))
     }
@@ -198,33 +226,33 @@ fn missing(ids: &[String], found: &BTreeSet<String>, dlq: &str) -> CliResult {
 
 async fn show(io: &Io, transport: &dyn Transport, dlq: &str, args: &ByIdArgs) -> CliResult {
     warn_if_draining(io, transport, dlq);
-    let bodies = redrive::find(transport, dlq, &args.ids)
+    let wanted: BTreeSet<&str> = args.ids.iter().map(String::as_str).collect();
+    let mut entries = redrive::entries(transport, dlq, 0)
         .await
         .map_err(|e| e.to_string())?;
+    entries.retain(|entry| wanted.contains(entry.id.as_str()));
     match args.target.output.output {
-        Output::Json => print_records(io, &bodies, Output::Json),
+        Output::Json => print_records(io, &entries, Output::Json),
         Output::Human => {
-            for record in bodies.iter().map(|b| Record::of(b)) {
+            for record in entries.iter().map(Record::of) {
                 let mut rows: Vec<Vec<String>> = RECORD_HEADER
                     .iter()
                     .zip(record.row())
                     .map(|(k, v)| vec![k.to_lowercase(), v])
                     .collect();
-                rows.push(vec!["body".to_owned(), record.body.clone()]);
+                rows.push(vec!["body".to_owned(), record.shown_body()]);
                 io.table(&["FIELD", "VALUE"], rows);
             }
         }
     }
-    let found = bodies
-        .iter()
-        .filter_map(|b| Record::of(b).message_id)
-        .collect();
+    let found = entries.into_iter().map(|entry| entry.id).collect();
     missing(&args.ids, &found, dlq)
 }
 
 fn item_line(item: &RedriveItem) -> String {
     format!(
-        "{{\"message_id\":{},\"urn\":{},\"to\":{},\"redriven\":{},\"skipped\":{}}}",
+        "{{\"id\":{},\"message_id\":{},\"urn\":{},\"to\":{},\"redriven\":{},\"skipped\":{}}}",
+        RawJson::string(&item.id),
         RawJson::string(&item.message_id),
         RawJson::string(&item.urn),
         RawJson::string(&item.to),
@@ -240,15 +268,10 @@ fn item_row(item: &RedriveItem) -> Vec<String> {
         None => "redriven".to_owned(),
         Some(why) => format!("kept: {why}"),
     };
-    vec![
-        item.message_id.clone(),
-        item.urn.clone(),
-        item.to.clone(),
-        result,
-    ]
+    vec![item.id.clone(), item.urn.clone(), item.to.clone(), result]
 }
 
-const ITEM_HEADER: &[&str] = &["MESSAGE_ID", "URN", "TO", "RESULT"];
+const ITEM_HEADER: &[&str] = &["ID", "URN", "TO", "RESULT"];
 
 /// Runs `options` over `dlq`, printing the items `shown` accepts (JSON as they happen, a table
 /// at the end).
@@ -312,19 +335,22 @@ async fn retry(io: &Io, transport: &dyn Transport, dlq: &str, args: RetryArgs) -
     let wanted: BTreeSet<String> = ids.iter().cloned().collect();
     let output = args.by_id.target.output.output;
     let items = run_redrive(io, transport, dlq, &options, output, &|item| {
-        wanted.contains(&item.message_id)
+        wanted.contains(&item.id)
     })
     .await?;
     let found: BTreeSet<String> = items
         .iter()
-        .filter(|i| wanted.contains(&i.message_id))
-        .map(|i| i.message_id.clone())
+        .filter(|i| wanted.contains(&i.id))
+        .map(|i| i.id.clone())
         .collect();
     missing(&ids, &found, dlq)?;
-    let kept: Vec<&str> = items
+    let kept: Vec<String> = items
         .iter()
-        .filter(|i| wanted.contains(&i.message_id) && !i.redriven)
-        .map(|i| i.message_id.as_str())
+        .filter(|i| wanted.contains(&i.id) && !i.redriven)
+        .map(|i| match &i.skipped {
+            Some(why) => format!("{} ({why})", i.id),
+            None => i.id.clone(),
+        })
         .collect();
     if kept.is_empty() {
         Ok(())
@@ -335,7 +361,8 @@ async fn retry(io: &Io, transport: &dyn Transport, dlq: &str, args: RetryArgs) -
 
 fn removed_line(r: &Removed) -> String {
     format!(
-        "{{\"message_id\":{},\"urn\":{},\"reason\":{},\"removed\":true}}",
+        "{{\"id\":{},\"message_id\":{},\"urn\":{},\"reason\":{},\"removed\":true}}",
+        RawJson::string(&r.id),
         RawJson::string(&r.message_id),
         RawJson::string(&r.urn),
         RawJson::string(&r.reason),
@@ -356,14 +383,14 @@ async fn remove(io: &Io, transport: &dyn Transport, dlq: &str, args: &ByIdArgs) 
     let removed = removed.map_err(|e| e.to_string())?;
     if output == Output::Human {
         io.table(
-            &["MESSAGE_ID", "URN", "REASON"],
+            &["ID", "URN", "REASON"],
             removed
                 .iter()
-                .map(|r| vec![r.message_id.clone(), r.urn.clone(), r.reason.clone()])
+                .map(|r| vec![r.id.clone(), r.urn.clone(), r.reason.clone()])
                 .collect(),
         );
     }
     io.note(format!("{} removed from {dlq}", removed.len()));
-    let found = removed.into_iter().map(|r| r.message_id).collect();
+    let found = removed.into_iter().map(|r| r.id).collect();
     missing(&args.ids, &found, dlq)
 }

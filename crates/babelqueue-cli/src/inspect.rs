@@ -8,7 +8,8 @@ use crate::POISON;
 use crate::args::{InspectArgs, Output};
 use crate::io::Io;
 
-async fn read(file: &str) -> Result<Vec<u8>, String> {
+/// The bytes of `file`, or of standard input for `-`.
+pub(crate) async fn read(file: &str) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     if file == "-" {
         tokio::io::stdin()
@@ -31,7 +32,12 @@ pub(crate) async fn run(io: &Io, args: InspectArgs) -> Result<u8, String> {
         Verdict::NoIdentity => "no_identity",
         Verdict::Poison(_) => "poison",
     };
-    let cause = poison_cause(&body, true).map(|c| c.to_string());
+    // The verdict's cause, with the member named where one member is at fault.
+    let cause = poison_cause(&body, true).map(|c| {
+        babelqueue::envelope::check_publishable(&body)
+            .err()
+            .map_or_else(|| c.to_string(), |refused| refused.to_string())
+    });
     let decoded = Envelope::decode_checked(&body);
     let (envelope, warnings) = match &decoded {
         Ok(d) => (

@@ -57,6 +57,17 @@ impl Write for Shared {
     }
 }
 
+/// `text` with U+2028 and U+2029 written as JSON escapes (see [`Io::line`]).
+fn escape_line_separators(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(['\u{2028}', '\u{2029}']) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.replace('\u{2028}', "\\u2028")
+            .replace('\u{2029}', "\\u2029"),
+    )
+}
+
 /// A lock that a panicking writer did not make unusable (every write is one call).
 fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -102,10 +113,16 @@ impl Io {
     /// One line of machine output. A visible progress bar is hidden while it is written; a
     /// closed standard output (`| head`) is not an error worth a panic, so a failed write is
     /// dropped.
+    ///
+    /// U+2028 and U+2029 are written as the escapes `\u2028` and `\u2029`: many line splitters
+    /// (Python's `str.splitlines`, JavaScript tooling) end a line there, and in a JSON line
+    /// they can only stand inside a string, where the escape reads back as the same
+    /// character. Only what the CLI prints changes; the wire bytes never do.
     pub(crate) fn line(&self, line: impl AsRef<str>) {
+        let line = escape_line_separators(line.as_ref());
         let write = || {
             let mut out = lock(&self.out);
-            let _ = writeln!(out, "{}", line.as_ref());
+            let _ = writeln!(out, "{line}");
             let _ = out.flush();
         };
         match lock(&self.bar).as_ref() {

@@ -40,6 +40,7 @@ mod io;
 mod kafka;
 mod publish;
 mod signals;
+mod wire;
 
 use args::{Cli, Command};
 pub use io::{Captured, Io};
@@ -50,6 +51,8 @@ type CliResult = Result<(), String>;
 
 /// The exit status of a failed command.
 const FAILED: u8 = 1;
+/// The exit status of a usage error.
+const USAGE: u8 = 2;
 /// The exit status of `inspect` on a poison body.
 pub(crate) const POISON: u8 = 3;
 
@@ -188,7 +191,11 @@ where
     }
 }
 
-async fn execute(session: &Session, cli: Cli) -> u8 {
+async fn execute(session: &Session, mut cli: Cli) -> u8 {
+    if let Err(e) = cli.command.resolve(std::env::var(args::URL_ENV).ok()) {
+        session.io.note(e);
+        return USAGE;
+    }
     let url = cli.command.url().map(str::to_owned);
     let shutdown = session.shutdown.clone();
     let result: Result<u8, String> = match cli.command {

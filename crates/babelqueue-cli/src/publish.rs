@@ -1,7 +1,7 @@
-//! `babelqueue publish`: envelopes out, one JSON line each.
+//! `babelqueue publish`: envelopes out, one JSON line each; `--raw` sends a body as it is.
 
-use babelqueue::envelope::RawJson;
-use babelqueue::{App, Headers};
+use babelqueue::envelope::{RawJson, check_publishable};
+use babelqueue::{App, Headers, Transport};
 
 use crate::args::PublishArgs;
 use crate::{CliResult, Session, close, seconds};
@@ -10,23 +10,104 @@ use crate::{CliResult, Session, close, seconds};
 const PUBLISH_BATCH: u64 = 100;
 
 pub(crate) async fn run(session: &Session, args: PublishArgs) -> CliResult {
+    // A raw body is read and checked before anything connects.
+    let raw = if args.raw {
+        Some(raw_body(&args).await?)
+    } else {
+        None
+    };
     let transport = session.connect(&args.url.url).await?;
-    let app = App::builder_arc(transport.clone())
-        .queue(args.queue.clone())
-        .build()
-        .map_err(|e| e.to_string())?;
-    let result = publish_all(session, &app, args).await;
+    let result = match raw {
+        Some(body) => publish_raw(session, transport.as_ref(), &args, &body).await,
+        None => match App::builder_arc(transport.clone())
+            .queue(args.queue.clone())
+            .build()
+        {
+            Ok(app) => publish_all(session, &app, args).await,
+            Err(e) => Err(e.to_string()),
+        },
+    };
     session.io().done();
     close(session.io(), transport.as_ref()).await;
     result
+}
+
+/// The `--raw` body, from `--body-file` or standard input, checked with the verdict its
+/// consumers run unless `--allow-poison`.
+async fn raw_body(args: &PublishArgs) -> Result<Vec<u8>, String> {
+    let file = args
+        .body_file
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    let body = crate::inspect::read(&file).await?;
+    if !args.allow_poison
+        && let Err(refused) = check_publishable(&body)
+    {
+        return Err(format!(
+            "refusing to publish a body every consumer would dead-letter as poison: {refused} \
+             (--allow-poison sends it anyway)"
+        ));
+    }
+    Ok(body)
+}
+
+/// Sends `body` unchanged, `--count` times, with `--delay` and `--header` where given; prints
+/// one line per body sent (`{"queue", "bytes"}`).
+async fn publish_raw(
+    session: &Session,
+    transport: &dyn Transport,
+    args: &PublishArgs,
+    body: &[u8],
+) -> CliResult {
+    let io = session.io();
+    let headers: Headers = args.headers.iter().cloned().collect();
+    let capabilities = transport.capabilities();
+    let bar = (args.count > 1).then(|| io.progress(Some(args.count), "publishing"));
+    for _ in 0..args.count {
+        if session.shutdown().exit().is_some() {
+            break;
+        }
+        let sent = match (args.delay, capabilities.header_publisher()) {
+            (Some(delay), _) => match capabilities.delayed_publisher() {
+                Some(publisher) => {
+                    publisher
+                        .publish_delayed(&args.queue, body, seconds(delay, "delay")?)
+                        .await
+                }
+                None => {
+                    return Err(format!(
+                        "the {} transport cannot delay a message",
+                        transport.name()
+                    ));
+                }
+            },
+            (None, Some(publisher)) if !headers.is_empty() => {
+                publisher
+                    .publish_with_headers(&args.queue, body, &headers)
+                    .await
+            }
+            (None, _) => transport.publish(&args.queue, body).await,
+        };
+        sent.map_err(|e| e.to_string())?;
+        io.line(format!(
+            "{{\"queue\":{},\"bytes\":{}}}",
+            RawJson::string(&args.queue),
+            body.len()
+        ));
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
+    }
+    Ok(())
 }
 
 async fn publish_all(session: &Session, app: &App, args: PublishArgs) -> CliResult {
     let io = session.io();
     let data = RawJson::parse(&args.data).map_err(|e| format!("--data is not JSON: {e}"))?;
     let headers: Headers = args.headers.into_iter().collect();
+    let urn = args.urn.unwrap_or_default();
     let envelope = |app: &App| {
-        let mut builder = app.envelope(&args.urn).data_raw(data.clone());
+        let mut builder = app.envelope(&urn).data_raw(data.clone());
         if let Some(trace_id) = &args.trace_id {
             builder = builder.trace_id(trace_id.clone());
         }

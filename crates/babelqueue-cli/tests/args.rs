@@ -181,3 +181,59 @@ fn every_scheme_feature_is_a_feature_of_the_cli_and_on_by_default() {
         );
     }
 }
+
+#[test]
+fn every_broker_command_takes_the_url_first_or_from_babelqueue_url() {
+    const URL: &str = "mqtt://user:hunter2@localhost";
+    let commands: &[&[&str]] = &[
+        &["publish", "--queue", "q", "--urn", "urn:a"],
+        &["consume", "--queue", "q", "--max", "1"],
+        &["dlq", "list", "--queue", "q"],
+        &["dlq", "redrive", "--queue", "q"],
+        &["dlq", "show", "--queue", "q", "id-1"],
+        &["dlq", "retry", "--queue", "q", "id-1"],
+        &["dlq", "remove", "--queue", "q", "id-1", "id-2"],
+    ];
+    for command in commands {
+        // The subcommand, then the URL as the first positional argument.
+        let verbs = if command[0] == "dlq" { 2 } else { 1 };
+        let mut first: Vec<&str> = command[..verbs].to_vec();
+        first.push(URL);
+        first.extend(&command[verbs..]);
+        for (args, env) in [
+            (first.clone(), vec![]),
+            (command.to_vec(), vec![("BABELQUEUE_URL", URL)]),
+        ] {
+            let out = babelqueue_with(&args, None, &env);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {}", printed(&out));
+            assert!(
+                printed(&out).contains("unsupported broker URL scheme \"mqtt\""),
+                "{args:?}: {}",
+                printed(&out)
+            );
+            assert!(!printed(&out).contains("hunter2"), "{}", printed(&out));
+        }
+        // Neither: a usage error that says what to do.
+        let out = babelqueue(command, None);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {}", printed(&out));
+    }
+    let out = babelqueue(&["dlq", "show", "--queue", "q", "id-1"], None);
+    assert!(
+        common::stderr(&out).contains("no broker URL")
+            && common::stderr(&out).contains("BABELQUEUE_URL"),
+        "{}",
+        printed(&out)
+    );
+    // The older `--url` still works; the URL given twice does not.
+    let out = babelqueue(&["dlq", "show", "--url", URL, "--queue", "q", "id-1"], None);
+    assert!(
+        printed(&out).contains("unsupported broker URL scheme"),
+        "{}",
+        printed(&out)
+    );
+    let out = babelqueue(
+        &["dlq", "show", URL, "--url", URL, "--queue", "q", "id-1"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", printed(&out));
+}

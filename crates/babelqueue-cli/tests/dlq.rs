@@ -75,7 +75,7 @@ async fn human_output_is_an_aligned_table() {
     let lines: Vec<&str> = ran.stdout.lines().collect();
     // border, header, separator, 4 rows, border
     assert_eq!(lines.len(), 8, "{}", ran.stdout);
-    assert!(lines[1].contains("MESSAGE_ID") && lines[1].contains("ORIGINAL_QUEUE"));
+    assert!(lines[1].contains("| ID ") && lines[1].contains("ORIGINAL_QUEUE"));
     assert!(
         lines[3].contains("| a ") && lines[3].contains("urn:ok") && lines[3].contains("boom a")
     );
@@ -92,16 +92,7 @@ async fn show_prints_the_named_records_and_fails_on_an_unknown_id() {
     let memory = seeded().await;
     let ran = run_memory(
         &memory,
-        &[
-            "dlq",
-            "show",
-            "--url",
-            "memory://",
-            "--queue",
-            "orders",
-            "c",
-            "a",
-        ],
+        &["dlq", "show", "memory://", "--queue", "orders", "c", "a"],
     )
     .await;
     assert_eq!(ran.status, 0, "{ran:?}");
@@ -116,19 +107,14 @@ async fn show_prints_the_named_records_and_fails_on_an_unknown_id() {
 
     let ran = run_memory(
         &memory,
-        &[
-            "dlq",
-            "show",
-            "--url",
-            "memory://",
-            "--queue",
-            "orders",
-            "nope",
-        ],
+        &["dlq", "show", "memory://", "--queue", "orders", "nope"],
     )
     .await;
     assert_eq!(ran.status, 1, "{ran:?}");
-    assert!(ran.stderr.contains("not in orders.dlq"), "{ran:?}");
+    assert!(
+        ran.stderr.contains("no entry with this id in orders.dlq"),
+        "{ran:?}"
+    );
     assert!(ran.stderr.contains("nope"), "{ran:?}");
     assert_eq!(memory.len(DLQ), 4);
 }
@@ -138,15 +124,7 @@ async fn retry_sends_only_the_named_messages_back_to_their_queue() {
     let memory = seeded().await;
     let ran = run_memory(
         &memory,
-        &[
-            "dlq",
-            "retry",
-            "--url",
-            "memory://",
-            "--queue",
-            "orders",
-            "b",
-        ],
+        &["dlq", "retry", "memory://", "--queue", "orders", "b"],
     )
     .await;
     assert_eq!(ran.status, 0, "{ran:?}");
@@ -177,7 +155,6 @@ async fn retry_sends_only_the_named_messages_back_to_their_queue() {
         &[
             "dlq",
             "retry",
-            "--url",
             "memory://",
             "--queue",
             "orders",
@@ -198,16 +175,7 @@ async fn remove_deletes_only_the_named_messages() {
     let memory = seeded().await;
     let ran = run_memory(
         &memory,
-        &[
-            "dlq",
-            "remove",
-            "--url",
-            "memory://",
-            "--queue",
-            "orders",
-            "a",
-            "c",
-        ],
+        &["dlq", "remove", "memory://", "--queue", "orders", "a", "c"],
     )
     .await;
     assert_eq!(ran.status, 0, "{ran:?}");
@@ -235,15 +203,7 @@ async fn remove_on_a_failing_broker_loses_nothing() {
     memory.fail_publishes_to(DLQ, true);
     let ran = run_memory(
         &memory,
-        &[
-            "dlq",
-            "remove",
-            "--url",
-            "memory://",
-            "--queue",
-            "orders",
-            "b",
-        ],
+        &["dlq", "remove", "memory://", "--queue", "orders", "b"],
     )
     .await;
     assert_eq!(ran.status, 1, "{ran:?}");
@@ -370,7 +330,7 @@ async fn listing_without_browse_says_it_drains_and_restores() {
 
     let ran = run_on(
         transport,
-        &["dlq", "show", "--url", "x://", "--queue", "orders", "b"],
+        &["dlq", "show", "x://", "--queue", "orders", "b"],
     )
     .await;
     assert_eq!(ran.status, 0, "{ran:?}");
@@ -462,9 +422,8 @@ mod redis {
     fn show_retry_and_remove_by_id_against_redis() {
         let Some(url) = redis_url() else { return };
         let (queue, ids) = dead_lettered(&url, "cli-byid");
-        let by_id = |verb: &str, id: &str| {
-            babelqueue(&["dlq", verb, "--url", &url, "--queue", &queue, id], None)
-        };
+        let by_id =
+            |verb: &str, id: &str| babelqueue(&["dlq", verb, &url, "--queue", &queue, id], None);
         let shown = by_id("show", &ids[0]);
         assert!(shown.status.success(), "{}", printed(&shown));
         let line = &json_lines(&stdout(&shown))[0];
@@ -507,4 +466,178 @@ mod redis {
             "the removed one is gone"
         );
     }
+}
+
+/// Another SDK's raw poison record (the base64 wrapper: no `meta.id`) and bytes that were never
+/// JSON, beside two envelopes.
+async fn seeded_with_raw_entries() -> MemoryTransport {
+    let memory = MemoryTransport::new();
+    memory
+        .publish(DLQ, &record("a", "urn:ok", "orders"))
+        .await
+        .unwrap();
+    memory
+        .publish(
+            DLQ,
+            br#"{"raw":"//57Z2FyYmFnZQ==","raw_encoding":"base64","dead_letter":{"reason":"poison","error":"Undecodable BabelQueue body: invalid UTF-8","original_queue":"orders"}}"#,
+        )
+        .await
+        .unwrap();
+    memory.publish(DLQ, b"\xff\xfe{garbage").await.unwrap();
+    memory
+        .publish(DLQ, &record("b", "urn:ok", "orders"))
+        .await
+        .unwrap();
+    memory
+}
+
+#[tokio::test]
+async fn every_entry_has_an_id_and_its_exact_bytes_whatever_it_holds() {
+    let memory = seeded_with_raw_entries().await;
+    let ran = run_memory(&memory, &["dlq", "list", "memory://", "--queue", "orders"]).await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let lines = json_lines(&ran.stdout);
+    let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert_eq!((ids[0], ids[3]), ("a", "b"));
+    assert!(ids[1].starts_with("sha256:") && ids[2].starts_with("sha256:"));
+    assert_ne!(ids[1], ids[2]);
+    // The wrapper record is JSON text: shown as text. The raw bytes are not UTF-8: base64,
+    // never U+FFFD.
+    assert_eq!(lines[1]["reason"], "poison");
+    assert!(lines[1]["body"].as_str().unwrap().starts_with(r#"{"raw":"#));
+    assert!(lines[2].get("body").is_none(), "{}", lines[2]);
+    assert_eq!(lines[2]["body_base64"], "//57Z2FyYmFnZQ==");
+    assert_eq!(lines[2]["readable"], false);
+    assert!(
+        lines[2]["poison_cause"]
+            .as_str()
+            .unwrap()
+            .contains("not valid UTF-8"),
+        "{}",
+        lines[2]
+    );
+    assert!(!ran.stdout.contains('\u{FFFD}'));
+
+    // The table has no empty row: an entry that is not an envelope says so.
+    let table = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "list",
+            "memory://",
+            "--queue",
+            "orders",
+            "--output",
+            "human",
+        ],
+    )
+    .await;
+    let raw_row = table
+        .stdout
+        .lines()
+        .find(|l| l.contains(ids[2]))
+        .unwrap_or_default();
+    assert!(raw_row.contains("(not an envelope)"), "{}", table.stdout);
+    assert!(raw_row.contains("not valid UTF-8"), "{}", table.stdout);
+
+    // Show, retry and remove take the content address.
+    let raw_id = ids[2].to_owned();
+    let shown = run_memory(
+        &memory,
+        &["dlq", "show", "memory://", "--queue", "orders", &raw_id],
+    )
+    .await;
+    assert_eq!(shown.status, 0, "{shown:?}");
+    assert_eq!(
+        json_lines(&shown.stdout)[0]["body_base64"],
+        "//57Z2FyYmFnZQ=="
+    );
+    let human = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "show",
+            "memory://",
+            "--queue",
+            "orders",
+            "--output",
+            "human",
+            &raw_id,
+        ],
+    )
+    .await;
+    assert!(
+        human.stdout.contains("base64://57Z2FyYmFnZQ=="),
+        "{}",
+        human.stdout
+    );
+
+    let retried = run_memory(
+        &memory,
+        &["dlq", "retry", "memory://", "--queue", "orders", &raw_id],
+    )
+    .await;
+    assert_eq!(retried.status, 1, "{retried:?}");
+    assert!(
+        retried.stderr.contains("not a readable envelope")
+            && retried.stderr.contains(raw_id.as_str()),
+        "{retried:?}"
+    );
+    assert_eq!(memory.len(DLQ), 4, "a kept entry stays");
+    assert_eq!(memory.len("orders"), 0);
+
+    let removed = run_memory(
+        &memory,
+        &[
+            "dlq",
+            "remove",
+            "memory://",
+            "--queue",
+            "orders",
+            &raw_id,
+            ids[1],
+        ],
+    )
+    .await;
+    assert_eq!(removed.status, 0, "{removed:?}");
+    let gone = json_lines(&removed.stdout);
+    assert_eq!(gone.len(), 2);
+    assert!(gone.iter().all(|l| l["message_id"] == ""));
+    assert_eq!(self::ids(&memory, DLQ), ["a", "b"]);
+
+    // A full redrive sends the envelopes back and names nothing it could not address.
+    let redriven = run_memory(
+        &memory,
+        &["dlq", "redrive", "memory://", "--queue", "orders"],
+    )
+    .await;
+    assert_eq!(redriven.status, 0, "{redriven:?}");
+    let items = json_lines(&redriven.stdout);
+    assert!(items.iter().all(|l| !l["id"].as_str().unwrap().is_empty()));
+    assert_eq!(memory.len(DLQ), 0);
+}
+
+#[tokio::test]
+async fn a_kept_poison_entry_says_why_in_the_redrive_report() {
+    let memory = MemoryTransport::new();
+    memory.publish(DLQ, b"\xff\xfe{garbage").await.unwrap();
+    let ran = run_memory(
+        &memory,
+        &["dlq", "redrive", "memory://", "--queue", "orders"],
+    )
+    .await;
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let item = &json_lines(&ran.stdout)[0];
+    assert!(
+        item["id"].as_str().unwrap().starts_with("sha256:"),
+        "{item}"
+    );
+    assert!(
+        item["skipped"]
+            .as_str()
+            .unwrap()
+            .contains("not a readable envelope"),
+        "{item}"
+    );
+    assert_eq!(memory.len(DLQ), 1);
 }
