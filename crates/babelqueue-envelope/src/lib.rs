@@ -60,12 +60,14 @@
 extern crate alloc;
 
 pub mod ascii;
+pub mod cjson;
 mod dead_letter;
 mod envelope;
 mod error;
 pub mod json;
 mod verdict;
 
+pub use cjson::{CjsonChange, CjsonFinding, cjson_changes};
 pub use dead_letter::{DeadLetter, Reason, Record, annotated_record, poison_record};
 pub use envelope::{
     Builder, CORE_META_KEYS, DecodeWarning, Decoded, Envelope, FORBIDDEN_META_KEYS,
