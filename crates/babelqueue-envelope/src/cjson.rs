@@ -3,7 +3,7 @@
 //!
 //! Laravel's Redis queue scripts run `cjson.encode(cjson.decode(job))` on the server whenever a
 //! Laravel worker pops a job (to count the attempt), and the re-encoded text is what its release
-//! and its recovery of an expired reservation put back. Measured against Redis 7.0.15's bundled
+//! and its recovery of an expired reservation put back. Measured against Redis 7.0.15's
 //! cjson (`EVAL "return cjson.encode(cjson.decode(ARGV[1]))"`), that round trip:
 //!
 //! * keeps 14 significant digits of every number (`%.14g`): `123456789012345` becomes
