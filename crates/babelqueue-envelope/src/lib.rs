@@ -60,6 +60,7 @@
 extern crate alloc;
 
 pub mod ascii;
+pub mod cjson;
 mod dead_letter;
 mod envelope;
 mod error;
@@ -67,6 +68,7 @@ pub mod json;
 mod outgoing;
 mod verdict;
 
+pub use cjson::{CjsonChange, CjsonFinding, cjson_changes};
 pub use dead_letter::{DeadLetter, Reason, Record, annotated_record, poison_record};
 pub use envelope::{
     Builder, CORE_META_KEYS, DecodeWarning, Decoded, Envelope, FORBIDDEN_META_KEYS,

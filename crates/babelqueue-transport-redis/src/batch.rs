@@ -64,6 +64,8 @@ impl BatchAcker for RedisTransport {
 #[async_trait]
 impl BatchPublisher for RedisTransport {
     async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        // Every body is checked before the first chunk is sent.
+        self.laravel_safe(queue, bodies, true)?;
         let o = &self.options;
         let (script, keys) = match o.layout {
             Layout::Reliable => (&scripts::PUSH_LIST, vec![bytes(o.ready(queue))]),

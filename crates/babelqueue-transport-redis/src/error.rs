@@ -2,6 +2,7 @@
 //! [`TransportError`].
 
 use babelqueue_core::{TransportError, TransportErrorKind};
+use babelqueue_envelope::CjsonFinding;
 
 /// What the Redis transport can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,18 @@ pub enum RedisError {
     /// The operation does not exist in this layout (a delayed publish on the default layout).
     #[error("{0}")]
     Unsupported(String),
+    /// `laravel_safe=refuse` refused a publish on the Laravel layout: a Laravel worker's pop
+    /// would change what a body says (or lose it, when cjson fails on it). Nothing of the
+    /// publish was sent (of a batch, no body). Not transient: the same body is refused again.
+    #[error("{}", laravel_unsafe(.queue, .index, .findings))]
+    LaravelUnsafe {
+        /// The queue of the publish.
+        queue: String,
+        /// The body's position in the batch (`None` for a single publish).
+        index: Option<usize>,
+        /// What a Laravel pop would change in it, in document order (never empty).
+        findings: Vec<CjsonFinding>,
+    },
 }
 
 impl RedisError {
@@ -42,7 +55,9 @@ impl RedisError {
             RedisError::Auth { .. } => TransportErrorKind::Auth,
             RedisError::Server(_) => TransportErrorKind::Rejected,
             RedisError::Protocol(_) => TransportErrorKind::Other,
-            RedisError::Unsupported(_) => TransportErrorKind::Unsupported,
+            RedisError::Unsupported(_) | RedisError::LaravelUnsafe { .. } => {
+                TransportErrorKind::Unsupported
+            }
         }
     }
 
@@ -173,6 +188,30 @@ fn words(camel: &str) -> String {
     words
 }
 
+/// The message of [`RedisError::LaravelUnsafe`]: the body, its first finding (the first that
+/// loses the job, if one does), how many more.
+fn laravel_unsafe(queue: &str, index: &Option<usize>, findings: &[CjsonFinding]) -> String {
+    let failing = findings.iter().find(|f| f.change.fails());
+    let lost = failing.is_some();
+    let body = match index {
+        Some(i) => format!("body {i} of the batch"),
+        None => "the body".to_owned(),
+    };
+    let mut text = format!(
+        "laravel_safe=refuse: a Laravel worker's pop would {} {body} for queue {queue:?}",
+        if lost { "lose" } else { "change" }
+    );
+    if let Some(first) = failing.or(findings.first()) {
+        text.push_str(": ");
+        text.push_str(&first.to_string());
+    }
+    if findings.len() > 1 {
+        text.push_str(&format!(" (and {} more)", findings.len() - 1));
+    }
+    text.push_str("; nothing was sent");
+    text
+}
+
 /// ` at <endpoint>`, or nothing.
 fn at(endpoint: &Option<String>) -> String {
     endpoint
@@ -259,6 +298,31 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_laravel_publish_names_the_body_and_its_first_finding() {
+        let refused = |index, body: &[u8]| RedisError::LaravelUnsafe {
+            queue: "orders".into(),
+            index,
+            findings: babelqueue_envelope::cjson_changes(body),
+        };
+        let one = refused(None, br#"{"data":{"n":123456789012345}}"#);
+        assert_eq!(
+            one.to_string(),
+            r#"laravel_safe=refuse: a Laravel worker's pop would change the body for queue "orders": data.n: 123456789012345 becomes 1.2345678901234e+14; nothing was sent"#
+        );
+        // The first finding that loses the job is named before the others.
+        let lost = refused(Some(2), br#"{"data":{"a":[],"b":[],"n":1e400}}"#);
+        assert_eq!(
+            lost.to_string(),
+            r#"laravel_safe=refuse: a Laravel worker's pop would lose body 2 of the batch for queue "orders": data.n: 1e400 is beyond a double; cjson cannot encode it (the round trip fails) (and 2 more); nothing was sent"#
+        );
+        assert_eq!(lost.kind(), TransportErrorKind::Unsupported);
+        assert!(!lost.is_transient());
+        let mapped = TransportError::from(lost);
+        assert_eq!(mapped.kind(), TransportErrorKind::Unsupported);
+        assert!(!mapped.is_transient());
+    }
+
+    #[test]
     fn a_converted_error_shows_its_cause_once() {
         let cause = "cause-7f3a";
         for error in [
@@ -271,6 +335,11 @@ mod tests {
             RedisError::Server(cause.into()),
             RedisError::Protocol(cause.into()),
             RedisError::Unsupported(cause.into()),
+            RedisError::LaravelUnsafe {
+                queue: cause.into(),
+                index: None,
+                findings: babelqueue_envelope::cjson_changes(br#"{"n":[]}"#),
+            },
         ] {
             let own = error.to_string();
             let shown = TransportError::from(error).to_string();

@@ -36,6 +36,51 @@ pub enum Layout {
     Laravel,
 }
 
+/// What a publish on the Laravel layout does with a body that Laravel's own scripts would
+/// change (`laravel_safe=off|warn|refuse`).
+///
+/// A Laravel worker's pop decodes and re-encodes the job with Redis's Lua cjson, and its release
+/// and its recovery of an expired reservation put that re-encoded text back: integers of 15 or
+/// more significant digits are rounded, `[]` becomes `{}`, repeated members collapse, and a
+/// number beyond a double or a lone surrogate escape makes the pop fail after it has taken the
+/// job off the list (the job is lost). [`babelqueue_envelope::cjson_changes`] is the rule;
+/// docs/transports/redis.md has the measured table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LaravelSafe {
+    /// No check (the default): every body is published as it is.
+    #[default]
+    Off,
+    /// Publish every body, and log one warning per body Laravel would change, naming its
+    /// members.
+    Warn,
+    /// Refuse the publish (a batch: the whole batch, before anything is sent) when a body
+    /// holds anything Laravel would change, with [`RedisError::LaravelUnsafe`].
+    Refuse,
+}
+
+impl LaravelSafe {
+    /// The URL value: `off`, `warn` or `refuse`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaravelSafe::Off => "off",
+            LaravelSafe::Warn => "warn",
+            LaravelSafe::Refuse => "refuse",
+        }
+    }
+
+    /// Reads a URL value (ASCII case-insensitive; empty is `off`).
+    pub fn parse(value: &str) -> Result<LaravelSafe, RedisError> {
+        match value.to_ascii_lowercase().as_str() {
+            "" | "off" => Ok(LaravelSafe::Off),
+            "warn" => Ok(LaravelSafe::Warn),
+            "refuse" => Ok(LaravelSafe::Refuse),
+            _ => Err(RedisError::Config(format!(
+                "laravel_safe must be off, warn or refuse; got {value:?}"
+            ))),
+        }
+    }
+}
+
 /// The transport's options (from the URL query, the builder, or set in code for
 /// [`RedisTransport::connect_with`](crate::RedisTransport::connect_with)).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +97,9 @@ pub struct RedisOptions {
     pub processing_suffix: String,
     /// How long a pop waits for work, overriding the runtime's poll timeout.
     pub block_for: Option<Duration>,
+    /// Laravel layout only: what a publish does with a body Laravel's scripts would change
+    /// (default [`LaravelSafe::Off`]).
+    pub laravel_safe: LaravelSafe,
 }
 
 /// The old name of [`RedisOptions`].
@@ -67,6 +115,7 @@ impl Default for RedisOptions {
             migration_batch_size: -1,
             processing_suffix: DEFAULT_PROCESSING_SUFFIX.to_owned(),
             block_for: None,
+            laravel_safe: LaravelSafe::Off,
         }
     }
 }
@@ -80,7 +129,8 @@ fn query_decode(text: &str) -> String {
 impl RedisOptions {
     /// Splits a `redis://` / `rediss://` URL into the URL for the client (without BabelQueue's
     /// query keys) and the options those keys set: `laravel` / `laravel_compat` (boolean: `1`,
-    /// `true`, `yes`, `on`), `prefix`, `retry_after` (whole seconds, or `null`/`none`).
+    /// `true`, `yes`, `on`), `prefix`, `retry_after` (whole seconds, or `null`/`none`),
+    /// `laravel_safe` (`off`, `warn`, `refuse`; see [`LaravelSafe`]).
     pub fn from_url(url: &str) -> Result<(String, RedisOptions), RedisError> {
         RedisOptions::from_url_onto(url, RedisOptions::default())
     }
@@ -121,6 +171,7 @@ impl RedisOptions {
                     }
                 }
                 "retry_after" => options.retry_after = parse_retry_after(&value)?,
+                "laravel_safe" => options.laravel_safe = LaravelSafe::parse(&value)?,
                 _ => kept.push(pair),
             }
         }
@@ -144,6 +195,12 @@ impl RedisOptions {
             return Err(RedisError::Config(
                 "processing_suffix must not be empty".into(),
             ));
+        }
+        if self.laravel_safe != LaravelSafe::Off && self.layout != Layout::Laravel {
+            return Err(RedisError::Config(format!(
+                "laravel_safe={} applies to the Laravel layout only (laravel=1); this transport uses the reliable layout, whose scripts never re-encode a body",
+                self.laravel_safe.as_str()
+            )));
         }
         Ok(())
     }
@@ -458,6 +515,40 @@ mod tests {
             .validate()
             .is_err()
         );
+    }
+
+    #[test]
+    fn laravel_safe_is_read_from_the_url_and_only_allowed_on_the_laravel_layout() {
+        for (query, want) in [
+            ("laravel=1", LaravelSafe::Off),
+            ("laravel=1&laravel_safe=off", LaravelSafe::Off),
+            ("laravel=1&laravel_safe=", LaravelSafe::Off),
+            ("laravel=1&laravel_safe=warn", LaravelSafe::Warn),
+            ("laravel=1&laravel_safe=REFUSE", LaravelSafe::Refuse),
+            ("laravel_safe=refuse&laravel=1", LaravelSafe::Refuse),
+        ] {
+            let (client, o) = RedisOptions::from_url(&format!("redis://h?{query}")).unwrap();
+            assert_eq!(client, "redis://h", "{query}");
+            assert_eq!(o.laravel_safe, want, "{query}");
+            o.validate().unwrap();
+        }
+        let bad = RedisOptions::from_url("redis://h?laravel=1&laravel_safe=yes").unwrap_err();
+        assert_eq!(bad.kind(), babelqueue_core::TransportErrorKind::Config);
+        assert!(
+            bad.to_string()
+                .contains("laravel_safe must be off, warn or refuse"),
+            "{bad}"
+        );
+        for mode in ["warn", "refuse"] {
+            let (_, o) = RedisOptions::from_url(&format!("redis://h?laravel_safe={mode}")).unwrap();
+            let e = o.validate().unwrap_err();
+            assert_eq!(e.kind(), babelqueue_core::TransportErrorKind::Config);
+            let text = e.to_string();
+            assert!(text.contains(&format!("laravel_safe={mode}")), "{text}");
+            assert!(text.contains("reliable layout"), "{text}");
+        }
+        let (_, off) = RedisOptions::from_url("redis://h?laravel_safe=off").unwrap();
+        off.validate().unwrap();
     }
 
     #[test]

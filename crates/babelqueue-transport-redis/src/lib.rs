@@ -50,12 +50,26 @@
 //! envelope; `trace_id` still correlates. Set `prefix` to the full Laravel
 //! prefix (often `laravel_database_queues:`), and give both workers the same `retry_after`.
 //!
+//! **Laravel workers on the same queue re-encode what they touch.** Laravel's own pop script
+//! decodes and re-encodes the job with Redis's Lua cjson, and its release and its recovery of
+//! an expired reservation put that text back: integers of 15 or more significant digits are
+//! rounded (2^64 becomes `1.844674407371e+19`), `[]` becomes `{}`, repeated members collapse,
+//! and a number beyond a double or a lone surrogate escape makes the pop fail after it has
+//! taken the job off the list (the job is lost). That is Laravel's behaviour, not this
+//! transport's. The opt-in `laravel_safe` check ([`LaravelSafe`]) looks at every body the
+//! application publishes on this layout (publish, batch, delayed): `warn` logs one warning per
+//! body Laravel would change, naming its members; `refuse` fails the publish with
+//! [`RedisError::LaravelUnsafe`] (a batch: the whole batch, before anything is sent). The rule
+//! is [`babelqueue_envelope::cjson_changes`]; docs/transports/redis.md has the measured table.
+//!
 //! # URL
 //!
 //! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90`, `rediss://`
 //! for TLS (rustls with aws-lc-rs; the system roots, or `ca_file=/path/ca.pem` for a private CA;
 //! `cert_file=` and `key_file=` present a client certificate for mutual TLS).
-//! `retry_after=null` (or `none`) disables recovery. Other query keys go to the client.
+//! `retry_after=null` (or `none`) disables recovery. `laravel_safe=off|warn|refuse` (default
+//! `off`; the Laravel layout only, anything else on the reliable layout is a configuration
+//! error). Other query keys go to the client.
 //!
 //! # Capabilities and poison
 //!
@@ -112,7 +126,7 @@ pub use fred;
 pub use idempotency::RedisIdempotencyStore;
 #[allow(deprecated)]
 pub use layout::Options;
-pub use layout::{Layout, RedisOptions};
+pub use layout::{LaravelSafe, Layout, RedisOptions};
 pub use tls::TlsFiles;
 
 /// A source of the current time, in fractional epoch seconds (pinned in tests).
@@ -175,6 +189,7 @@ pub struct RedisBuilder {
     migration_batch_size: Option<i64>,
     processing_suffix: Option<String>,
     block_for: Option<Duration>,
+    laravel_safe: Option<LaravelSafe>,
     tls: TlsFiles,
 }
 
@@ -189,6 +204,7 @@ impl fmt::Debug for RedisBuilder {
             .field("migration_batch_size", &self.migration_batch_size)
             .field("processing_suffix", &self.processing_suffix)
             .field("block_for", &self.block_for)
+            .field("laravel_safe", &self.laravel_safe)
             .field("tls", &self.tls)
             .finish()
     }
@@ -254,6 +270,13 @@ impl RedisBuilder {
         self.block_for = Some(block);
         self
     }
+    /// Laravel layout only: what a publish does with a body that Laravel's own scripts would
+    /// change ([`LaravelSafe`]; the URL query key `laravel_safe` does the same). On the
+    /// reliable layout anything but [`LaravelSafe::Off`] is a configuration error.
+    pub fn laravel_safe(mut self, mode: LaravelSafe) -> Self {
+        self.laravel_safe = Some(mode);
+        self
+    }
 
     /// The options this builder ends up with, and the client URL.
     pub fn options(&self) -> Result<(String, RedisOptions), RedisError> {
@@ -275,6 +298,9 @@ impl RedisBuilder {
         }
         if self.block_for.is_some() {
             o.block_for = self.block_for;
+        }
+        if let Some(mode) = self.laravel_safe {
+            o.laravel_safe = mode;
         }
         o.validate()?;
         Ok((url, o))
@@ -322,6 +348,7 @@ impl RedisTransport {
             migration_batch_size: None,
             processing_suffix: None,
             block_for: None,
+            laravel_safe: None,
             tls: TlsFiles::default(),
         }
     }
@@ -359,6 +386,52 @@ impl RedisTransport {
 
     fn batch(&self) -> Vec<u8> {
         bytes(self.options.migration_batch_size.to_string())
+    }
+
+    /// The `laravel_safe` check of bodies about to be published on `queue` (`batch`: they are
+    /// one batch): with `warn`, one warning per body a Laravel pop would change; with
+    /// `refuse`, the error for the first such body, before anything is sent. Only bodies the
+    /// application publishes are checked: a retry copy or a dead-letter record carries the
+    /// data of a message already on the queue, and refusing it would only strand that message.
+    fn laravel_safe(&self, queue: &str, bodies: &[&[u8]], batch: bool) -> Result<(), RedisError> {
+        let mode = self.options.laravel_safe;
+        if mode == LaravelSafe::Off || self.options.layout != Layout::Laravel {
+            return Ok(());
+        }
+        for (index, body) in bodies.iter().enumerate() {
+            let findings = babelqueue_envelope::cjson_changes(body);
+            if findings.is_empty() {
+                continue;
+            }
+            if mode == LaravelSafe::Refuse {
+                return Err(RedisError::LaravelUnsafe {
+                    queue: queue.to_owned(),
+                    index: batch.then_some(index),
+                    findings,
+                });
+            }
+            let members = findings
+                .iter()
+                .map(|f| {
+                    if f.path.is_empty() {
+                        "(the body)"
+                    } else {
+                        f.path.as_str()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let changes = findings
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            let lost = findings.iter().any(|f| f.change.fails());
+            tracing::warn!(target: "babelqueue::redis", queue, index = ?batch.then_some(index),
+                members = %members, changes = %changes, lost,
+                "A Laravel worker's pop would change this body (laravel_safe=warn): published as it is");
+        }
+        Ok(())
     }
 
     /// Laravel layout: moves due delayed messages, then (unless recovery is off) expired
@@ -653,6 +726,7 @@ impl Transport for RedisTransport {
         match o.layout {
             Layout::Reliable => self.client.rpush(o.ready(queue).as_bytes(), body).await?,
             Layout::Laravel => {
+                self.laravel_safe(queue, &[body], false)?;
                 self.client
                     .eval(
                         &scripts::PUSH,
@@ -777,6 +851,7 @@ impl DelayedPublisher for RedisTransport {
             )
             .into());
         }
+        self.laravel_safe(queue, &[body], false)?;
         let score = layout::available_at(self.now(), delay.as_secs_f64());
         self.client
             .zadd(self.options.delayed(queue).as_bytes(), score, body)

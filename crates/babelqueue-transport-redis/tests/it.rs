@@ -40,6 +40,10 @@ mod reliability;
 #[path = "it/mtls.rs"]
 mod mtls;
 
+/// What Laravel's scripts do to a job (Redis's cjson), and the `laravel_safe` check.
+#[path = "it/laravel_safe.rs"]
+mod laravel_safe;
+
 fn base_url() -> String {
     std::env::var("BQ_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }

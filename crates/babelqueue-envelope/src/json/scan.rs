@@ -339,7 +339,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Scans a number literal starting at the current byte.
-    fn number(&mut self) -> Result<(usize, usize), SyntaxError> {
+    pub(crate) fn number(&mut self) -> Result<(usize, usize), SyntaxError> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -381,7 +381,7 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn literal(&mut self, word: &[u8]) -> Result<(), SyntaxError> {
+    pub(crate) fn literal(&mut self, word: &[u8]) -> Result<(), SyntaxError> {
         if self.b.get(self.pos..self.pos + word.len()) == Some(word) {
             self.pos += word.len();
             Ok(())
