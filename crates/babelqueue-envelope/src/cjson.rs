@@ -27,6 +27,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::{self, Write as _};
 
+use crate::json::path;
 use crate::json::scan::{Scanner, StrSpan, SyntaxError, SyntaxErrorKind};
 
 /// The deepest nesting of arrays and objects cjson decodes and encodes (the root is level 1):
@@ -396,7 +397,7 @@ impl<'t> Walk<'t> {
                             s.pos += 1;
                             self.report(&text[start..s.pos], CjsonChange::EmptyArray);
                         } else {
-                            self.path.push_str("[0]");
+                            path::push_index(&mut self.path, 0);
                             stack.push(Frame::Array { base, index: 0 });
                             continue;
                         }
@@ -440,7 +441,7 @@ impl<'t> Walk<'t> {
                                 s.pos += 1;
                                 s.skip_ws();
                                 *index += 1;
-                                let _ = write!(self.path, "[{index}]");
+                                path::push_index(&mut self.path, *index);
                                 break;
                             }
                             Some(b']') => {
@@ -479,26 +480,9 @@ impl<'t> Walk<'t> {
         Ok(true)
     }
 
-    /// Appends a member name to the path: `.name`, or `["name"]` (as written) when the name
-    /// could not be read back from a dotted path.
+    /// Appends a member name, written as `literal`, to the path (see [`path::push_member`]).
     fn push_name(&mut self, span: StrSpan, literal: &str) {
-        let name = span.decoded(self.text);
-        let plain = !name.is_empty()
-            && !name.chars().any(|c| {
-                matches!(c, '.' | '[' | ']' | '"' | '\\' | '\u{FFFD}')
-                    || c.is_control()
-                    || c.is_whitespace()
-            });
-        if plain {
-            if !self.path.is_empty() {
-                self.path.push('.');
-            }
-            self.path.push_str(&name);
-        } else {
-            self.path.push('[');
-            self.path.push_str(literal);
-            self.path.push(']');
-        }
+        path::push_member(&mut self.path, &span.decoded(self.text), literal);
     }
 }
 

@@ -19,13 +19,18 @@ pub(crate) struct Visit<'t> {
     pub(crate) literal: &'t str,
 }
 
-/// Appends the path step of member `name` to `path`: `.name` when the name is a plain
-/// identifier (ASCII letters, digits, `_`, `-`), else `["name"]` with the name as a JSON string.
-pub(crate) fn push_member(path: &mut String, name: &str) {
+/// Appends the path step of a member to `path`: `.name` (decoded) when the name reads back
+/// unambiguously from a dotted path, else `[written]`, the name's JSON string as written,
+/// quotes and escapes included (an empty name, or one holding `.`, `[`, `]`, a quote, a
+/// backslash, U+FFFD (a lone surrogate escape reads as one), whitespace or a control
+/// character).
+pub(crate) fn push_member(path: &mut String, name: &str, written: &str) {
     let plain = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        && !name.chars().any(|c| {
+            matches!(c, '.' | '[' | ']' | '"' | '\\' | '\u{FFFD}')
+                || c.is_control()
+                || c.is_whitespace()
+        });
     if plain {
         if !path.is_empty() {
             path.push('.');
@@ -33,7 +38,7 @@ pub(crate) fn push_member(path: &mut String, name: &str) {
         path.push_str(name);
     } else {
         path.push('[');
-        super::write::push_string(path, name);
+        path.push_str(written);
         path.push(']');
     }
 }
@@ -108,7 +113,7 @@ fn value<T>(
                 let mut first = true;
                 while let Some(key) = s.next_key(first)? {
                     first = false;
-                    push_member(path, &key.decoded(text));
+                    push_member(path, &key.decoded(text), &text[key.start - 1..=key.end]);
                     let found = value(s, depth + 1, path, visit)?;
                     path.truncate(base);
                     if found.is_some() {
@@ -202,12 +207,13 @@ mod tests {
     #[test]
     fn names_that_are_not_plain_identifiers_are_quoted() {
         assert_eq!(
-            all(r#"{"we.ird":1,"":2,"caf\u00e9":3,"k_-9":4}"#)[1..],
+            all(r#"{"we.ird":1,"":2,"caf\u00e9":3,"k_-9":4,"a b":5}"#)[1..],
             [
                 r#"data["we.ird"] number 1"#,
                 r#"data[""] number 2"#,
-                "data[\"caf\u{e9}\"] number 3",
+                "data.caf\u{e9} number 3",
                 "data.k_-9 number 4",
+                r#"data["a b"] number 5"#,
             ]
         );
     }
