@@ -130,6 +130,7 @@ pub mod oauth2;
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
 pub mod projection;
+mod redelivery;
 mod window;
 
 pub use auth::{ClientSettings, PulsarAuth, TOKEN_ENV};

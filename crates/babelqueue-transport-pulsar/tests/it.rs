@@ -444,6 +444,87 @@ async fn a_nack_brings_the_message_back_with_its_redelivery_counted() {
     );
 }
 
+/// `PUT path` on the broker's admin HTTP port; the status line.
+fn admin_put(path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = std::env::var("BQ_PULSAR_ADMIN").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+    let mut stream = std::net::TcpStream::connect(&addr).expect("the admin port answers");
+    write!(
+        stream,
+        "PUT {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.lines().next().unwrap_or_default().to_owned()
+}
+
+async fn pop(transport: &PulsarTransport, queue: &str) -> babelqueue_core::Delivery {
+    transport
+        .pop(queue, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("delivered")
+}
+
+fn counted(delivery: &babelqueue_core::Delivery) -> Option<Count> {
+    delivery.facts().count
+}
+
+const fn pulsar_count(carried: i64, redelivered: i64) -> Option<Count> {
+    Some(Count::CarriedOrBody {
+        carried: Some(carried),
+        redelivered,
+    })
+}
+
+/// The redelivery count is the process's: the client's own reconnection after a topic unload
+/// and the transport building its consumer again (after `close`, as after a failed receive)
+/// keep it, because the counts belong to the client, not to one consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redelivery_count_survives_a_reconnect_and_a_rebuilt_consumer() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("rc-process");
+    let transport = transport().await;
+    transport
+        .publish(&queue, &envelope(&queue, 0))
+        .await
+        .unwrap();
+    let first = pop(&transport, &queue).await;
+    assert_eq!(counted(&first), pulsar_count(0, 0));
+
+    // The consumer is closed with the message handed out and not acknowledged; the next pop
+    // subscribes again and the broker hands the message back.
+    transport.close().await.unwrap();
+    let second = pop(&transport, &queue).await;
+    assert_eq!(second.body(), first.body());
+    assert_eq!(
+        counted(&second),
+        pulsar_count(0, 1),
+        "counted across the rebuilt consumer"
+    );
+
+    // The broker drops the topic's consumers; the client reconnects on its own.
+    let status = admin_put(&format!(
+        "/admin/v2/persistent/public/default/{queue}/unload"
+    ));
+    assert!(
+        status.contains(" 204") || status.contains(" 200"),
+        "{status}"
+    );
+    let third = pop(&transport, &queue).await;
+    assert_eq!(third.body(), first.body());
+    assert_eq!(
+        counted(&third),
+        pulsar_count(0, 2),
+        "counted across the reconnection"
+    );
+    transport.ack(&third).await.unwrap();
+    transport.close().await.unwrap();
+}
+
 // ------------------------------------------------------------------------------------------
 // Interop with the reference Python SDK (babelqueue 1.24.0 + pulsar-client)
 
