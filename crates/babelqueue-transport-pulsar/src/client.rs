@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use crate::auth::PulsarAuth;
 use crate::error::PulsarError;
 use crate::projection::Properties;
+use crate::redelivery::{Counts, Shared};
 use crate::window::Handed;
 
 /// Identifies one received message for ack and nack: its topic and its message id
@@ -42,8 +43,9 @@ pub struct Received {
     pub payload: Vec<u8>,
     /// The message properties.
     pub properties: Properties,
-    /// How many times the message was delivered before (0-based). See the crate docs for how
-    /// [`NativeClient`] counts it.
+    /// How many times the message was delivered before (0-based). [`NativeClient`] counts the
+    /// deliveries it handed out itself, for the whole client (see the crate docs for what that
+    /// covers).
     pub redelivery_count: u32,
     /// The handle for ack and nack.
     pub id: MessageRef,
@@ -237,12 +239,15 @@ pub const ADMIN_URL_ENV: &str = "BQ_PULSAR_ADMIN_URL";
 pub const TLS_TRUST_CERTS_ENV: &str = "BQ_PULSAR_TLS_TRUST_CERTS";
 
 /// [`PulsarClient`] on the `pulsar` crate: one cached producer per topic, one Shared consumer
-/// per topic (owned by a task, so acks never wait for a receive in progress).
+/// per topic (owned by a task, so acks never wait for a receive in progress), and the
+/// redelivery counts of every message it handed out, kept by the client so that a consumer
+/// built again for a topic goes on counting.
 pub struct NativeClient {
     pulsar: Pulsar<TokioExecutor>,
     options: PulsarOptions,
     producers: Mutex<HashMap<String, Arc<Mutex<Producer<TokioExecutor>>>>>,
     consumers: Mutex<HashMap<String, mpsc::Sender<Command>>>,
+    counts: Counts,
     admin: Option<crate::browse::AdminPeek>,
 }
 
@@ -321,6 +326,7 @@ impl NativeClient {
             options,
             producers: Mutex::new(HashMap::new()),
             consumers: Mutex::new(HashMap::new()),
+            counts: Counts::default(),
             admin,
         })
     }
@@ -368,7 +374,12 @@ impl NativeClient {
             .await
             .map_err(|e| PulsarError::from_client(&format!("subscribing to {topic}"), &e))?;
         let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(run_consumer(consumer, topic.to_owned(), rx));
+        tokio::spawn(run_consumer(
+            consumer,
+            topic.to_owned(),
+            self.counts.topic(topic),
+            rx,
+        ));
         consumers.insert(topic.to_owned(), tx.clone());
         Ok(tx)
     }
@@ -642,10 +653,6 @@ enum Command {
     },
 }
 
-/// Redelivery counts are kept for this many message ids at most (acknowledged ids are
-/// forgotten at once; the map is cleared if nacked ids pile up past this).
-const SEEN_LIMIT: usize = 100_000;
-
 fn id_text(id: &MessageIdData) -> String {
     format!(
         "{}:{}:{}:{}",
@@ -661,16 +668,15 @@ fn id_text(id: &MessageIdData) -> String {
 fn take(
     topic: &str,
     message: pulsar::consumer::Message<Vec<u8>>,
-    seen: &mut HashMap<String, u32>,
+    counts: &Shared,
     in_flight: &mut HashMap<String, MessageIdData>,
 ) -> Received {
     let id = id_text(&message.message_id.id);
-    let redelivery_count = seen.get(&id).map_or(0, |n| n.saturating_add(1));
-    if seen.len() >= SEEN_LIMIT {
-        tracing::warn!(target: "babelqueue::pulsar", topic, "forgetting {} redelivery counts of messages nacked but never acknowledged here", seen.len());
-        seen.clear();
+    let counted = counts.lock().delivered(&id);
+    if counted.forgotten > 0 {
+        tracing::warn!(target: "babelqueue::pulsar", topic, "forgetting {} redelivery counts of messages handed out but never acknowledged here", counted.forgotten);
     }
-    seen.insert(id.clone(), redelivery_count);
+    let redelivery_count = counted.redelivery_count;
     in_flight.insert(id.clone(), message.message_id.id.clone());
     let properties = message
         .payload
@@ -691,16 +697,16 @@ fn take(
 }
 
 /// Owns one consumer: answers receive, ack and nack requests in turn, polling the stream only
-/// while a receive is waiting. It also counts how often it has handed out each message id (the
-/// redelivery count the `pulsar` crate does not expose).
+/// while a receive is waiting. It counts each message id it hands out in the client's `counts`
+/// of the topic (the redelivery count the `pulsar` crate does not expose).
 async fn run_consumer(
     mut consumer: Consumer<Vec<u8>, TokioExecutor>,
     topic: String,
+    counts: Shared,
     mut commands: mpsc::Receiver<Command>,
 ) {
     let mut waiting: Option<(Instant, usize, Reply<Vec<Received>>)> = None;
     let mut in_flight: HashMap<String, MessageIdData> = HashMap::new();
-    let mut seen: HashMap<String, u32> = HashMap::new();
     loop {
         let deadline = waiting.as_ref().map_or_else(Instant::now, |(d, _, _)| *d);
         tokio::select! {
@@ -716,7 +722,7 @@ async fn run_consumer(
                 Some(Command::Ack { id, reply }) => {
                     let result = match in_flight.remove(&id) {
                         Some(message_id) => {
-                            seen.remove(&id);
+                            counts.lock().acknowledged(&id);
                             consumer
                                 .ack_with_id(&topic, message_id)
                                 .await
@@ -731,7 +737,7 @@ async fn run_consumer(
                     for id in ids {
                         let outcome = match in_flight.remove(&id) {
                             Some(message_id) => {
-                                seen.remove(&id);
+                                counts.lock().acknowledged(&id);
                                 consumer
                                     .ack_with_id(&topic, message_id)
                                     .await
@@ -771,12 +777,12 @@ async fn run_consumer(
                 let Some((_, max, reply)) = waiting.take() else { continue };
                 match next {
                     Some(Ok(message)) => {
-                        let mut batch = vec![take(&topic, message, &mut seen, &mut in_flight)];
+                        let mut batch = vec![take(&topic, message, &counts, &mut in_flight)];
                         // Then what the receiver queue already holds, without waiting.
                         while batch.len() < max {
                             match consumer.next().now_or_never() {
                                 Some(Some(Ok(message))) => {
-                                    batch.push(take(&topic, message, &mut seen, &mut in_flight));
+                                    batch.push(take(&topic, message, &counts, &mut in_flight));
                                 }
                                 Some(Some(Err(e))) => {
                                     tracing::warn!(target: "babelqueue::pulsar", topic, error = %e, "receiving failed after a batch's first message; handing out what came");

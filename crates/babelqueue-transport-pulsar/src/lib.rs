@@ -83,17 +83,35 @@
 //!
 //! # Limits and deviations from the reference SDK (Python 1.24.0)
 //!
-//! * **The redelivery count.** The `pulsar` crate (6.9) reads `CommandMessage.redelivery_count`
-//!   but does not hand it to the application (`consumer::Message` has only the topic, the
-//!   payload and the id). [`NativeClient`] therefore counts redeliveries itself: it remembers
-//!   how many times its consumer has received each message id, and forgets an id once it is
-//!   acknowledged. That equals the broker's count for every redelivery this process sees
-//!   (a nack, an ack timeout, a reconnect). It does not see redeliveries that went to another
-//!   consumer process, and it starts again from 0 after a restart. Nothing is lost by that:
-//!   the runtime's own retries carry the authoritative count in `bq-attempts` and the body, so
-//!   the max-attempts limit holds; only nack-driven redeliveries seen by other processes are
-//!   not counted. The pure facts ([`projection::facts`]) take the count as an argument and are
-//!   tested with counts above 0.
+//! * **The redelivery count.** The `pulsar` crate (6.9.1, its newest release) reads the broker's
+//!   `CommandMessage.redelivery_count` only for its own dead-letter policy and hands the consumer
+//!   the message id and the payload alone (`consumer::Message` has no count), and a dependency
+//!   from crates.io cannot be patched here. [`NativeClient`] therefore counts itself: how many
+//!   times it has handed out each message id of a topic (0 the first time), forgotten once the
+//!   id is acknowledged through it. The counts belong to the client (one per
+//!   [`PulsarTransport::connect`]), not to a consumer, so the client's own reconnection (the
+//!   broker closing the consumer, a topic unload) and the transport subscribing again (after a
+//!   failed receive, or after `close`) keep them. What starts again from 0: a restarted process
+//!   and any other client (another process, or another `connect` in this one); and, per topic,
+//!   every count at once when 100 000 ids handed out were never acknowledged here (logged).
+//!
+//!   Only native redeliveries can go uncounted: the message coming back without a copy, after a
+//!   nack ([`Rewinder`]: a failed dead-letter write or retry publish, a graceful shutdown's
+//!   unhandled messages) or after the consumer holding it closed or died, when it then goes to
+//!   another client (no ack timeout is set, so none comes from one). A retry or a release is a
+//!   copy whose `bq-attempts` and body `attempts`
+//!   reach every process, so a handler failure whose retry was published is always counted.
+//!   The redelivery count only raises `attempts` above the carried count (`max`), so a lost
+//!   count matters where a message came back natively more often than it was copied: another
+//!   client then hands it to the handler with the carried `attempts` (a handler failure whose
+//!   retry publish failed costs one run more than `max_attempts`). A handler that kills the
+//!   process is never counted: nothing nacks the message and no copy is written. The broker's
+//!   own count would not close those gaps: it counts nacks while the consumer holding the
+//!   message lives, and the next consumer reads 0 once that one closed or died holding it
+//!   (Pulsar 4.0.7, read through the C++ client in `tests/it.rs`); it reads more than this
+//!   transport only for a nacked message the broker hands straight to another client's
+//!   consumer (1 there, 0 here). The pure facts ([`projection::facts`]) take the count as an
+//!   argument and are tested with counts above 0.
 //! * A new `babelqueue` subscription starts at the earliest retained message (the Pulsar
 //!   client default is the latest), so messages published before the first consumer
 //!   subscribed are not skipped. [`PulsarOptions::initial_position_earliest`] turns it off.
@@ -130,6 +148,7 @@ pub mod oauth2;
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
 pub mod projection;
+mod redelivery;
 mod window;
 
 pub use auth::{ClientSettings, PulsarAuth, TOKEN_ENV};

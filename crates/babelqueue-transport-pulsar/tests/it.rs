@@ -444,6 +444,144 @@ async fn a_nack_brings_the_message_back_with_its_redelivery_counted() {
     );
 }
 
+/// `PUT path` on the broker's admin HTTP port; the status line.
+fn admin_put(path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = std::env::var("BQ_PULSAR_ADMIN").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+    let mut stream = std::net::TcpStream::connect(&addr).expect("the admin port answers");
+    write!(
+        stream,
+        "PUT {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.lines().next().unwrap_or_default().to_owned()
+}
+
+async fn pop(transport: &PulsarTransport, queue: &str) -> babelqueue_core::Delivery {
+    transport
+        .pop(queue, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("delivered")
+}
+
+fn counted(delivery: &babelqueue_core::Delivery) -> Option<Count> {
+    delivery.facts().count
+}
+
+const fn pulsar_count(carried: i64, redelivered: i64) -> Option<Count> {
+    Some(Count::CarriedOrBody {
+        carried: Some(carried),
+        redelivered,
+    })
+}
+
+/// The redelivery count is the process's: the client's own reconnection after a topic unload
+/// and the transport building its consumer again (after `close`, as after a failed receive)
+/// keep it, because the counts belong to the client, not to one consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redelivery_count_survives_a_reconnect_and_a_rebuilt_consumer() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("rc-process");
+    let transport = transport().await;
+    transport
+        .publish(&queue, &envelope(&queue, 0))
+        .await
+        .unwrap();
+    let first = pop(&transport, &queue).await;
+    assert_eq!(counted(&first), pulsar_count(0, 0));
+
+    // The consumer is closed with the message handed out and not acknowledged; the next pop
+    // subscribes again and the broker hands the message back.
+    transport.close().await.unwrap();
+    let second = pop(&transport, &queue).await;
+    assert_eq!(second.body(), first.body());
+    assert_eq!(
+        counted(&second),
+        pulsar_count(0, 1),
+        "counted across the rebuilt consumer"
+    );
+
+    // The broker drops the topic's consumers; the client reconnects on its own.
+    let status = admin_put(&format!(
+        "/admin/v2/persistent/public/default/{queue}/unload"
+    ));
+    assert!(
+        status.contains(" 204") || status.contains(" 200"),
+        "{status}"
+    );
+    let third = pop(&transport, &queue).await;
+    assert_eq!(third.body(), first.body());
+    assert_eq!(
+        counted(&third),
+        pulsar_count(0, 2),
+        "counted across the reconnection"
+    );
+    transport.ack(&third).await.unwrap();
+    transport.close().await.unwrap();
+}
+
+/// What another process sees: the redeliveries counted in process A are not known to process
+/// B, whose count starts at 0; what the runtime wrote on its copy-retries (`bq-attempts` and
+/// the body's `attempts`) is carried to every process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_starts_the_count_again_but_a_copy_retry_carries_its_attempts() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("rc-other");
+    let a = transport().await;
+    a.publish(&queue, &envelope(&queue, 0)).await.unwrap();
+    let first = pop(&a, &queue).await;
+    let rewinder = a.capabilities().rewinder().expect("Pulsar rewinds");
+    rewinder.rewind(&first).await.unwrap();
+    let again = pop(&a, &queue).await;
+    assert_eq!(counted(&again), pulsar_count(0, 1), "A counts its own nack");
+    // A stops with the message handed out and not acknowledged (as a crash would).
+    a.close().await.unwrap();
+
+    // The runtime on B: attempts 0, as on a first delivery; the handler fails, and the copy
+    // the runtime publishes carries attempts 1.
+    let b = transport().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let app = app(b.clone(), &queue)
+        .max_attempts(5)
+        .handle(URN, move |ctx: Context| {
+            let s = s.clone();
+            async move {
+                s.lock()
+                    .unwrap()
+                    .push((ctx.attempts(), ctx.native_attempts()));
+                Err::<(), _>(HandlerError::new("boom"))
+            }
+        })
+        .build()
+        .unwrap();
+    app.consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(0, 0)],
+        "B never saw the message before: A's redelivery is not counted"
+    );
+    b.close().await.unwrap();
+
+    let c = transport().await;
+    let copy = pop(&c, &queue).await;
+    assert_eq!(
+        counted(&copy),
+        pulsar_count(1, 0),
+        "the copy carries bq-attempts 1"
+    );
+    c.ack(&copy).await.unwrap();
+}
+
 // ------------------------------------------------------------------------------------------
 // Interop with the reference Python SDK (babelqueue 1.24.0 + pulsar-client)
 
@@ -563,6 +701,52 @@ async fn rust_publishes_and_python_consumes_including_a_retry() {
     assert_eq!(calls.len(), 3, "{lines:?}");
     assert!(calls.iter().all(|c| c["urn"] == URN && c["lang"] == "rust"));
     assert_eq!(calls.iter().filter(|c| c["attempts"] == 1).count(), 1);
+}
+
+/// The count the broker itself keeps (`CommandMessage.redelivery_count`, which the `pulsar`
+/// crate does not hand over) does not outlive the consumer that held the message either. The
+/// C++ client the reference SDK wraps reads it: 1 and 2 after two nacks, then 0 in the next
+/// consumer once the first closed holding the message; and 0 after this transport's consumer
+/// nacked it and closed holding it. A new process of this transport reads 0 there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_brokers_own_count_is_dropped_with_the_consumer_that_held_the_message() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let Some(python) = python() else { return };
+    let counts = |lines: Vec<Value>| -> Vec<Value> {
+        lines
+            .into_iter()
+            .map(|l| l["redelivery_count"].clone())
+            .collect()
+    };
+    let a = transport().await;
+    let queue = unique("rc-broker-cpp");
+    a.publish(&queue, &envelope(&queue, 0)).await.unwrap();
+    assert_eq!(
+        counts(driver(&python, &["bare-nack", &url(), &queue, "2"])),
+        [0, 1, 2],
+        "the broker counts each nack while the consumer lives"
+    );
+    assert_eq!(
+        counts(driver(&python, &["bare-redelivery", &url(), &queue])),
+        [0],
+        "and forgets them once it closed holding the message"
+    );
+
+    let queue = unique("rc-broker-rust");
+    a.publish(&queue, &envelope(&queue, 0)).await.unwrap();
+    let first = pop(&a, &queue).await;
+    let rewinder = a.capabilities().rewinder().expect("Pulsar rewinds");
+    rewinder.rewind(&first).await.unwrap();
+    let again = pop(&a, &queue).await;
+    assert_eq!(counted(&again), pulsar_count(0, 1));
+    a.close().await.unwrap();
+    assert_eq!(
+        counts(driver(&python, &["bare-redelivery", &url(), &queue])),
+        [0],
+        "the broker forgot the nack when this transport's consumer closed"
+    );
 }
 
 // ------------------------------------------------------------------------------------------

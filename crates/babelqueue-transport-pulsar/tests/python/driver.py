@@ -11,6 +11,12 @@ broker, for the Rust transport's interop tests and benchmark.
     driver.py bare-consume URL QUEUE COUNT receive and acknowledge COUNT messages on
                                            `bench-bare` with the bare client, nothing decoded;
                                            print {"seconds": s}, timed from the first message
+    driver.py bare-redelivery URL QUEUE    receive one message on `babelqueue` with the bare
+                                           client, acknowledge it; print {"redelivery_count": n},
+                                           the broker's count as the C++ client reports it
+    driver.py bare-nack URL QUEUE COUNT    receive one message on `babelqueue` with the bare
+                                           client, nack it COUNT times, printing the broker's
+                                           count of each delivery; close without acknowledging
 """
 
 import json
@@ -29,6 +35,20 @@ def bare(mode: str, url: str, queue: str, count: int) -> int:
 
     client = pulsar.Client(url)
     try:
+        if mode in ("bare-redelivery", "bare-nack"):
+            consumer = client.subscribe(queue, "babelqueue", consumer_type=pulsar.ConsumerType.Shared,
+                                        initial_position=pulsar.InitialPosition.Earliest,
+                                        negative_ack_redelivery_delay_ms=100)
+            message = consumer.receive(30_000)
+            print(json.dumps({"redelivery_count": message.redelivery_count()}), flush=True)
+            if mode == "bare-redelivery":
+                consumer.acknowledge(message)
+                return 0
+            for _ in range(count):
+                consumer.negative_acknowledge(message)
+                message = consumer.receive(30_000)
+                print(json.dumps({"redelivery_count": message.redelivery_count()}), flush=True)
+            return 0
         consumer = client.subscribe(queue, "bench-bare", consumer_type=pulsar.ConsumerType.Shared)
         if mode == "bare-subscribe":
             return 0
