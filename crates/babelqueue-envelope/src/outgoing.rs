@@ -173,6 +173,53 @@ mod tests {
     }
 
     #[test]
+    fn a_built_envelope_is_checked_again_once_it_changed() {
+        use crate::{Envelope, Error, RawJson};
+        let built = || {
+            Envelope::builder("urn:x")
+                .data_raw(RawJson::parse(r#"{"n":1}"#).expect("JSON"))
+                .build_with(&mut || [7; 16], 1)
+                .expect("built")
+        };
+        let refused = |envelope: &Envelope| match envelope.encode_checked() {
+            Err(Error::Unpublishable(refused)) => refused.to_string(),
+            other => panic!("not refused: {other:?}"),
+        };
+        let mut attempts = built();
+        attempts.set_attempts(3);
+        assert!(attempts.encode_checked().is_ok());
+
+        let mut data = built();
+        data.set("data", RawJson::parse(r#"{"n":1e400}"#).expect("JSON"));
+        assert_eq!(refused(&data), "data.n: 1e400 is not a finite number");
+
+        let mut meta = built();
+        if let Some(meta) = meta.meta_mut() {
+            meta.insert("queue", RawJson::integer(7));
+        }
+        assert_eq!(
+            refused(&meta),
+            "member 'meta.queue' must be a string or null"
+        );
+
+        let mut removed = built();
+        removed.remove("job");
+        assert_eq!(
+            refused(&removed),
+            "the body carries no valid 'job' or 'urn' identity"
+        );
+
+        let poisoned = Envelope::builder("urn:x")
+            .data_raw(RawJson::parse(r#"{"a":[1,-2e308]}"#).expect("JSON"))
+            .build_with(&mut || [7; 16], 1)
+            .expect("the codec itself accepts the object");
+        assert_eq!(
+            refused(&poisoned),
+            "data.a[1]: -2e308 is not a finite number"
+        );
+    }
+
+    #[test]
     fn what_a_consumer_reads_may_be_published() {
         for body in [
             r#"{"job":"urn:x"}"#,

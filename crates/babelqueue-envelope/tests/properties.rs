@@ -195,6 +195,15 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
+    fn a_built_envelope_is_refused_exactly_when_its_consumers_would_refuse_it(e in envelope()) {
+        // The builder's shortcut (only `data` scanned, once) agrees with the full verdict.
+        let body = e.encode().unwrap();
+        let verdict = babelqueue_envelope::check_publishable(body.as_bytes());
+        prop_assert_eq!(e.encode_checked().is_ok(), verdict.is_ok(), "{}", body);
+        prop_assert_eq!(verdict.is_ok(), poison_cause(body.as_bytes(), true).is_none());
+    }
+
+    #[test]
     fn decode_of_encode_is_identity(e in envelope()) {
         let text = e.encode().unwrap();
         let decoded = Envelope::decode(text.as_bytes()).unwrap();

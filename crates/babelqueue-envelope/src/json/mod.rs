@@ -46,6 +46,17 @@ pub(crate) fn is_integer_literal(literal: &[u8]) -> bool {
     !literal.iter().any(|b| matches!(b, b'.' | b'e' | b'E'))
 }
 
+/// Whether every number of the JSON text `text` reads as a finite double (`false` for text that
+/// is not one JSON value).
+pub(crate) fn all_numbers_finite(text: &str) -> bool {
+    let mut finite = true;
+    let mut s = scan::Scanner::new(text);
+    s.start().is_ok()
+        && s.value(0, &mut |literal| finite &= is_finite_double(literal))
+            .is_ok()
+        && finite
+}
+
 /// Whether a number literal reads as a finite IEEE-754 double (`1e400` does not; `1e-400`
 /// underflows to 0 and does).
 pub(crate) fn is_finite_double(literal: &[u8]) -> bool {

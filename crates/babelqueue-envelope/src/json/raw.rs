@@ -113,10 +113,32 @@ impl RawJson {
     pub fn from_serialize<T: serde::Serialize + ?Sized>(
         value: &T,
     ) -> Result<RawJson, crate::Error> {
+        RawJson::from_serialize_finite(value).map(|(raw, _)| raw)
+    }
+
+    /// [`RawJson::from_serialize`], and whether every number it wrote is a finite double
+    /// (serde_json writes a non-finite float as `null`, but an arbitrary-precision number or a
+    /// raw value may carry any literal): the one scan that checks the text says both.
+    pub(crate) fn from_serialize_finite<T: serde::Serialize + ?Sized>(
+        value: &T,
+    ) -> Result<(RawJson, bool), crate::Error> {
         let text =
             serde_json::to_string(value).map_err(|e| crate::Error::Serialize(e.to_string()))?;
-        // serde_json's compact output is valid JSON; scanning it also gives us the kind.
-        RawJson::parse(&text)
+        let mut finite = true;
+        let span = scan::validate_visiting(&text, &mut |literal| {
+            finite &= super::is_finite_double(literal);
+        })
+        .map_err(crate::Error::InvalidJson)?;
+        let raw = if span.spaced || span.start != 0 || span.end != text.len() {
+            RawJson::from_span(&text, span)
+        } else {
+            // Compact output, the whole text: kept as it is, not copied.
+            RawJson {
+                text: Text::owned(text),
+                kind: span.kind,
+            }
+        };
+        Ok((raw, finite))
     }
 
     /// `null`.

@@ -625,9 +625,17 @@ fn parse_hex4(digits: &[u8]) -> Option<u32> {
 
 /// Validates `text` as exactly one JSON value (surrounding whitespace allowed).
 pub(crate) fn validate(text: &str) -> Result<ValueSpan, SyntaxError> {
+    validate_visiting(text, &mut |_| {})
+}
+
+/// [`validate`], showing `on_number` every number literal in document order.
+pub(crate) fn validate_visiting(
+    text: &str,
+    on_number: &mut dyn FnMut(&[u8]),
+) -> Result<ValueSpan, SyntaxError> {
     let mut s = Scanner::new(text);
     s.start()?;
-    let span = s.value(0, &mut |_| {})?;
+    let span = s.value(0, &mut |literal| on_number(literal))?;
     s.finish()?;
     Ok(span)
 }
