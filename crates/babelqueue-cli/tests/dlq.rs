@@ -468,6 +468,114 @@ mod redis {
     }
 }
 
+mod redis_raw {
+    use super::*;
+    use crate::common::{babelqueue, printed, redis_url, stdout};
+
+    /// Bodies that are not envelopes, planted with `publish --raw --allow-poison`, dead-lettered
+    /// by the runtime as poison records (no `meta.id`), then listed, shown, refused a retry and
+    /// removed by their content address: on both Redis layouts.
+    #[test]
+    fn dead_letter_entries_without_an_id_are_managed_by_their_content_address() {
+        let Some(base) = redis_url() else { return };
+        let with_option = |option: &str| {
+            let separator = if base.contains('?') { '&' } else { '?' };
+            format!("{base}{separator}{option}")
+        };
+        for url in [base.clone(), with_option("laravel=1")] {
+            let queue = babelqueue_testkit::unique_queue("cli-raw");
+            for body in [&b"\xff\xfe{garbage"[..], b"not json"] {
+                let planted = babelqueue(
+                    &[
+                        "publish",
+                        &url,
+                        "--queue",
+                        &queue,
+                        "--raw",
+                        "--allow-poison",
+                    ],
+                    Some(body),
+                );
+                assert!(planted.status.success(), "{url}: {}", printed(&planted));
+            }
+            let refused = babelqueue(
+                &["publish", &url, "--queue", &queue, "--raw"],
+                Some(b"\xff\xfe{garbage"),
+            );
+            assert_eq!(refused.status.code(), Some(1), "{}", printed(&refused));
+            let consumed = babelqueue(
+                &[
+                    "consume",
+                    &url,
+                    "--queue",
+                    &queue,
+                    "--dead-letter",
+                    "--max-deliveries",
+                    "2",
+                    "--idle-timeout",
+                    "5",
+                ],
+                None,
+            );
+            assert!(consumed.status.success(), "{url}: {}", printed(&consumed));
+
+            let list = || {
+                let listed = babelqueue(&["dlq", "list", &url, "--queue", &queue], None);
+                assert!(listed.status.success(), "{url}: {}", printed(&listed));
+                json_lines(&stdout(&listed))
+            };
+            let entries = list();
+            assert_eq!(entries.len(), 2, "{url}: {entries:?}");
+            let ids: Vec<String> = entries
+                .iter()
+                .map(|l| l["id"].as_str().unwrap().to_owned())
+                .collect();
+            for (entry, id) in entries.iter().zip(&ids) {
+                assert!(id.starts_with("sha256:"), "{url}: {entry}");
+                assert_eq!(entry["message_id"], Value::Null, "{url}: {entry}");
+                assert_eq!(entry["reason"], "poison", "{url}: {entry}");
+                assert_eq!(entry["readable"], false, "{url}: {entry}");
+            }
+            // The record of the bytes that were not UTF-8 carries them as base64.
+            assert!(
+                entries.iter().any(|l| l["body"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("//57Z2FyYmFnZQ==")),
+                "{url}: {entries:?}"
+            );
+
+            let by_id = |verb: &str, ids: &[&str]| {
+                let mut args = vec!["dlq", verb, url.as_str(), "--queue", queue.as_str()];
+                args.extend(ids);
+                babelqueue(&args, None)
+            };
+            let shown = by_id("show", &[&ids[0]]);
+            assert!(shown.status.success(), "{url}: {}", printed(&shown));
+            assert_eq!(
+                json_lines(&stdout(&shown))[0]["id"].as_str(),
+                Some(ids[0].as_str())
+            );
+            let retried = by_id("retry", &[&ids[0]]);
+            assert_eq!(
+                retried.status.code(),
+                Some(1),
+                "{url}: {}",
+                printed(&retried)
+            );
+            assert!(
+                printed(&retried).contains("not a readable envelope"),
+                "{url}: {}",
+                printed(&retried)
+            );
+            assert_eq!(list().len(), 2, "{url}: the refused retry kept it");
+            let removed = by_id("remove", &[&ids[0], &ids[1]]);
+            assert!(removed.status.success(), "{url}: {}", printed(&removed));
+            assert!(list().is_empty(), "{url}");
+        }
+    }
+}
+
 /// Another SDK's raw poison record (the base64 wrapper: no `meta.id`) and bytes that were never
 /// JSON, beside two envelopes.
 async fn seeded_with_raw_entries() -> MemoryTransport {
