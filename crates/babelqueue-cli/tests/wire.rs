@@ -71,6 +71,21 @@ fn publish_refuses_data_its_consumers_would_dead_letter_and_names_the_member() {
     );
 }
 
+/// `publish memory:// --queue q --raw --body-file PATH EXTRA...`.
+async fn publish_raw(memory: &MemoryTransport, path: &str, extra: &[&str]) -> common::Ran {
+    let mut args = vec![
+        "publish",
+        "memory://",
+        "--queue",
+        "q",
+        "--raw",
+        "--body-file",
+        path,
+    ];
+    args.extend(extra);
+    run_memory(memory, &args).await
+}
+
 #[tokio::test]
 async fn publish_raw_sends_the_bytes_as_they_are_and_refuses_poison_unless_allowed() {
     let memory = MemoryTransport::new();
@@ -86,59 +101,20 @@ async fn publish_raw_sends_the_bytes_as_they_are_and_refuses_poison_unless_allow
         "odd.json",
         b" {\"data\":{\"n\":12345678901234567890} , \"job\":\"urn:a\"}\n",
     );
-    let ran = run_memory(
-        &memory,
-        &[
-            "publish",
-            "memory://",
-            "--queue",
-            "q",
-            "--raw",
-            "--body-file",
-            &odd,
-        ],
-    )
-    .await;
+    let ran = publish_raw(&memory, &odd, &[]).await;
     assert_eq!(ran.status, 0, "{ran:?}");
     let sent = std::fs::read(&odd).unwrap();
     assert_eq!(json_lines(&ran.stdout)[0]["bytes"], sent.len());
     assert_eq!(memory.bodies("q"), vec![sent]);
 
     let poison = file("poison.bin", b"\xff\xfe{garbage");
-    let ran = run_memory(
-        &memory,
-        &[
-            "publish",
-            "memory://",
-            "--queue",
-            "q",
-            "--raw",
-            "--body-file",
-            &poison,
-        ],
-    )
-    .await;
+    let ran = publish_raw(&memory, &poison, &[]).await;
     assert_eq!(ran.status, 1, "{ran:?}");
     assert!(ran.stderr.contains("not valid UTF-8"), "{ran:?}");
     assert!(ran.stderr.contains("--allow-poison"), "{ran:?}");
     assert_eq!(memory.len("q"), 1);
 
-    let ran = run_memory(
-        &memory,
-        &[
-            "publish",
-            "memory://",
-            "--queue",
-            "q",
-            "--raw",
-            "--body-file",
-            &poison,
-            "--allow-poison",
-            "--count",
-            "2",
-        ],
-    )
-    .await;
+    let ran = publish_raw(&memory, &poison, &["--allow-poison", "--count", "2"]).await;
     assert_eq!(ran.status, 0, "{ran:?}");
     assert_eq!(
         memory.bodies("q")[1..],
