@@ -119,13 +119,18 @@ pub trait AmqpSettle: Send + Sync + fmt::Debug {
     }
 }
 
-/// A delivery as the client hands it over.
+/// A delivery as the client hands it over: what `basic.deliver` and the content header carried,
+/// moved out of the client's own delivery (nothing is copied).
 #[derive(Debug)]
 pub struct Incoming {
     /// The body, byte for byte.
     pub body: Vec<u8>,
-    /// The AMQP header table.
-    pub headers: Option<FieldTable>,
+    /// The basic properties, the AMQP header table among them.
+    pub properties: BasicProperties,
+    /// The exchange it was published to (empty: the default exchange).
+    pub exchange: ShortString,
+    /// The routing key it was published with.
+    pub routing_key: ShortString,
     /// Whether RabbitMQ delivered it before (after a requeue or a closed channel).
     pub redelivered: bool,
     /// How to settle it.
@@ -501,9 +506,11 @@ impl AmqpSubscription for LapinSubscription {
                 other => other,
             }),
             Ok(Some(Ok(delivery))) => Ok(Some(Incoming {
-                headers: delivery.properties.headers().clone(),
-                redelivered: delivery.redelivered,
                 body: delivery.data,
+                properties: delivery.properties,
+                exchange: delivery.exchange,
+                routing_key: delivery.routing_key,
+                redelivered: delivery.redelivered,
                 settle: Arc::new(LapinSettle {
                     tag: delivery.delivery_tag,
                     acker: delivery.acker,

@@ -11,13 +11,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lapin::BasicProperties;
-use lapin::types::FieldTable;
 
 use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming};
 use crate::error::AmqpError;
 
-/// A stored message: body and header table.
-pub type Stored = (Vec<u8>, Option<FieldTable>);
+/// A stored message: its body, its properties (the header table among them), and whether the
+/// "broker" handed it out before (it went back to its queue unacknowledged).
+#[derive(Debug, Clone, Default)]
+pub struct Stored {
+    /// The body.
+    pub body: Vec<u8>,
+    /// The basic properties it was published with.
+    pub properties: BasicProperties,
+    /// Whether it was delivered before: its next delivery carries `redelivered`.
+    pub redelivered: bool,
+}
 
 /// The fake broker's state, shared by every connection of one [`FakeClient`].
 #[derive(Debug, Default)]
@@ -74,7 +82,10 @@ impl FakeClient {
             .queues
             .entry(queue.to_owned())
             .or_default()
-            .push_back((body.to_vec(), None));
+            .push_back(Stored {
+                body: body.to_vec(),
+                ..Stored::default()
+            });
     }
 
     /// The bodies ready in `queue`, head first.
@@ -82,7 +93,7 @@ impl FakeClient {
         self.world()
             .queues
             .get(queue)
-            .map(|q| q.iter().map(|(b, _)| b.clone()).collect())
+            .map(|q| q.iter().map(|m| m.body.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -130,7 +141,7 @@ impl AmqpClient for FakeClient {
     }
 }
 
-type Unacked = Arc<Mutex<Vec<(u64, String, Vec<u8>)>>>;
+type Unacked = Arc<Mutex<Vec<(u64, String, Stored)>>>;
 
 #[derive(Debug)]
 struct FakeLink {
@@ -145,12 +156,9 @@ impl FakeLink {
             let mut world = self.world.lock().unwrap();
             let mut back = std::mem::take(&mut *self.unacked.lock().unwrap());
             back.sort_by_key(|(tag, _, _)| std::cmp::Reverse(*tag));
-            for (_, queue, body) in back {
-                world
-                    .queues
-                    .entry(queue)
-                    .or_default()
-                    .push_front((body, None));
+            for (_, queue, mut message) in back {
+                message.redelivered = true;
+                world.queues.entry(queue).or_default().push_front(message);
             }
         }
     }
@@ -208,7 +216,11 @@ impl AmqpLink for FakeLink {
             .queues
             .entry(queue.to_owned())
             .or_default()
-            .push_back((body.to_vec(), properties.headers().clone()));
+            .push_back(Stored {
+                body: body.to_vec(),
+                properties,
+                redelivered: false,
+            });
         Ok(())
     }
     async fn subscribe(
@@ -279,7 +291,7 @@ impl FakeSub {
         if held >= usize::from(self.prefetch.load(Ordering::SeqCst)) {
             return Ok(None);
         }
-        let Some((body, headers)) = self
+        let Some(message) = self
             .world
             .lock()
             .unwrap()
@@ -297,11 +309,13 @@ impl FakeSub {
         self.unacked
             .lock()
             .unwrap()
-            .push((tag, self.queue.clone(), body.clone()));
+            .push((tag, self.queue.clone(), message.clone()));
         Ok(Some(Incoming {
-            body,
-            headers,
-            redelivered: false,
+            body: message.body,
+            properties: message.properties,
+            exchange: "".into(),
+            routing_key: self.queue.as_str().into(),
+            redelivered: message.redelivered,
             settle: Arc::new(FakeSettle {
                 world: self.world.clone(),
                 open: self.open.clone(),
@@ -363,7 +377,7 @@ impl FakeSettle {
         }
     }
 
-    fn take(&self) -> Result<Vec<u8>, AmqpError> {
+    fn take(&self) -> Result<Stored, AmqpError> {
         if !self.open.load(Ordering::SeqCst) {
             return Err(AmqpError::StaleDelivery);
         }
@@ -408,14 +422,15 @@ impl AmqpSettle for FakeSettle {
         Ok(())
     }
     async fn requeue(&self) -> Result<(), AmqpError> {
-        let body = self.take()?;
+        let mut message = self.take()?;
+        message.redelivered = true;
         let mut world = self.world.lock().unwrap();
         world.log.push(format!("requeue {}", self.queue));
         world
             .queues
             .entry(self.queue.clone())
             .or_default()
-            .push_front((body, None));
+            .push_front(message);
         Ok(())
     }
 }

@@ -44,6 +44,7 @@ use tokio::time::Instant;
 use crate::acks::Ledger;
 use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, LapinClient};
 use crate::error::AmqpError;
+use crate::inspect::Wire;
 use crate::projection;
 use babelqueue_core::redact::redact;
 
@@ -239,15 +240,17 @@ struct Inner {
     announced: StdMutex<std::collections::HashSet<String>>,
 }
 
-/// The settle handle of an AMQP delivery.
-struct Handle {
+/// The settle handle of an AMQP delivery, and what the broker said of it.
+pub(crate) struct Handle {
     settle: Arc<dyn AmqpSettle>,
     generation: u64,
     outstanding: Arc<AtomicUsize>,
     /// The delivery tag on its channel, and that channel's ledger.
-    tag: Option<u64>,
+    pub(crate) tag: Option<u64>,
     ledger: Arc<Ledger>,
     settled: AtomicBool,
+    /// The broker's word, kept raw for the [`Inspector`](babelqueue_core::Inspector).
+    pub(crate) wire: Wire,
 }
 
 impl fmt::Debug for Handle {
@@ -717,7 +720,8 @@ impl Inner {
             match step {
                 Ok(Some(incoming)) => {
                     sub.outstanding.fetch_add(1, Ordering::SeqCst);
-                    let headers = projection::received_headers(incoming.headers.as_ref());
+                    let headers =
+                        projection::received_headers(incoming.properties.headers().as_ref());
                     let tag = incoming.settle.tag();
                     if let Some(tag) = tag {
                         sub.ledger.handed_out(tag);
@@ -729,6 +733,12 @@ impl Inner {
                         tag,
                         ledger: sub.ledger.clone(),
                         settled: AtomicBool::new(false),
+                        wire: Wire {
+                            redelivered: incoming.redelivered,
+                            exchange: incoming.exchange,
+                            routing_key: incoming.routing_key,
+                            properties: incoming.properties,
+                        },
                     };
                     return Ok(Some(
                         Delivery::new(queue, incoming.body)
@@ -971,6 +981,7 @@ impl Transport for AmqpTransport {
             .batch_publish(self)
             .batch_ack(self)
             .hold_check(self)
+            .inspect(self)
             .prefetch_per_slot(PREFETCH_PER_SLOT)
     }
 }

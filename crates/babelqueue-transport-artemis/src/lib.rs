@@ -74,6 +74,7 @@
 //! | dead-letter | the record is published to `<queue>.dlq`, then the original is accepted |
 //! | [`HeaderPublisher`](babelqueue_core::HeaderPublisher) | an extension: out-of-band headers (`traceparent`) ride as string application properties, and non-`bq_` string application properties come back as the delivery's headers; a retry copy does not carry them |
 //! | [`Browser`](babelqueue_core::Browser) (`babelqueue dlq list`) | a browsing link (the `copy` distribution mode, pre-settled): the head of the queue in order, nothing taken or counted; see [`browse`] |
+//! | [`Inspector`](babelqueue_core::Inspector) (tools that show the wire) | the `message-id` property as a delivery's id, `delivery-count` above 0 as redelivered, the header, the properties that are set and the message annotations (`x-opt-*`), kept in the delivery's handle from the received message and formatted only when asked |
 //! | native settle, routed publish | no (as the reference) |
 //!
 //! # Link credit
@@ -175,6 +176,7 @@ pub mod credit;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod inspect;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]

@@ -13,9 +13,18 @@ use crate::amqp::AmqpClient;
 use crate::client::{Client, DeliveryToken, Disposition};
 use crate::config::ArtemisOptions;
 use crate::error::ArtemisError;
+use crate::inspect::Wire;
 use crate::projection;
 
 const LOG: &str = "babelqueue::artemis";
+
+/// A delivery's handle: what settles it, and the sections of its message the
+/// [`Inspector`](babelqueue_core::Inspector) reads.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) token: DeliveryToken,
+    pub(crate) wire: Wire,
+}
 
 /// The Apache ActiveMQ Artemis transport (AMQP 1.0).
 ///
@@ -95,11 +104,14 @@ impl ArtemisTransport {
             .with_headers(read.headers)
             .with_declared_version(read.declared)
             .with_count(count)
-            .with_handle(received.token)
+            .with_handle(Held {
+                token: received.token,
+                wire: Wire::of(received.message),
+            })
     }
 
     fn token(delivery: &Delivery) -> Result<&DeliveryToken, TransportError> {
-        delivery.handle::<DeliveryToken>().ok_or_else(|| {
+        delivery.handle::<Held>().map(|held| &held.token).ok_or_else(|| {
             TransportError::other(
                 "artemis: this delivery was not received by an Artemis transport (no settle token)",
             )
@@ -178,6 +190,7 @@ impl Transport for ArtemisTransport {
             .batch_ack(self)
             .batch_publish(self)
             .browse(self)
+            .inspect(self)
     }
 }
 

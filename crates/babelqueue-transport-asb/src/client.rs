@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use crate::credential::{AccessToken, DefaultCredential, SERVICE_BUS_SCOPE, TokenCredential};
 use crate::error::AsbError;
+use crate::inspect::SystemProperties;
 use crate::projection::{self, AmqpValue, Outgoing};
 
 /// The settle handle of one received message (its peek-lock).
@@ -57,6 +58,8 @@ pub struct Received {
     pub delivery_count: u32,
     /// The lock.
     pub lock: LockToken,
+    /// The message id and the system properties the namespace stamped on the message.
+    pub system: SystemProperties,
 }
 
 /// The Service Bus operations the transport uses. Queue names are entity paths.
@@ -682,6 +685,7 @@ impl ServiceBusClient for AmqpServiceBus {
                     .collect()
             })
             .unwrap_or_default();
+        let system = SystemProperties::of(message.properties, message.message_annotations.as_ref());
         Ok(Some(Received {
             body: body_bytes(message.body),
             application_properties,
@@ -690,6 +694,7 @@ impl ServiceBusClient for AmqpServiceBus {
                 queue: queue.to_owned(),
                 id,
             },
+            system,
         }))
     }
 

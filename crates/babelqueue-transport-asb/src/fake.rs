@@ -30,7 +30,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
@@ -38,6 +38,7 @@ use tokio::time::Instant;
 
 use crate::client::{LockToken, Received, ServiceBusClient};
 use crate::error::AsbError;
+use crate::inspect::SystemProperties;
 use crate::projection::{ApplicationProperties, Outgoing};
 
 /// A message in the entity's `$DeadLetterQueue`.
@@ -57,6 +58,12 @@ pub const DEFAULT_LOCK_DURATION: Duration = Duration::from_secs(60);
 /// The path suffix of a dead-letter sub-queue.
 const DEAD_LETTER_SUFFIX: &str = "/$deadletterqueue";
 
+/// `at` in epoch milliseconds.
+fn epoch_ms(at: SystemTime) -> i64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// How often a waiting receive looks for lapsed locks.
 const EXPIRY_CHECK: Duration = Duration::from_millis(20);
 
@@ -71,6 +78,7 @@ struct State {
     dead_lettered: Vec<NativeDeadLetter>,
     failing: HashSet<String>,
     next_lock: u64,
+    next_sequence: i64,
 }
 
 /// The fake client. Sends also enqueue the message, so a publish can be consumed.
@@ -123,21 +131,48 @@ impl FakeServiceBus {
         application_properties: ApplicationProperties,
         delivery_count: u32,
     ) -> LockToken {
+        self.enqueue(
+            queue,
+            body.into(),
+            application_properties,
+            delivery_count,
+            None,
+        )
+    }
+
+    /// Queues a message with its `MessageId`, stamped as the namespace stamps one: the next
+    /// sequence number of the fake, and the time now as its enqueue time.
+    fn enqueue(
+        &self,
+        queue: &str,
+        body: Vec<u8>,
+        application_properties: ApplicationProperties,
+        delivery_count: u32,
+        message_id: Option<String>,
+    ) -> LockToken {
         let mut state = self.state();
         state.next_lock += 1;
+        state.next_sequence += 1;
         let lock = LockToken {
             queue: queue.to_owned(),
             id: state.next_lock,
+        };
+        let system = SystemProperties {
+            message_id,
+            sequence_number: Some(state.next_sequence),
+            enqueued_time: Some(epoch_ms(SystemTime::now())),
+            locked_until: None,
         };
         state
             .queued
             .entry(queue.to_owned())
             .or_default()
             .push_back(Received {
-                body: body.into(),
+                body,
                 application_properties,
                 delivery_count,
                 lock: lock.clone(),
+                system,
             });
         drop(state);
         self.arrived.notify_waiters();
@@ -228,6 +263,7 @@ impl FakeServiceBus {
             id: state.next_lock,
         };
         let until = Instant::now() + self.lock_duration;
+        message.system.locked_until = Some(epoch_ms(SystemTime::now() + self.lock_duration));
         state
             .locked
             .insert(message.lock.clone(), (message.clone(), until));
@@ -243,11 +279,12 @@ impl ServiceBusClient for FakeServiceBus {
                 "injected failure sending to {queue}"
             )));
         }
-        self.deliver(
+        self.enqueue(
             queue,
             message.body.clone(),
             message.application_properties.clone(),
             1,
+            message.message_id.clone(),
         );
         self.state().sent.push((queue.to_owned(), message));
         Ok(())

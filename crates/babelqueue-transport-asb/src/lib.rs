@@ -88,6 +88,13 @@
 //! operation, encoded in [`peek`]), no lock taken, no `DeliveryCount` raised. The native
 //! dead-letter sub-queue of `Q` is `Q/$deadletterqueue` ([`peek::dead_letter_path`]).
 //!
+//! # Inspecting
+//!
+//! The transport is an [`Inspector`](babelqueue_core::Inspector), for tools that show the wire:
+//! a delivery's `MessageId`, whether its `DeliveryCount` is above 1, its sequence number, enqueue
+//! time and lock expiry ([`SystemProperties`], taken on receive) and its delivery count. The lock
+//! token is not shown, and nothing secret ever reaches a delivery.
+//!
 //! # URL and credentials
 //!
 //! `sb://<namespace host>[:port]`, also `servicebus://` and `azureservicebus://`. A connection
@@ -143,6 +150,7 @@ pub mod credential;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod inspect;
 pub mod peek;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
@@ -159,6 +167,8 @@ pub use credential::{
     ManagedIdentityCredential, SERVICE_BUS_SCOPE, TokenCredential,
 };
 pub use error::AsbError;
+use inspect::Held;
+pub use inspect::SystemProperties;
 pub use projection::{AmqpValue, Outgoing};
 
 /// The Azure Service Bus transport. Cheap to clone (the client is shared).
@@ -210,13 +220,16 @@ impl AsbTransport {
     }
 
     fn lock(delivery: &Delivery) -> Result<&LockToken, TransportError> {
-        delivery.handle::<LockToken>().ok_or_else(|| {
-            AsbError::ForeignDelivery(format!(
-                "a delivery from queue {:?} carries no Service Bus lock",
-                delivery.queue()
-            ))
-            .into()
-        })
+        delivery
+            .handle::<Held>()
+            .map(|held| &held.lock)
+            .ok_or_else(|| {
+                AsbError::ForeignDelivery(format!(
+                    "a delivery from queue {:?} carries no Service Bus lock",
+                    delivery.queue()
+                ))
+                .into()
+            })
     }
 }
 
@@ -250,7 +263,11 @@ impl Transport for AsbTransport {
             Some(count) => delivery.with_count(count),
             None => delivery,
         };
-        Ok(Some(delivery.with_handle(received.lock)))
+        Ok(Some(delivery.with_handle(Held::new(
+            received.lock,
+            received.system,
+            received.delivery_count,
+        ))))
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
@@ -270,6 +287,7 @@ impl Transport for AsbTransport {
             .abandon(self)
             .native_settle(self)
             .browse(self)
+            .inspect(self)
     }
 }
 

@@ -188,6 +188,74 @@ async fn pop_hands_over_the_raw_body_with_the_property_and_the_count() {
     );
 }
 
+/// The Inspector shows the system properties the namespace stamped: the `MessageId` the
+/// projection sent, the sequence number, enqueue time and lock expiry, the delivery count; an
+/// abandoned message comes back redelivered, the same message.
+#[tokio::test]
+async fn the_inspector_shows_the_message_id_the_system_properties_and_a_redelivery() {
+    let (_fake, transport) = setup();
+    let app = builder(transport.clone()).build().unwrap();
+    app.publish(URN, &serde_json::json!({"order_id": 7}))
+        .await
+        .unwrap();
+    let inspector = transport.capabilities().inspector().expect("an Inspector");
+    let first = transport
+        .pop("orders", Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let meta_id = serde_json::from_slice::<Value>(first.body()).unwrap()["meta"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let view = inspector.inspect(&first);
+    assert_eq!(
+        view.id.as_deref(),
+        Some(meta_id.as_str()),
+        "MessageId = meta.id"
+    );
+    assert_eq!(view.redelivered, Some(false));
+    let names: Vec<&str> = view.properties.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "x-opt-sequence-number",
+            "x-opt-enqueued-time",
+            "x-opt-locked-until",
+            "delivery-count"
+        ]
+    );
+    let value = |view: &babelqueue_core::BrokerView, name: &str| -> i64 {
+        view.properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.parse().unwrap())
+            .unwrap()
+    };
+    assert_eq!(value(&view, "x-opt-sequence-number"), 1);
+    assert_eq!(value(&view, "delivery-count"), 1);
+    assert!(value(&view, "x-opt-locked-until") > value(&view, "x-opt-enqueued-time"));
+
+    transport
+        .capabilities()
+        .abandoner()
+        .unwrap()
+        .abandon(&first)
+        .await
+        .unwrap();
+    let again = transport
+        .pop("orders", Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let view = inspector.inspect(&again);
+    assert_eq!(view.id.as_deref(), Some(meta_id.as_str()));
+    assert_eq!(view.redelivered, Some(true), "DeliveryCount 2");
+    assert_eq!(value(&view, "delivery-count"), 2);
+    assert_eq!(value(&view, "x-opt-sequence-number"), 1, "the same message");
+    transport.ack(&again).await.unwrap();
+}
+
 #[test]
 fn the_capabilities_are_abandon_the_native_dead_letter_and_browse() {
     let (_, transport) = setup();

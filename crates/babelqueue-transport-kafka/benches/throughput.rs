@@ -37,7 +37,7 @@ use babelqueue_core::{App, Consume, Context, HandlerError, Transport as _};
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_kafka::projection::{self, project};
 use babelqueue_transport_kafka::{
-    KafkaOptions, KafkaTransport, PRODUCE_WINDOW, RdKafkaClient, Record,
+    KafkaOptions, KafkaTransport, PRODUCE_WINDOW, RdKafkaClient, Record, TimestampType,
 };
 use criterion::{Criterion, Throughput};
 use rdkafka::config::ClientConfig;
@@ -328,6 +328,7 @@ fn sample_record() -> Record {
         headers: project(&value),
         value: Some(value),
         timestamp: Some(1_749_132_727_000),
+        timestamp_type: TimestampType::CreateTime,
     }
 }
 

@@ -80,7 +80,7 @@ mod tests {
 
     use babelqueue_core::{Browser, Transport};
 
-    use crate::client::Record;
+    use crate::client::{Record, TimestampType};
     use crate::config::KafkaOptions;
     use crate::fake::FakeKafka;
     use crate::transport::KafkaTransport;
@@ -100,6 +100,7 @@ mod tests {
             value: value.map(<[u8]>::to_vec),
             headers: Vec::new(),
             timestamp: None,
+            timestamp_type: TimestampType::CreateTime,
         }
     }
 

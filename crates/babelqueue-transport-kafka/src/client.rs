@@ -57,6 +57,26 @@ impl RecordHeader {
     }
 }
 
+/// What a record's timestamp is: Kafka's `message.timestamp.type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TimestampType {
+    /// Set by the producer (`CreateTime`, the default of a topic).
+    #[default]
+    CreateTime,
+    /// Set by the broker when it appended the record (`LogAppendTime`).
+    LogAppendTime,
+}
+
+impl TimestampType {
+    /// Kafka's name of it: `CreateTime` or `LogAppendTime`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        }
+    }
+}
+
 /// A consumed record, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
@@ -74,6 +94,8 @@ pub struct Record {
     pub headers: Vec<RecordHeader>,
     /// Its timestamp in epoch milliseconds (create or log-append time), when it has one.
     pub timestamp: Option<i64>,
+    /// What its timestamp is (meaningless without one).
+    pub timestamp_type: TimestampType,
 }
 
 impl Record {
@@ -92,6 +114,7 @@ impl Record {
             value: self.value.as_deref(),
             headers: &self.headers,
             timestamp: self.timestamp,
+            timestamp_type: self.timestamp_type,
         }
     }
 }
@@ -158,6 +181,8 @@ pub struct LentRecord<'a> {
     pub headers: &'a dyn RecordHeaders,
     /// Its timestamp in epoch milliseconds, when it has one.
     pub timestamp: Option<i64>,
+    /// What its timestamp is (meaningless without one).
+    pub timestamp_type: TimestampType,
 }
 
 impl fmt::Debug for LentRecord<'_> {
@@ -188,6 +213,7 @@ impl LentRecord<'_> {
             value: self.value.map(<[u8]>::to_vec),
             headers,
             timestamp: self.timestamp,
+            timestamp_type: self.timestamp_type,
         }
     }
 }
@@ -415,6 +441,7 @@ mod tests {
                 RecordHeader::text(HEADER_ORIGINAL_TOPIC, "other"),
             ],
             timestamp: Some(1_749_132_727_000),
+            timestamp_type: TimestampType::CreateTime,
         }
     }
 

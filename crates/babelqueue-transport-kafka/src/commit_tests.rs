@@ -6,7 +6,7 @@ use std::time::Duration;
 use babelqueue_core::{BatchAcker, BatchPublisher, Delivery, Transport};
 
 use crate::KafkaTransport;
-use crate::client::{Record, TopicPartition};
+use crate::client::{Record, TimestampType, TopicPartition};
 use crate::config::KafkaOptions;
 use crate::fake::FakeKafka;
 
@@ -21,6 +21,7 @@ fn record(n: usize) -> Record {
         value: Some(format!("{{\"n\":{n}}}").into_bytes()),
         headers: Vec::new(),
         timestamp: None,
+        timestamp_type: TimestampType::CreateTime,
     }
 }
 

@@ -33,7 +33,7 @@ use tokio::sync::Notify;
 
 use crate::client::{
     KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, OutRecord, PartitionBounds, Record,
-    RevokeHook, TopicPartition,
+    RevokeHook, TimestampType, TopicPartition,
 };
 use crate::error::KafkaError;
 
@@ -339,6 +339,7 @@ impl KafkaProducer for FakeProducer {
                 value: Some(record.value),
                 headers: record.headers,
                 timestamp,
+                timestamp_type: TimestampType::CreateTime,
             },
         );
         Ok(())

@@ -133,7 +133,10 @@
 //! with the key), `Redeliverer` (retry tiers; `can_redeliver()` is false without them),
 //! `Rewinder` (seek), `DelayedPublisher` (tiers), `BatchPopper` (redrive),
 //! `HeaderPublisher` and `Browser` (`babelqueue dlq list` reads a topic from the group's
-//! committed offsets to the high watermarks, without joining the group or committing).
+//! committed offsets to the high watermarks, without joining the group or committing), and an
+//! `Inspector` for tools that show the wire: a delivery's `topic/partition@offset`, its
+//! timestamp and timestamp type, and its key (Kafka does not say whether it delivered a record
+//! before).
 //!
 //! # Differences from the reference SDK (Python 1.24.0)
 //!
@@ -173,15 +176,16 @@
 mod book;
 mod browse;
 pub mod client;
+#[cfg(test)]
+mod commit_tests;
 pub mod config;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod inspect;
+mod owed;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
-#[cfg(test)]
-mod commit_tests;
-mod owed;
 #[doc(hidden)]
 pub mod projection;
 mod rd;
@@ -193,7 +197,8 @@ mod transport;
 
 pub use client::{
     KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, LentRecord, OutRecord, PRODUCE_WINDOW,
-    PartitionBounds, Record, RecordHeader, RecordHeaders, RevokeHook, TopicPartition,
+    PartitionBounds, Record, RecordHeader, RecordHeaders, RevokeHook, TimestampType,
+    TopicPartition,
 };
 #[allow(deprecated)]
 pub use config::KafkaConfig;

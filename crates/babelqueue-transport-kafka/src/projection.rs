@@ -288,6 +288,7 @@ pub fn due_at(record_ms: Option<i64>, tier_ms: u64, now_ms: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::TimestampType;
 
     fn record(value: &[u8], headers: Vec<RecordHeader>) -> Record {
         Record {
@@ -298,6 +299,7 @@ mod tests {
             value: Some(value.to_vec()),
             headers,
             timestamp: None,
+            timestamp_type: TimestampType::CreateTime,
         }
     }
 

@@ -12,13 +12,15 @@ use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
 use rdkafka::error::KafkaError as RdError;
-use rdkafka::message::{BorrowedHeaders, BorrowedMessage, Header, Headers, OwnedHeaders};
+use rdkafka::message::{
+    BorrowedHeaders, BorrowedMessage, Header, Headers, OwnedHeaders, Timestamp,
+};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::client::{
     KafkaClient, KafkaConsumer, KafkaProducer, KafkaReader, LentRecord, OutRecord, PRODUCE_WINDOW,
-    Record, RecordHeaders, RevokeHook, TopicPartition,
+    Record, RecordHeaders, RevokeHook, TimestampType, TopicPartition,
 };
 use crate::config::{KafkaOptions, member_instance_id, scrub};
 use crate::error::{KafkaError, is_auth_code};
@@ -919,9 +921,21 @@ impl RecordHeaders for RdHeaders<'_> {
     }
 }
 
+/// A record's timestamp in epoch milliseconds (none when librdkafka has none, or a negative
+/// one), and what it is.
+fn timestamp_of(timestamp: Timestamp) -> (Option<i64>, TimestampType) {
+    let (ms, kind) = match timestamp {
+        Timestamp::NotAvailable => (None, TimestampType::CreateTime),
+        Timestamp::CreateTime(ms) => (Some(ms), TimestampType::CreateTime),
+        Timestamp::LogAppendTime(ms) => (Some(ms), TimestampType::LogAppendTime),
+    };
+    (ms.filter(|ms| *ms >= 0), kind)
+}
+
 /// Calls `f` with `message` lent as a [`LentRecord`].
 fn lend<T>(message: &BorrowedMessage<'_>, f: impl FnOnce(LentRecord<'_>) -> T) -> T {
     let headers = RdHeaders(message.headers());
+    let (timestamp, timestamp_type) = timestamp_of(message.timestamp());
     f(LentRecord {
         topic: message.topic(),
         partition: message.partition(),
@@ -929,7 +943,8 @@ fn lend<T>(message: &BorrowedMessage<'_>, f: impl FnOnce(LentRecord<'_>) -> T) -
         key: message.key(),
         value: message.payload(),
         headers: &headers,
-        timestamp: message.timestamp().to_millis().filter(|ms| *ms >= 0),
+        timestamp,
+        timestamp_type,
     })
 }
 

@@ -11,7 +11,7 @@ use babelqueue_core::{
 };
 use babelqueue_envelope::Envelope;
 
-use crate::client::{Record, RecordHeader, TopicPartition};
+use crate::client::{Record, RecordHeader, TimestampType, TopicPartition};
 use crate::config::{KafkaOptions, RetryTiers};
 use crate::fake::FakeKafka;
 use crate::{KafkaTransport, RetryReinjector};
@@ -44,6 +44,7 @@ fn record(value: &[u8], key: Option<&[u8]>, headers: Vec<RecordHeader>) -> Recor
         value: Some(value.to_vec()),
         headers,
         timestamp: None,
+        timestamp_type: TimestampType::CreateTime,
     }
 }
 

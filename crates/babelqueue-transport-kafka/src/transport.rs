@@ -15,7 +15,8 @@ use babelqueue_core::{
 
 use crate::book::Book;
 use crate::client::{
-    KafkaClient, KafkaConsumer, KafkaProducer, LentRecord, OutRecord, RecordHeader, TopicPartition,
+    KafkaClient, KafkaConsumer, KafkaProducer, LentRecord, OutRecord, RecordHeader, TimestampType,
+    TopicPartition,
 };
 use crate::config::{KafkaOptions, RetryTiers, retry_topic};
 use crate::error::KafkaError;
@@ -105,14 +106,17 @@ impl fmt::Debug for Queue {
     }
 }
 
-/// The settle handle of a delivery: where the record sits and its ticket in the book. Dropped
-/// unsettled (its task died), it marks the record abandoned, to be sought back before the next
-/// fetch.
-struct Held {
+/// The settle handle of a delivery: where the record sits and its ticket in the book, and its
+/// timestamp (for the [`Inspector`](babelqueue_core::Inspector)). Dropped unsettled (its task
+/// died), it marks the record abandoned, to be sought back before the next fetch.
+pub(crate) struct Held {
     queue: Arc<Queue>,
-    partition: Arc<TopicPartition>,
-    offset: i64,
+    pub(crate) partition: Arc<TopicPartition>,
+    pub(crate) offset: i64,
     ticket: u64,
+    /// The record's timestamp in epoch milliseconds, when it has one, and what it is.
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) timestamp_type: TimestampType,
 }
 
 impl Drop for Held {
@@ -377,6 +381,8 @@ impl KafkaTransport {
             partition,
             offset: record.offset,
             ticket,
+            timestamp: record.timestamp,
+            timestamp_type: record.timestamp_type,
         })
     }
 
@@ -536,6 +542,7 @@ impl Transport for KafkaTransport {
             .batch_ack(self)
             .batch_publish(self)
             .browse(self)
+            .inspect(self)
     }
 }
 

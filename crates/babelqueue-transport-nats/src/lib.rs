@@ -41,6 +41,7 @@
 //! | dead-letter | the record published to the dead-letter queue (`<queue>.dlq`: its own stream), then `+ACK` |
 //! | a copy on behalf of a delivery with a schema-version header ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)) | published with that header as carried (a gated message's raw bytes stay gated in the dead-letter queue) |
 //! | `babelqueue dlq list` ([`Browser`](babelqueue_core::Browser)) | the stream's messages read by sequence, no consumer |
+//! | what the broker said of a delivery ([`Inspector`](babelqueue_core::Inspector), for tools) | the stream sequence as its id, `num_delivered > 1` as redelivered; the stream, consumer, consumer sequence, delivery count, pending count and publish time (epoch nanoseconds) from the delivery's ack subject |
 //!
 //! The transport reports facts and decides nothing: the runtime applies the schema-version
 //! gate, classifies poison, reconciles `attempts` with the count and picks the settlement.
@@ -53,6 +54,7 @@
 //! a configuration error.
 
 pub mod error;
+mod inspect;
 // Public for tests and tools that check the wire mapping directly; it is not part of the API
 // an application should build on (the options it holds are re-exported below).
 #[doc(hidden)]

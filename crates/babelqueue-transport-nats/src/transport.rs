@@ -20,15 +20,17 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use crate::error::NatsError;
+use crate::inspect::Wire;
 use crate::projection::{self, NatsOptions, Storage};
 
 const LOG: &str = "babelqueue::nats";
 
-/// What a delivery keeps for its settlement.
-struct Handle {
+/// What a delivery keeps for its settlement, and JetStream's metadata of it.
+pub(crate) struct Handle {
     acker: Acker,
-    /// JetStream's `num_delivered` (1 on the first delivery).
-    delivered: i64,
+    /// The stream and consumer sequences, JetStream's `num_delivered` (1 on the first
+    /// delivery), the pending count and the publish time.
+    pub(crate) wire: Wire,
 }
 
 struct Inner {
@@ -135,6 +137,21 @@ impl NatsTransport {
                 consumers: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// A transport over `client` that never asked its server anything (the offline tests of
+    /// the receive path).
+    #[cfg(test)]
+    pub(crate) fn unchecked(client: async_nats::Client, options: NatsOptions) -> NatsTransport {
+        NatsTransport {
+            inner: Arc::new(Inner {
+                js: jetstream::new(client.clone()),
+                client,
+                options,
+                streams: Mutex::new(HashSet::new()),
+                consumers: Mutex::new(HashMap::new()),
+            }),
+        }
     }
 
     /// The options the transport runs with.
@@ -279,23 +296,24 @@ impl NatsTransport {
             .map_err(|e| NatsError::ack("giving a delivery back (-NAK)", &*e))
     }
 
-    fn delivery(&self, queue: &str, message: jetstream::Message) -> Result<Delivery, NatsError> {
-        let delivered = message
-            .info()
-            .map_err(|e| {
-                NatsError::Other(format!(
-                    "a JetStream message of queue {queue:?} without its delivery metadata: {e}"
-                ))
-            })?
-            .delivered;
+    pub(crate) fn delivery(
+        &self,
+        queue: &str,
+        message: jetstream::Message,
+    ) -> Result<Delivery, NatsError> {
+        let wire = Wire::of(&message.info().map_err(|e| {
+            NatsError::Other(format!(
+                "a JetStream message of queue {queue:?} without its delivery metadata: {e}"
+            ))
+        })?);
         let (message, acker) = message.split();
         let headers = projection::headers_of(message.headers.as_ref());
         let declared = projection::declared(&headers);
         Ok(Delivery::new(queue, message.payload)
             .with_headers(headers)
             .with_declared_version(declared)
-            .with_count(projection::count(delivered))
-            .with_handle(Handle { acker, delivered }))
+            .with_count(projection::count(wire.delivered))
+            .with_handle(Handle { acker, wire }))
     }
 }
 
@@ -388,6 +406,7 @@ impl Transport for NatsTransport {
             .redelivery(Redelivery::Native(self))
             .rewind(self)
             .browse(self)
+            .inspect(self)
     }
 }
 
@@ -441,7 +460,7 @@ impl Redeliverer for NatsTransport {
             delivery.body(),
             delivery.facts(),
             delivery.queue(),
-            held.delivered,
+            held.wire.delivered,
             &redeliver,
         );
         if exact {

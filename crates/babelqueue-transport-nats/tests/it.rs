@@ -503,6 +503,65 @@ async fn rewind_comes_back_first_and_rewind_behind_after_the_waiting_ones() {
     purge(&t, &q).await;
 }
 
+/// The Inspector shows what the ack subject said: the stream sequence as the id, and a
+/// delivery given back with -NAK comes again with the same id, delivered twice.
+#[tokio::test]
+async fn the_inspector_shows_the_stream_sequence_and_a_redelivery() {
+    let Some(t) = nats().await else {
+        return;
+    };
+    let q = queue("inspect");
+    t.publish(&q, b"first").await.unwrap();
+    t.publish(&q, b"second").await.unwrap();
+    let inspector = t.capabilities().inspector().expect("an Inspector");
+    let stream = t.options().stream_name(&q).unwrap();
+
+    let first = pop(&t, &q, 2000).await.unwrap();
+    let view = inspector.inspect(&first);
+    assert_eq!(
+        view.id.as_deref(),
+        Some("1"),
+        "the first message of its stream"
+    );
+    assert_eq!(view.redelivered, Some(false));
+    let shown: std::collections::HashMap<&str, &str> = view
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(shown["stream"], stream);
+    assert_eq!(shown["consumer"], t.options().consumer);
+    assert_eq!(shown["consumer_sequence"], "1");
+    assert_eq!(shown["delivered"], "1");
+    assert_eq!(shown["pending"], "1", "the second message waits");
+    assert!(shown["published"].parse::<i128>().unwrap() > 0);
+
+    t.capabilities()
+        .rewinder()
+        .unwrap()
+        .rewind(&first)
+        .await
+        .unwrap();
+    let again = pop(&t, &q, 2000).await.unwrap();
+    assert_eq!(again.body(), b"first");
+    let view = inspector.inspect(&again);
+    assert_eq!(view.id.as_deref(), Some("1"), "the same stored message");
+    assert_eq!(
+        view.redelivered,
+        Some(true),
+        "JetStream delivered it before"
+    );
+    assert!(
+        view.properties
+            .contains(&("delivered".to_owned(), "2".to_owned()))
+    );
+    t.ack(&again).await.unwrap();
+    let second = pop(&t, &q, 2000).await.unwrap();
+    assert_eq!(inspector.inspect(&second).id.as_deref(), Some("2"));
+    t.ack(&second).await.unwrap();
+    purge(&t, &q).await;
+}
+
 #[tokio::test]
 async fn capabilities_and_browse() {
     let Some(t) = nats().await else { return };

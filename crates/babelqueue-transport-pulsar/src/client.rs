@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::auth::PulsarAuth;
 use crate::error::PulsarError;
+use crate::inspect::Metadata;
 use crate::projection::Properties;
 use crate::redelivery::{Counts, Shared};
 use crate::window::Handed;
@@ -49,6 +50,8 @@ pub struct Received {
     pub redelivery_count: u32,
     /// The handle for ack and nack.
     pub id: MessageRef,
+    /// The message metadata beside the properties (publish time, producer, sequence id …).
+    pub metadata: Metadata,
 }
 
 /// Messages a batch send hands the producer before it awaits their receipts (the client's
@@ -693,6 +696,7 @@ fn take(
             topic: topic.to_owned(),
             id,
         },
+        metadata: Metadata::of(message.payload.metadata),
     }
 }
 

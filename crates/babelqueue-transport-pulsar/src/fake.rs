@@ -31,7 +31,15 @@ use async_trait::async_trait;
 
 use crate::client::{MessageRef, PulsarClient, Received};
 use crate::error::PulsarError;
+use crate::inspect::Metadata;
 use crate::projection::Properties;
+
+/// The fake broker's clock for a message's publish time, in epoch milliseconds.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// One message the transport sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +99,7 @@ impl FakePulsar {
     ) -> MessageRef {
         let mut state = self.state();
         state.next_id += 1;
+        let sequence_id = state.next_id - 1;
         let id = MessageRef {
             topic: topic.to_owned(),
             id: format!("{}:0:-1:-1", state.next_id),
@@ -104,6 +113,13 @@ impl FakePulsar {
                 properties,
                 redelivery_count,
                 id: id.clone(),
+                metadata: Metadata {
+                    publish_time: now_ms(),
+                    producer_name: "fake".to_owned(),
+                    sequence_id,
+                    event_time: None,
+                    partition_key: None,
+                },
             });
         id
     }

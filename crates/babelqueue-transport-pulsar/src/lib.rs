@@ -63,7 +63,10 @@
 //! * [`Rewinder`]: a failed dead-letter write or retry publish, and a graceful shutdown, nack
 //!   the message (the runtime then pauses 1 s, because the crate's nack redelivers at once).
 //!
-//! Capabilities: [`RoutedPublisher`], [`DelayedPublisher`], [`Rewinder`], and
+//! Capabilities: [`RoutedPublisher`], [`DelayedPublisher`], [`Rewinder`], an
+//! [`Inspector`](babelqueue_core::Inspector) for tools that show the wire (the message id, the
+//! redelivery count above 0 as redelivered, the publish time, producer name, sequence id,
+//! event time and partition key, and the properties that are not facts), and
 //! [`Browser`](babelqueue_core::Browser) when an admin URL is set (`babelqueue dlq list` then
 //! peeks the subscription's backlog over the admin REST API instead of draining it: see
 //! [`browse`]); redelivery is the runtime's copy-then-ack. No header publisher (traceparent is not carried), no native
@@ -143,6 +146,7 @@ pub mod client;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod inspect;
 pub mod oauth2;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
@@ -159,13 +163,17 @@ pub use client::{
     TLS_TRUST_CERTS_ENV,
 };
 pub use error::PulsarError;
+pub use inspect::Metadata;
+use inspect::Wire;
 pub use oauth2::{OAuth2Credentials, OAuth2Grant, OAuth2Params};
 pub use projection::Properties;
 
-/// What the transport keeps with each delivery: the message handle for ack and nack.
+/// What the transport keeps with each delivery: the message handle for ack and nack, and what
+/// the broker said of the message (for the [`Inspector`](babelqueue_core::Inspector)).
 #[derive(Debug, Clone)]
 struct Handle {
     message: MessageRef,
+    wire: Wire,
 }
 
 /// The Pulsar transport. Cheap to clone (the client is shared).
@@ -460,6 +468,11 @@ impl Transport for PulsarTransport {
         let facts = projection::facts(&received.properties, received.redelivery_count);
         let handle = Handle {
             message: received.id,
+            wire: Wire::new(
+                received.metadata,
+                received.properties,
+                received.redelivery_count,
+            ),
         };
         Ok(Some(
             Delivery::new(queue, received.payload)
@@ -498,6 +511,11 @@ impl Transport for PulsarTransport {
                     .with_facts(facts)
                     .with_handle(Handle {
                         message: received.id,
+                        wire: Wire::new(
+                            received.metadata,
+                            received.properties,
+                            received.redelivery_count,
+                        ),
                     })
             })
             .collect())
@@ -513,7 +531,8 @@ impl Transport for PulsarTransport {
             .delay(self)
             .rewind(self)
             .batch_ack(self)
-            .batch_publish(self);
+            .batch_publish(self)
+            .inspect(self);
         // Browsing reads the subscription's backlog over the admin API; without an admin URL
         // there is no way to read it in place (see the `browse` module), so none is offered.
         if self.client.can_browse() {

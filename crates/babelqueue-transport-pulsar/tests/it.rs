@@ -376,6 +376,67 @@ async fn a_body_that_is_not_utf8_reaches_the_dlq_with_its_exact_bytes() {
     assert_eq!(doc["dead_letter"]["reason"], "poison");
 }
 
+/// The Inspector shows the message id and the metadata the broker stamped, and a nacked
+/// message comes back with the same id, counted as redelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_shows_the_message_id_the_metadata_and_a_redelivery() {
+    let Some(_inspect) = inspector().await else {
+        return;
+    };
+    let queue = unique("wire");
+    let transport = transport().await;
+    let body = envelope(&queue, 0);
+    let sent_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    transport.publish(&queue, &body).await.unwrap();
+    let inspector = transport.capabilities().inspector().expect("an Inspector");
+    let first = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered");
+    let view = inspector.inspect(&first);
+    let id = view.id.clone().expect("the message id");
+    let parts: Vec<i64> = id.split(':').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(parts.len(), 4, "ledger:entry:partition:batch, got {id}");
+    assert_eq!(view.redelivered, Some(false));
+    let shown: std::collections::HashMap<&str, &str> = view
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let published: u128 = shown["publish_time"].parse().unwrap();
+    assert!(
+        published + 60_000 >= sent_at && published <= sent_at + 60_000,
+        "{published} vs {sent_at}"
+    );
+    assert!(!shown["producer_name"].is_empty());
+    assert_eq!(shown["sequence_id"], "0", "the producer's first message");
+    assert_eq!(
+        shown["bq-source-lang"], "rust",
+        "a property that is not a fact"
+    );
+    assert!(!shown.contains_key("bq-job"), "a fact is not repeated");
+    transport
+        .capabilities()
+        .rewinder()
+        .expect("a Rewinder")
+        .rewind(&first)
+        .await
+        .unwrap();
+    let again = transport
+        .pop(&queue, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("redelivered");
+    let view = inspector.inspect(&again);
+    assert_eq!(view.id.as_deref(), Some(id.as_str()));
+    assert_eq!(view.redelivered, Some(true));
+    transport.ack(&again).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nack_brings_the_message_back_with_its_redelivery_counted() {
     let Some(_inspect) = inspector().await else {

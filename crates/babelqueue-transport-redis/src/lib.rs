@@ -85,7 +85,10 @@
 //! ([`Redeliverer`]: the Laravel layout honours the back-off delay through `:delayed`; the
 //! reliable layout has no delayed set and re-queues at once), dead-lettering is one guarded step
 //! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`DelayedPublisher`]), and
-//! `babelqueue dlq list` reads a queue in place ([`Browser`]).
+//! `babelqueue dlq list` reads a queue in place ([`Browser`]). A tool that shows the wire reads
+//! a delivery's reservation through the [`Inspector`](babelqueue_core::Inspector): the layout,
+//! the keys holding it, its token (reliable layout) and its deadline score. Redis has no message
+//! id and never says whether it handed a value out before.
 //!
 //! # Idempotency store
 //!
@@ -114,6 +117,7 @@ mod batch;
 pub mod client;
 mod error;
 pub mod idempotency;
+mod inspect;
 pub mod layout;
 pub mod scripts;
 mod tls;
@@ -784,6 +788,7 @@ impl Transport for RedisTransport {
             .batch_ack(self)
             .batch_publish(self)
             .hold_check(self)
+            .inspect(self)
             .prefetch_per_slot(PREFETCH_PER_SLOT);
         match self.options.layout {
             // Laravel reads the stored job itself: headers cannot ride, so the layout does not

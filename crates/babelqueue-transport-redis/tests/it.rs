@@ -194,6 +194,67 @@ async fn publish_consume_ack_in_both_layouts() {
     }
 }
 
+/// The Inspector shows the reservation Redis holds: its keys and the deadline that is its score
+/// there (and the token before the `:` of the reliable layout's member); no id, no redelivery.
+#[tokio::test]
+async fn the_inspector_shows_the_reservation_redis_holds_in_both_layouts() {
+    use babelqueue_transport_redis::fred::interfaces::SortedSetsInterface;
+    let Some(raw) = redis().await else { return };
+    for laravel in [false, true] {
+        let q = queue("inspect");
+        let t = transport(laravel, Some(90)).await;
+        t.publish(&q, br#"{"job":"urn:babel:orders:created","attempts":0}"#)
+            .await
+            .unwrap();
+        let d = t
+            .pop(&q, Duration::from_secs(2))
+            .await
+            .unwrap()
+            .expect("the message");
+        let view = t
+            .capabilities()
+            .inspector()
+            .expect("an Inspector")
+            .inspect(&d);
+        assert_eq!(
+            (&view.id, view.redelivered),
+            (&None, None),
+            "laravel={laravel}"
+        );
+        let shown: HashMap<&str, &str> = view
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let reserved = RedisTransport::reservation_of(&d).unwrap().to_vec();
+        let (set, member) = if laravel {
+            assert_eq!(shown["layout"], "laravel");
+            assert_eq!(shown["reserved_set"], t.options().reserved(&q));
+            (t.options().reserved(&q), reserved)
+        } else {
+            assert_eq!(shown["layout"], "reliable");
+            assert_eq!(shown["processing_list"], t.options().processing(&q));
+            assert_eq!(shown["deadlines_set"], t.options().deadlines(&q));
+            assert_eq!(
+                list(&raw, &t.options().processing(&q)).await,
+                std::slice::from_ref(&reserved)
+            );
+            let mut member = format!("{}:", shown["reservation_token"]).into_bytes();
+            member.extend_from_slice(&reserved);
+            (t.options().deadlines(&q), member)
+        };
+        let score: Option<f64> = raw.raw().zscore(&set, member).await.unwrap();
+        let score = score.expect("the reservation is scored in Redis");
+        assert_eq!(
+            shown["reservation_deadline"],
+            format!("{score}"),
+            "laravel={laravel}: the deadline is the reservation's score"
+        );
+        t.ack(&d).await.unwrap();
+        purge(&raw, &q).await;
+    }
+}
+
 #[tokio::test]
 async fn retry_then_dead_letter_in_both_layouts() {
     let Some(raw) = redis().await else { return };

@@ -51,6 +51,8 @@ pub struct ReceivedMessage {
     pub body: String,
     /// The receipt handle (needed to delete or release it).
     pub receipt_handle: Option<String>,
+    /// SQS's `MessageId`, when it sent one.
+    pub message_id: Option<String>,
     /// The message attributes.
     pub attributes: Attributes,
     /// The `ApproximateReceiveCount` system attribute, as text, when reported.
@@ -228,6 +230,7 @@ fn from_sdk_message(message: aws_sdk_sqs::types::Message) -> ReceivedMessage {
     ReceivedMessage {
         body: message.body.unwrap_or_default(),
         receipt_handle: message.receipt_handle,
+        message_id: message.message_id,
         attributes,
         receive_count,
     }

@@ -34,6 +34,11 @@ use crate::projection::Attributes;
 /// The URL base of the fake's queues.
 pub const FAKE_BASE: &str = "http://fake";
 
+/// The `MessageId` of the `n`th message the fake stored (a UUID, as SQS's are).
+fn message_id(n: u64) -> String {
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
 #[derive(Debug, Default)]
 struct State {
     visible: HashMap<String, VecDeque<ReceivedMessage>>,
@@ -88,6 +93,7 @@ impl FakeSqs {
         let message = ReceivedMessage {
             body: body.to_owned(),
             receipt_handle: Some(handle.clone()),
+            message_id: Some(message_id(state.next)),
             attributes,
             receive_count: receive_count.map(str::to_owned),
         };
@@ -169,6 +175,7 @@ impl FakeSqs {
         let message = ReceivedMessage {
             body: request.body.clone(),
             receipt_handle: Some(format!("rh-{}", state.next)),
+            message_id: Some(message_id(state.next)),
             attributes: request.attributes.clone(),
             receive_count: Some("1".to_owned()),
         };

@@ -95,7 +95,9 @@
 //!
 //! [`Transport::capabilities`](babelqueue_core::Transport::capabilities): `HeaderPublisher`,
 //! `DelayedPublisher`, native redelivery (`Redelivery::Native`: the visibility timeout),
-//! `NativeSettler` (no-op), `DeadLetterNamer` (`-dlq`). No rewinder, no dead-letter writer, no
+//! `NativeSettler` (no-op), `DeadLetterNamer` (`-dlq`), and an `Inspector` for tools that show
+//! the wire (the `MessageId` as a delivery's id, `ApproximateReceiveCount > 1` as
+//! `redelivered`, the count itself as a property). No rewinder, no dead-letter writer, no
 //! routed or settle publisher, no abandoner, no browser, no batch popper. The receive count
 //! travels on each delivery as a fact (above), not as a capability.
 //!
@@ -139,6 +141,7 @@ mod config;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod inspect;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]

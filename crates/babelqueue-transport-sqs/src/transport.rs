@@ -21,13 +21,16 @@ use crate::projection::{self, MAX_RECEIVE_BATCH};
 
 const LOG: &str = "babelqueue::sqs";
 
-/// What a delivery remembers for its settlement.
+/// What a delivery remembers for its settlement, and what SQS said of it (moved from the
+/// received message, for the [`Inspector`](babelqueue_core::Inspector)).
 #[derive(Debug, Clone)]
-struct Receipt {
+pub(crate) struct Receipt {
     /// The receipt handle (`None` when SQS sent none: nothing can settle it).
     handle: Option<String>,
-    /// Whether SQS reported `ApproximateReceiveCount` at all.
-    counted: bool,
+    /// SQS's `MessageId`.
+    pub(crate) message_id: Option<String>,
+    /// The `ApproximateReceiveCount` system attribute as SQS sent it (`None`: not reported).
+    pub(crate) receive_count: Option<String>,
 }
 
 /// The Amazon SQS transport.
@@ -214,13 +217,10 @@ impl SqsTransport {
         let ReceivedMessage {
             body,
             receipt_handle,
+            message_id,
             attributes,
             receive_count,
         } = message;
-        let receipt = Receipt {
-            handle: receipt_handle,
-            counted: receive_count.is_some(),
-        };
         let delivery = Delivery::new(queue, body.into_bytes())
             .with_headers(projection::headers(&attributes))
             .with_declared_version(projection::declared(&attributes));
@@ -228,7 +228,11 @@ impl SqsTransport {
             Some(count) => delivery.with_count(count),
             None => delivery,
         };
-        delivery.with_handle(receipt)
+        delivery.with_handle(Receipt {
+            handle: receipt_handle,
+            message_id,
+            receive_count,
+        })
     }
 
     async fn change_visibility(&self, delivery: &Delivery, seconds: i32) -> Result<(), SqsError> {
@@ -349,6 +353,7 @@ impl Transport for SqsTransport {
             .native_settle(self)
             .batch_ack(self)
             .batch_publish(self)
+            .inspect(self)
     }
 }
 
@@ -442,7 +447,7 @@ impl Redeliverer for SqsTransport {
                 "SQS message on queue {queue:?} has no receipt handle: it cannot be released and comes back after the queue's visibility timeout");
             return Ok(());
         }
-        if receipt.is_some_and(|r| !r.counted) {
+        if receipt.is_some_and(|r| r.receive_count.is_none()) {
             tracing::warn!(target: LOG, queue,
                 "SQS delivery on queue {queue:?} did not report ApproximateReceiveCount: releasing it cannot advance attempts; rely on the queue's RedrivePolicy to stop a poison loop");
         }

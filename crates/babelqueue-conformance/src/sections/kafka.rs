@@ -13,7 +13,7 @@ use babelqueue_envelope::Verdict;
 use babelqueue_transport_kafka::fake::FakeKafka;
 use babelqueue_transport_kafka::{
     DEFAULT_RETRY_TIERS_MS, KafkaOptions, KafkaTransport, Record, RecordHeader, RetryTiers,
-    TopicPartition, retry_topic,
+    TimestampType, TopicPartition, retry_topic,
 };
 use serde_json::Value;
 
@@ -41,6 +41,7 @@ fn record(value: &[u8], key: Option<Vec<u8>>, headers: Vec<RecordHeader>) -> Rec
         value: Some(value.to_vec()),
         headers,
         timestamp: None,
+        timestamp_type: TimestampType::CreateTime,
     }
 }
 

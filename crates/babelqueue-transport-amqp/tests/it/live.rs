@@ -103,6 +103,77 @@ async fn round_trip_with_the_contract_properties_and_traceparent() {
     raw.delete(&[&q]).await;
 }
 
+/// The Inspector reads what RabbitMQ said of each delivery: the `message_id` property, the
+/// `redelivered` flag (set once the broker requeued the message when its channel closed), the
+/// routing and the basic properties.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_shows_the_message_id_the_routing_and_a_redelivery() {
+    let Some(url) = common::broker().await else {
+        return;
+    };
+    let _shared = common::shared().await;
+    let q = common::queue("inspect");
+    let raw = Raw::new(&url).await;
+    let envelope = Envelope::builder(URN)
+        .queue(&q)
+        .trace_id("trace-inspect")
+        .data(&json!({"order_id": 7}))
+        .build()
+        .unwrap();
+    let body = envelope.encode().unwrap().into_bytes();
+    let id = envelope.message_id().unwrap().to_string();
+
+    let first = AmqpTransport::connect(&url).await.unwrap();
+    first.publish(&q, &body).await.unwrap();
+    let delivery = first
+        .pop(&q, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the message");
+    let view = first
+        .capabilities()
+        .inspector()
+        .expect("an Inspector")
+        .inspect(&delivery);
+    assert_eq!(view.id.as_deref(), Some(id.as_str()));
+    assert_eq!(view.redelivered, Some(false));
+    let shown: std::collections::HashMap<&str, &str> = view
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(shown["exchange"], "");
+    assert_eq!(shown["routing_key"], q);
+    assert_eq!(shown["type"], URN);
+    assert_eq!(shown["correlation_id"], "trace-inspect");
+    assert_eq!(shown["delivery_mode"], "2");
+    assert!(shown["delivery_tag"].parse::<u64>().unwrap() >= 1);
+    // Closed unacknowledged: RabbitMQ requeues it and marks the next delivery redelivered.
+    first.close().await.unwrap();
+    drop(delivery);
+    let second = AmqpTransport::connect(&url).await.unwrap();
+    let again = second
+        .pop(&q, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the requeued message");
+    let view = second
+        .capabilities()
+        .inspector()
+        .expect("an Inspector")
+        .inspect(&again);
+    assert_eq!(view.id.as_deref(), Some(id.as_str()));
+    assert_eq!(
+        view.redelivered,
+        Some(true),
+        "the broker says it delivered it before"
+    );
+    second.ack(&again).await.unwrap();
+    second.close().await.unwrap();
+    assert_eq!(raw.wait_depth(&q, 0, Duration::from_secs(2)).await, 0);
+    raw.delete(&[&q]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_then_dead_letter() {
     let Some(url) = common::broker().await else {

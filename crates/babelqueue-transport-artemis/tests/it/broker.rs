@@ -363,6 +363,78 @@ async fn delivery_count_rising_on_redelivery() {
     assert_eq!(json(&records[0])["dead_letter"]["attempts"], 3);
 }
 
+/// The Inspector shows what the broker delivered: the `message-id` a JMS-style producer set,
+/// the header (durable, delivery-count), the properties and the annotations; a delivery that
+/// failed once comes back to another consumer redelivered, with the same id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_shows_the_message_id_the_header_and_a_redelivery() {
+    let Some(_broker) = broker().await else {
+        return;
+    };
+    let q = queue("inspect");
+    let peer = client();
+    let mut message = babelqueue_transport_artemis::projection::message(&envelope(&q, 7));
+    message
+        .properties
+        .get_or_insert_with(Default::default)
+        .message_id = Some(MessageId::String("ID:inspect-7".into()));
+    peer.send(&q, message).await.unwrap();
+
+    let first = transport().await;
+    let d = first
+        .pop(&q, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the message");
+    let view = first
+        .capabilities()
+        .inspector()
+        .expect("an Inspector")
+        .inspect(&d);
+    assert_eq!(view.id.as_deref(), Some("ID:inspect-7"));
+    assert_eq!(view.redelivered, Some(false));
+    let shown: std::collections::HashMap<&str, &str> = view
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(shown["durable"], "true");
+    assert_eq!(shown["delivery-count"], "0");
+    assert_eq!(shown["correlation-id"], "trace-7");
+    assert_eq!(shown["x-opt-jms-type"], URN);
+    // Its consumer goes away, another fails it once: the next delivery is a redelivery.
+    first.close().await.unwrap();
+    drop(d);
+    let r = peer
+        .receive(&q, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("back on the queue");
+    peer.settle(&r.token, Disposition::Failed).await.unwrap();
+    peer.close().await.unwrap();
+    let second = transport().await;
+    let again = second
+        .pop(&q, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("redelivered");
+    let view = second
+        .capabilities()
+        .inspector()
+        .expect("an Inspector")
+        .inspect(&again);
+    assert_eq!(view.id.as_deref(), Some("ID:inspect-7"));
+    assert_eq!(view.redelivered, Some(true));
+    let count = view
+        .properties
+        .iter()
+        .find(|(k, _)| k == "delivery-count")
+        .map(|(_, v)| v.parse::<u32>().unwrap());
+    assert!(count >= Some(1), "{view:?}");
+    second.ack(&again).await.unwrap();
+    second.close().await.unwrap();
+}
+
 /// The `bq_schema_version` gate on messages that crossed the real broker: "2" is dead-lettered
 /// raw and byte-identical without being decoded; a present-but-null property and an integer 1
 /// are not gated.

@@ -8,10 +8,12 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use babelqueue_transport_kafka::{KafkaOptions, RdKafkaClient, Record, RecordHeader};
+use babelqueue_transport_kafka::{
+    KafkaOptions, RdKafkaClient, Record, RecordHeader, TimestampType,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
-use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::message::{Header, Headers, OwnedHeaders, Timestamp};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
@@ -164,6 +166,10 @@ pub async fn read_raw(topic: &str, count: usize, timeout: Duration) -> Vec<Recor
                     })
                     .unwrap_or_default(),
                 timestamp: m.timestamp().to_millis(),
+                timestamp_type: match m.timestamp() {
+                    Timestamp::LogAppendTime(_) => TimestampType::LogAppendTime,
+                    _ => TimestampType::CreateTime,
+                },
             });
         }
     }

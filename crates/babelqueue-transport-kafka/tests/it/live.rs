@@ -103,6 +103,74 @@ fn n_of(call: &Call) -> i64 {
     call.data["n"].as_i64().unwrap_or(-1)
 }
 
+/// Pops one delivery of `topic`, waiting for the group to form.
+async fn pop_one(t: &KafkaTransport, topic: &str) -> babelqueue_core::Delivery {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(d) = t.pop(topic, Duration::from_secs(1)).await.unwrap() {
+            return d;
+        }
+        assert!(Instant::now() < deadline, "nothing came on {topic}");
+    }
+}
+
+/// The Inspector shows a record's position, its timestamp and its key; a record sought back
+/// comes again at the same position, and Kafka says nothing of a redelivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_shows_the_position_the_timestamp_and_the_key() {
+    let Some(config) = broker() else { return };
+    let (topic, group) = (unique("inspect"), unique("group"));
+    create_topics(&config, &[&topic], 1).await;
+    let t = transport(&group, "");
+    let envelope = body(1, &topic);
+    let created_at = Envelope::decode(&envelope).unwrap().envelope.created_at();
+    t.publish(&topic, &envelope).await.unwrap();
+    produce_raw(&topic, b"{}", Some(b"acme"), &[]).await;
+    let inspector = t.capabilities().inspector().expect("an Inspector");
+
+    let first = pop_one(&t, &topic).await;
+    let view = inspector.inspect(&first);
+    assert_eq!(view.id, Some(format!("{topic}/0@0")));
+    assert_eq!(view.redelivered, None);
+    assert_eq!(
+        view.properties,
+        [
+            ("timestamp".to_owned(), created_at.unwrap().to_string()),
+            ("timestamp_type".to_owned(), "CreateTime".to_owned()),
+        ]
+    );
+    // Sought back: the same record comes again, at the same position.
+    t.capabilities()
+        .rewinder()
+        .expect("a Rewinder")
+        .rewind(&first)
+        .await
+        .unwrap();
+    drop(first);
+    let again = pop_one(&t, &topic).await;
+    let view = inspector.inspect(&again);
+    assert_eq!(view.id, Some(format!("{topic}/0@0")));
+    assert_eq!(view.redelivered, None, "Kafka does not say");
+    t.ack(&again).await.unwrap();
+
+    let keyed = pop_one(&t, &topic).await;
+    let view = inspector.inspect(&keyed);
+    assert_eq!(view.id, Some(format!("{topic}/0@1")));
+    let shown: std::collections::HashMap<&str, &str> = view
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(shown["key"], "acme");
+    assert_eq!(
+        shown["timestamp_type"], "CreateTime",
+        "stamped by the producer"
+    );
+    assert!(shown["timestamp"].parse::<i64>().unwrap() > 0);
+    t.ack(&keyed).await.unwrap();
+    t.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trip() {
     let Some(config) = broker() else { return };

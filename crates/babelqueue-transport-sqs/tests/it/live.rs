@@ -116,6 +116,65 @@ async fn round_trip_keeps_the_body_the_attributes_and_the_traceparent() {
     assert_eq!(wire(&calls), ["send", "send", "delete", "delete"]);
 }
 
+/// The Inspector shows SQS's `MessageId` (the one `SendMessage` answered with) and its receive
+/// count: a message released through the visibility timeout comes back redelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_shows_the_message_id_and_a_redelivery_by_the_receive_count() {
+    let Some(env) = support::env().await else {
+        return;
+    };
+    let queue = support::unique("inspect");
+    let url = env.create_queue(&queue, &[]).await;
+    let sent = env
+        .sdk
+        .send_message()
+        .queue_url(&url)
+        .message_body(r#"{"job":"urn:babel:orders:created","data":{},"attempts":0}"#)
+        .send()
+        .await
+        .expect("send");
+    let id = sent.message_id().expect("a MessageId").to_owned();
+    let (_calls, transport) = env.transport(env.config.clone());
+    let inspector = transport.capabilities().inspector().expect("an Inspector");
+    let first = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the message");
+    let view = inspector.inspect(&first);
+    assert_eq!(view.id.as_deref(), Some(id.as_str()));
+    assert_eq!(view.redelivered, Some(false));
+    assert_eq!(
+        view.properties,
+        [("ApproximateReceiveCount".to_owned(), "1".to_owned())]
+    );
+    let babelqueue_core::Redelivery::Native(release) = transport.capabilities().redelivery_mode()
+    else {
+        panic!("SQS releases through the visibility timeout")
+    };
+    release
+        .redeliver(
+            &first,
+            babelqueue_core::Redeliver::new(first.body(), None, None),
+        )
+        .await
+        .unwrap();
+    let again = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the released message");
+    let view = inspector.inspect(&again);
+    assert_eq!(view.id.as_deref(), Some(id.as_str()));
+    assert_eq!(view.redelivered, Some(true), "received twice");
+    assert_eq!(
+        view.properties,
+        [("ApproximateReceiveCount".to_owned(), "2".to_owned())]
+    );
+    transport.ack(&again).await.unwrap();
+    assert_eq!(env.depth(&url).await, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_handler_is_retried_through_visibility_never_by_a_copy() {
     let Some(env) = support::env().await else {
