@@ -488,3 +488,55 @@ async fn consume_takes_the_configuration_pages_knobs() {
         assert_eq!(ran.status, 2, "{args:?}: {ran:?}");
     }
 }
+
+mod redis {
+    use crate::common::{babelqueue, json_lines, printed, redis_url, stdout};
+
+    /// `consume --output wire` against a real broker: the broker's own view of each delivery
+    /// (a Redis reservation), the headers-free body byte for byte, and the outcome.
+    #[test]
+    fn wire_output_shows_what_the_broker_holds_for_each_delivery() {
+        let Some(url) = redis_url() else { return };
+        let queue = babelqueue_testkit::unique_queue("cli-wire");
+        let published = babelqueue(
+            &[
+                "publish",
+                &url,
+                "--queue",
+                &queue,
+                "--urn",
+                "urn:cli:wire",
+                "--data",
+                r#"{"n":18446744073709551616}"#,
+            ],
+            None,
+        );
+        assert!(published.status.success(), "{}", printed(&published));
+        let sent = stdout(&published);
+        let consumed = babelqueue(
+            &[
+                "consume",
+                &url,
+                "--queue",
+                &queue,
+                "--output",
+                "wire",
+                "--max-deliveries",
+                "1",
+                "--idle-timeout",
+                "5",
+            ],
+            None,
+        );
+        assert!(consumed.status.success(), "{}", printed(&consumed));
+        let line = &json_lines(&stdout(&consumed))[0];
+        assert_eq!(line["outcome"], "acked");
+        assert_eq!(line["body"].as_str().map(str::trim), Some(sent.trim()));
+        assert_eq!(line["broker"]["properties"]["layout"], "reliable", "{line}");
+        assert!(
+            line["broker"]["properties"]["reservation_deadline"].is_string(),
+            "{line}"
+        );
+        assert!(stdout(&consumed).contains(r#""n":18446744073709551616"#));
+    }
+}
