@@ -23,15 +23,28 @@ install_toxiproxy() {
 
 toxiproxy_port() { cat "$TOXIPROXY_DIR/port" 2>/dev/null; }
 
+# Starts the server on a free port; when another process took that port first (the server
+# exits at once), again on another one, three times at most.
 start_toxiproxy() {
     mkdir -p "$TOXIPROXY_DIR"
-    local port
-    port=$(ha_free_port)
-    echo "$port" > "$TOXIPROXY_DIR/port"
+    local port pid attempt i
     : > "$TOXIPROXY_DIR/toxiproxy.log"
-    LOG_LEVEL=info nohup "$TOXIPROXY_BIN" -host 127.0.0.1 -port "$port" \
-        >>"$TOXIPROXY_DIR/toxiproxy.log" 2>&1 &
-    echo $! > "$TOXIPROXY_DIR/toxiproxy.pid"
+    for attempt in 1 2 3; do
+        port=$(ha_free_port)
+        echo "$port" > "$TOXIPROXY_DIR/port"
+        LOG_LEVEL=info nohup "$TOXIPROXY_BIN" -host 127.0.0.1 -port "$port" \
+            >>"$TOXIPROXY_DIR/toxiproxy.log" 2>&1 &
+        pid=$!
+        echo "$pid" > "$TOXIPROXY_DIR/toxiproxy.pid"
+        for i in $(seq 50); do
+            ready_toxiproxy && return 0
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -0 "$pid" 2>/dev/null && return 0 # still starting: wait_for goes on waiting
+        log "toxiproxy exited at start on port $port (attempt $attempt): $(tail -n 2 "$TOXIPROXY_DIR/toxiproxy.log")"
+    done
+    return 1
 }
 
 # Up when the API on the recorded port answers and the process of the pid file is alive (so a
