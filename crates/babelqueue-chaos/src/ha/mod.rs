@@ -9,7 +9,35 @@
 //! `scripts/brokers.sh` components it needs, its faults, and how to deploy one row (a
 //! [`Deployment`]: the worker's URL, the publisher's URL, how to inject and clear each fault,
 //! how to count connections). Adding one is a file in this directory and a line in
-//! [`topologies`].
+//! [`topologies`]; its `scripts/brokers.sh` component is a `scripts/brokers.d/ha-NAME.sh`.
+//! In outline (a Sentinel whose primary is killed):
+//!
+//! ```text
+//! #[derive(Debug)]
+//! pub(crate) struct Sentinel;
+//!
+//! #[async_trait]
+//! impl Topology for Sentinel {
+//!     fn name(&self) -> &'static str { "redis-sentinel" }
+//!     fn broker(&self) -> Broker { Broker::Redis }
+//!     fn components(&self) -> &'static [&'static str] { &["redis-sentinel"] }
+//!     fn faults(&self, _short: bool) -> Vec<Fault> {
+//!         vec![Fault::topology("failover", "SIGKILL of the primary", "kill-primary",
+//!                              Duration::ZERO, Duration::from_secs(30))]
+//!     }
+//!     fn in_short(&self) -> bool { true }
+//!     async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String> {
+//!         // read the ports `scripts/brokers.sh env` exported; the worker's URL names the
+//!         // sentinels, the publisher's too (it must follow the failover as well)
+//!     }
+//! }
+//! // and a Deployment whose inject("kill-primary") kills the primary's pid, whose clear
+//! // starts it again as a replica, and whose connects() reads what it can count (or None)
+//! ```
+//!
+//! The row's flow is the same for every topology ([`exercise`]): the worker through
+//! `worker_base`, the publisher (which retries a failed publish for up to 60 s) through
+//! `direct_base`, the fault `inject`ed after the warm-up, `clear`ed after its hold.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
