@@ -14,7 +14,7 @@
 //! 2 on a usage error.
 //!
 //! `--ha` runs the high-availability and network-fault rows instead (module `ha`): one row per
-//! topology and fault (Toxiproxy in front of Redis, the Redis Laravel layout and RabbitMQ:
+//! topology and fault (Toxiproxy in front of Redis, the Redis Laravel layout, RabbitMQ and NATS:
 //! latency, a reset, a 30 s black hole, a bandwidth cap), with the time from the fault to the
 //! first message handled after it and the connections the worker opened.
 //!
@@ -65,7 +65,7 @@ struct Cli {
     /// scenarios.
     #[arg(long)]
     ha: bool,
-    /// With --ha: only this topology (repeatable): redis, redis-laravel, rabbitmq.
+    /// With --ha: only this topology (repeatable): redis, redis-laravel, rabbitmq, nats.
     #[arg(long = "topology")]
     topologies: Vec<String>,
     /// With --ha: only this fault (repeatable): latency, reset, blackhole, bandwidth.

@@ -103,9 +103,10 @@ pub(crate) type Lane = (Arc<dyn Topology>, Vec<Fault>);
 /// Every topology, in table order.
 pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
     vec![
-        Arc::new(proxied::Proxied::new(Broker::Redis)),
-        Arc::new(proxied::Proxied::new(Broker::RedisLaravel)),
-        Arc::new(proxied::Proxied::new(Broker::Rabbitmq)),
+        Arc::new(proxied::Proxied::new(Broker::Redis, true)),
+        Arc::new(proxied::Proxied::new(Broker::RedisLaravel, true)),
+        Arc::new(proxied::Proxied::new(Broker::Rabbitmq, true)),
+        Arc::new(proxied::Proxied::new(Broker::Nats, false)),
     ]
 }
 
@@ -558,6 +559,10 @@ mod tests {
         let short = select(&[], &[], true).unwrap();
         let short_names: Vec<&str> = short.iter().map(|(t, _)| t.name()).collect();
         assert_eq!(short_names, ["redis", "redis-laravel", "rabbitmq"]);
+        let full = select(&[], &[], false).unwrap();
+        assert!(full.len() > short.len(), "the full run has more");
+        // Named, a topology runs in --short too.
+        assert_eq!(select(&["nats".into()], &[], true).unwrap().len(), 1);
         for (topology, faults) in &short {
             assert!(topology.components().contains(&"toxiproxy"));
             assert_eq!(faults.len(), 4, "{}", topology.name());

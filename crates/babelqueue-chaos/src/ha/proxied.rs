@@ -10,15 +10,19 @@ use super::toxiproxy::{self, Toxiproxy};
 use super::{Deployment, Topology};
 use crate::brokers::{Broker, Env};
 
-/// `redis`, `redis-laravel` (the same Redis, the Laravel layout) or `rabbitmq`, behind Toxiproxy.
+/// `redis`, `redis-laravel` (the same Redis, the Laravel layout), `rabbitmq` or `nats`, behind
+/// Toxiproxy. (Kafka and Pulsar cannot sit behind a plain TCP proxy: their clients are sent on
+/// to the address the broker advertises.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Proxied {
     broker: Broker,
+    in_short: bool,
 }
 
 impl Proxied {
-    pub(crate) fn new(broker: Broker) -> Proxied {
-        Proxied { broker }
+    /// `in_short`: whether the CI subset (`--ha --short`) runs it.
+    pub(crate) fn new(broker: Broker, in_short: bool) -> Proxied {
+        Proxied { broker, in_short }
     }
 
     fn default_port(self) -> u16 {
@@ -53,7 +57,7 @@ impl Topology for Proxied {
     }
 
     fn in_short(&self) -> bool {
-        true
+        self.in_short
     }
 
     async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String> {
