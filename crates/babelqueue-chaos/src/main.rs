@@ -435,13 +435,30 @@ fn ha_main(cli: &Cli) -> ExitCode {
         "pass": pass,
         "verdict": verdict,
         "logs": dir.display().to_string(),
-        "rows": table.iter().map(Row::to_json).collect::<Vec<_>>(),
+        "rows": table.iter().map(ha_json).collect::<Vec<_>>(),
     });
     write_json(&json_path, &json);
     if pass {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// An HA row as JSON: the scenarios' keys, and `topology` and `fault` for `broker` and
+/// `scenario`.
+fn ha_json(row: &Row) -> serde_json::Value {
+    match row.to_json() {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .map(|(key, value)| match key.as_str() {
+                "broker" => ("topology".to_owned(), value),
+                "scenario" => ("fault".to_owned(), value),
+                _ => (key, value),
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        other => other,
     }
 }
 
