@@ -3,13 +3,20 @@
 #
 #   scripts/brokers.sh up [NAME...]     install what is missing, start, wait until ready
 #   scripts/brokers.sh down [NAME...]   stop
-#   scripts/brokers.sh status           one line per broker: up / down
-#   scripts/brokers.sh env              export lines for the test environment (eval them)
-#   scripts/brokers.sh list             the known brokers
+#   scripts/brokers.sh status [NAME...] one line per broker: up / down
+#   scripts/brokers.sh env [NAME...]    export lines for the test environment (eval them)
+#   scripts/brokers.sh list [ha]        the known brokers (or the HA components)
 #
 # Each broker lives in scripts/brokers.d/<name>.sh and defines install_<name>, start_<name>,
 # ready_<name>, stop_<name> and env_<name>. Downloads and data go to $BQ_CACHE (default:
 # ../cache next to the checkout), never into the checkout.
+#
+# The `ha` group: scripts/brokers.d/ha-*.sh declare components for the high-availability and
+# network-fault runs (`cargo xtask chaos --ha`): Toxiproxy, clusters. They add themselves to
+# HA instead of BROKERS, so a plain `up` does not start them; `up ha` starts all of them,
+# `up NAME` one. `status`, `env` and `down` without names cover both groups. Each takes free
+# ports of 127.0.0.1 when it starts (ha_free_port) and records them under
+# $BQ_BROKERS_DIR/<name>/, where `env` reads them back.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,6 +73,22 @@ maven_fetch() {
         -Dmaven.repo.local="$BQ_CACHE/m2" >/dev/null
 }
 
+# ha_free_port : prints a port of 127.0.0.1 that nothing listens on, from 20000-29999 (below the
+# kernel's ephemeral range, so no outgoing connection holds it). Another process may still take
+# it before the server binds it: a start checks that the server it started answers there.
+ha_free_port() {
+    local i p
+    for i in $(seq 200); do
+        p=$((20000 + RANDOM % 10000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    log "no free port found in 20000-29999"
+    return 1
+}
+
 # wait_for NAME SECONDS : polls ready_NAME until it succeeds or the time is up.
 wait_for() {
     local name=$1 limit=$2 waited=0
@@ -80,6 +103,7 @@ wait_for() {
 }
 
 BROKERS=()
+HA=()
 for f in "$ROOT"/scripts/brokers.d/*.sh; do
     # shellcheck source=/dev/null
     . "$f"
@@ -87,7 +111,18 @@ done
 
 cmd=${1:-status}
 shift || true
-if [ $# -gt 0 ]; then names=("$@"); else names=("${BROKERS[@]}"); fi
+# Without names: the brokers (for `up`), or the brokers and the HA components (the other
+# commands). The name `ha` stands for every HA component.
+if [ $# -gt 0 ]; then
+    names=()
+    for n in "$@"; do
+        if [ "$n" = ha ]; then names+=("${HA[@]}"); else names+=("$n"); fi
+    done
+elif [ "$cmd" = up ] || [ "$cmd" = list ]; then
+    names=("${BROKERS[@]}")
+else
+    names=("${BROKERS[@]}" "${HA[@]}")
+fi
 
 case "$cmd" in
     up)
@@ -117,7 +152,7 @@ case "$cmd" in
         for n in "${names[@]}"; do "env_$n"; done
         ;;
     list)
-        printf '%s\n' "${BROKERS[@]}"
+        if [ ${#names[@]} -gt 0 ]; then printf '%s\n' "${names[@]}"; fi
         ;;
     *)
         echo "usage: $0 up|down|status|env|list [NAME...]" >&2

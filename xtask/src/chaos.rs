@@ -3,6 +3,11 @@
 //! `scripts/brokers.sh` (they must be up: `scripts/brokers.sh up`). It prints one table row per
 //! broker and scenario, writes the table as JSON to `$BQ_CACHE/chaos/last.json`, and fails when a
 //! row lost, stranded or corrupted a message, or failed a check.
+//!
+//! `cargo xtask chaos --ha [--short] [--topology NAME]... [--fault NAME]...`: the
+//! high-availability and network-fault rows instead (one per topology and fault, with recovery
+//! time and connection counts; `$BQ_CACHE/chaos/last-ha.json`). The harness starts the HA
+//! components it needs (`scripts/brokers.sh up toxiproxy`).
 
 use crate::{cargo, status};
 
@@ -11,8 +16,8 @@ pub(crate) fn chaos(args: &[String]) -> Result<(), String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--short" => pass.push(arg.clone()),
-            "--broker" | "--scenario" | "--jobs" | "--json" => {
+            "--short" | "--ha" => pass.push(arg.clone()),
+            "--broker" | "--scenario" | "--topology" | "--fault" | "--jobs" | "--json" => {
                 let value = it
                     .next()
                     .ok_or_else(|| format!("chaos: {arg} needs a value"))?;

@@ -12,8 +12,10 @@
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
 //! cargo xtask tidy                     # repository invariants, rust-version floors
 //! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
+//! cargo xtask chaos --ha [--short] [--topology NAME]... [--fault NAME]...  # network faults, HA
 //! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,
-//!                                      # examples, chaos --short, fuzz (20 s per target), audit
+//!                                      # examples, chaos --short, chaos --ha --short,
+//!                                      # fuzz (20 s per target), audit
 //! ```
 //!
 //! Besides the standard library only `serde_json` (to read `cargo metadata`) and `sha2` (to
@@ -228,6 +230,10 @@ fn ci() -> Result<(), String> {
         "==> chaos --short (every broker: worker SIGKILLs, broker restarts, a broken DLQ, malformed bodies)"
     );
     chaos::chaos(&["--short".to_string()])?;
+    println!(
+        "==> chaos --ha --short (Toxiproxy in front of Redis, both layouts, and RabbitMQ: latency, a reset, a 30 s black hole, a bandwidth cap)"
+    );
+    chaos::chaos(&["--ha".to_string(), "--short".to_string()])?;
     println!("==> fuzz (the four core targets, 20 s each)");
     fuzz::fuzz(&["--seconds".to_string(), "20".to_string()])?;
     println!("==> audit (cargo deny)");
@@ -330,6 +336,9 @@ fn main() -> ExitCode {
             eprintln!("  tidy");
             eprintln!(
                 "  chaos [--short] [--broker NAME]... [--scenario NAME]... [--jobs N] [--json PATH]"
+            );
+            eprintln!(
+                "  chaos --ha [--short] [--topology NAME]... [--fault NAME]... [--jobs N] [--json PATH]"
             );
             return ExitCode::from(2);
         }

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! bq-chaos [--short] [--broker NAME]... [--scenario NAME]... [--jobs N] [--json PATH]
+//! bq-chaos --ha [--short] [--topology NAME]... [--fault NAME]... [--jobs N] [--json PATH]
 //! ```
 //!
 //! Brokers: `redis` (reliable layout), `redis-laravel`, `rabbitmq`, `sqs`, `kafka`, `artemis`,
@@ -11,6 +12,11 @@
 //! duplicated, stranded, corrupted, worker crashes, wall time. The exit code is 1 when a row
 //! failed (lost, stranded or corrupted messages, a crashed or wedged worker, or a failed check),
 //! 2 on a usage error.
+//!
+//! `--ha` runs the high-availability and network-fault rows instead (module `ha`): one row per
+//! topology and fault (Toxiproxy in front of Redis, the Redis Laravel layout, RabbitMQ and NATS:
+//! latency, a reset, a 30 s black hole, a bandwidth cap), with the time from the fault to the
+//! first message handled after it and the connections the worker opened.
 //!
 //! The same binary is the worker the harness starts (and SIGKILLs): `bq-chaos worker …`
 //! (hidden).
@@ -27,6 +33,7 @@ use clap::{Parser, Subcommand};
 mod bodies;
 mod brokers;
 mod fleet;
+mod ha;
 mod records;
 mod report;
 mod scenarios;
@@ -54,7 +61,17 @@ struct Cli {
     /// Only this scenario (repeatable): sigkill, dlq-failure, malformed, broker-restart.
     #[arg(long = "scenario")]
     scenarios: Vec<String>,
-    /// How many brokers run their rows at once (0: all).
+    /// The high-availability and network-fault rows (docs/chaos.md, `--ha`) instead of the
+    /// scenarios.
+    #[arg(long)]
+    ha: bool,
+    /// With --ha: only this topology (repeatable): redis, redis-laravel, rabbitmq, nats.
+    #[arg(long = "topology")]
+    topologies: Vec<String>,
+    /// With --ha: only this fault (repeatable): latency, reset, blackhole, bandwidth.
+    #[arg(long = "fault")]
+    faults: Vec<String>,
+    /// How many brokers (topologies, with --ha) run their rows at once (0: all).
     #[arg(long, default_value_t = 0)]
     jobs: usize,
     /// The repository root (default: found from this crate's manifest directory).
@@ -115,6 +132,13 @@ fn default_root() -> PathBuf {
 }
 
 fn harness_main(cli: &Cli) -> ExitCode {
+    if cli.ha {
+        return ha_main(cli);
+    }
+    if !cli.topologies.is_empty() || !cli.faults.is_empty() {
+        eprintln!("bq-chaos: --topology and --fault go with --ha");
+        return ExitCode::from(2);
+    }
     let mut selected = Vec::new();
     for name in &cli.brokers {
         match Broker::parse(name) {
@@ -152,32 +176,15 @@ fn harness_main(cli: &Cli) -> ExitCode {
     scenarios.sort();
     scenarios.dedup();
 
-    let root = cli.root.clone().unwrap_or_else(default_root);
-    let root = root.canonicalize().unwrap_or(root);
-    let env = Env::load(&root);
-    let chaos_dir = env.cache.join("chaos");
-    let run = run_id();
-    let dir = chaos_dir.join("runs").join(&run);
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("bq-chaos: {}: {e}", dir.display());
+    let Some(Setup {
+        env,
+        chaos_dir,
+        run,
+        dir,
+        exe,
+    }) = setup(cli)
+    else {
         return ExitCode::FAILURE;
-    }
-    prune_runs(&chaos_dir.join("runs"), 5);
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            eprintln!("bq-chaos: own executable: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // Workers are started from a link to this very executable in the run directory: a build
-    // that replaces target/debug/bq-chaos during the run (another `cargo build`) must not change
-    // the workers under the harness.
-    let pinned = dir.join("bq-chaos");
-    let exe = if std::fs::hard_link(&exe, &pinned).is_ok() || std::fs::copy(&exe, &pinned).is_ok() {
-        pinned
-    } else {
-        exe
     };
     let sizes = if cli.short {
         Sizes::short()
@@ -198,17 +205,8 @@ fn harness_main(cli: &Cli) -> ExitCode {
         dir: dir.clone(),
         sizes,
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(8)
-        .max_blocking_threads(64)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("bq-chaos: runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let started = Instant::now();
     let jobs = if cli.jobs == 0 {
@@ -270,17 +268,197 @@ fn harness_main(cli: &Cli) -> ExitCode {
         "logs": dir.display().to_string(),
         "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
     });
-    match serde_json::to_string_pretty(&json)
-        .map_err(|e| e.to_string())
-        .and_then(|text| std::fs::write(&json_path, text + "\n").map_err(|e| e.to_string()))
-    {
-        Ok(()) => println!("table written to {}", json_path.display()),
-        Err(e) => eprintln!("bq-chaos: {}: {e}", json_path.display()),
-    }
+    write_json(&json_path, &json);
     if pass && brokers_up.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// What every run needs: the broker environment, a run id and directory, and the pinned worker
+/// executable.
+struct Setup {
+    env: Env,
+    chaos_dir: PathBuf,
+    run: String,
+    dir: PathBuf,
+    exe: PathBuf,
+}
+
+fn setup(cli: &Cli) -> Option<Setup> {
+    let root = cli.root.clone().unwrap_or_else(default_root);
+    let root = root.canonicalize().unwrap_or(root);
+    let env = Env::load(&root);
+    let chaos_dir = env.cache.join("chaos");
+    let run = run_id();
+    let dir = chaos_dir.join("runs").join(&run);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("bq-chaos: {}: {e}", dir.display());
+        return None;
+    }
+    prune_runs(&chaos_dir.join("runs"), 5);
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("bq-chaos: own executable: {e}");
+            return None;
+        }
+    };
+    // Workers are started from a link to this very executable in the run directory: a build
+    // that replaces target/debug/bq-chaos during the run (another `cargo build`) must not change
+    // the workers under the harness.
+    let pinned = dir.join("bq-chaos");
+    let exe = if std::fs::hard_link(&exe, &pinned).is_ok() || std::fs::copy(&exe, &pinned).is_ok() {
+        pinned
+    } else {
+        exe
+    };
+    Some(Setup {
+        env,
+        chaos_dir,
+        run,
+        dir,
+        exe,
+    })
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(8)
+        .max_blocking_threads(64)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("bq-chaos: runtime: {e}");
+            None
+        }
+    }
+}
+
+/// Writes the run's JSON table.
+fn write_json(path: &Path, json: &serde_json::Value) {
+    match serde_json::to_string_pretty(json)
+        .map_err(|e| e.to_string())
+        .and_then(|text| std::fs::write(path, text + "\n").map_err(|e| e.to_string()))
+    {
+        Ok(()) => println!("table written to {}", path.display()),
+        Err(e) => eprintln!("bq-chaos: {}: {e}", path.display()),
+    }
+}
+
+/// `--ha`: the topology × fault rows.
+fn ha_main(cli: &Cli) -> ExitCode {
+    if !cli.brokers.is_empty() || !cli.scenarios.is_empty() {
+        eprintln!("bq-chaos: with --ha, choose rows with --topology and --fault");
+        return ExitCode::from(2);
+    }
+    let rows = match ha::select(&cli.topologies, &cli.faults, cli.short) {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("bq-chaos: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
+    };
+    // The components first (`scripts/brokers.sh up NAME` is a no-op for one that is up), then
+    // the environment, which names the ports they took.
+    let root = cli.root.clone().unwrap_or_else(default_root);
+    let root = root.canonicalize().unwrap_or(root);
+    let components = ha::components(&rows);
+    let probe_env = Env::load(&root);
+    for component in &components {
+        if let Err(e) =
+            runtime.block_on(probe_env.brokers_sh(&["up", component], Duration::from_secs(600)))
+        {
+            eprintln!("bq-chaos: `scripts/brokers.sh up {component}` failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let Some(Setup {
+        env,
+        chaos_dir,
+        run,
+        dir,
+        exe,
+    }) = setup(cli)
+    else {
+        return ExitCode::FAILURE;
+    };
+    let sizes = if cli.short {
+        ha::HaSizes::short()
+    } else {
+        ha::HaSizes::full()
+    };
+    let mode = if cli.short { "short" } else { "full" };
+    let count: usize = rows.iter().map(|(_, faults)| faults.len()).sum();
+    eprintln!(
+        "bq-chaos: run {run} (--ha, {mode}): {count} rows on {} topologies ({}), logs in {}",
+        rows.len(),
+        components.join(", "),
+        dir.display()
+    );
+    let ctx = Arc::new(Ctx {
+        env,
+        exe,
+        run: run.clone(),
+        dir: dir.clone(),
+        sizes: Sizes::short(),
+    });
+    let started = Instant::now();
+    let jobs = if cli.jobs == 0 { rows.len() } else { cli.jobs };
+    let table = runtime.block_on(ha::run_lanes(ctx, Arc::new(sizes), rows, jobs, |row| {
+        eprintln!("[{}] {}", report::utc_now(), ha::progress_line(row))
+    }));
+    let total = started.elapsed();
+    let (pass, verdict) = report::verdict(&table, total);
+    println!();
+    print!("{}", report::ha_table(&table));
+    println!();
+    print!("{}", report::details(&table));
+    println!();
+    println!("{verdict}");
+    let json_path = cli
+        .json
+        .clone()
+        .unwrap_or_else(|| chaos_dir.join("last-ha.json"));
+    let json = serde_json::json!({
+        "date": report::utc_now(),
+        "run": run,
+        "mode": format!("ha-{mode}"),
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "seconds": (total.as_secs_f64() * 10.0).round() / 10.0,
+        "pass": pass,
+        "verdict": verdict,
+        "logs": dir.display().to_string(),
+        "rows": table.iter().map(ha_json).collect::<Vec<_>>(),
+    });
+    write_json(&json_path, &json);
+    if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// An HA row as JSON: the scenarios' keys, and `topology` and `fault` for `broker` and
+/// `scenario`.
+fn ha_json(row: &Row) -> serde_json::Value {
+    match row.to_json() {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .map(|(key, value)| match key.as_str() {
+                "broker" => ("topology".to_owned(), value),
+                "scenario" => ("fault".to_owned(), value),
+                _ => (key, value),
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        other => other,
     }
 }
 

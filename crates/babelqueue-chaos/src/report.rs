@@ -37,6 +37,11 @@ pub(crate) struct Row {
     pub(crate) notes: Vec<String>,
     /// Why the row does not apply to this broker (then nothing else counts).
     pub(crate) not_applicable: Option<String>,
+    /// HA rows: from the fault to the first message handled after it (`None`: not measured, or
+    /// no message was handled).
+    pub(crate) recovery: Option<Duration>,
+    /// HA rows: the connections the worker opened over the row (`None`: not counted).
+    pub(crate) connects: Option<u64>,
 }
 
 impl Row {
@@ -55,6 +60,8 @@ impl Row {
             failures: Vec::new(),
             notes: Vec::new(),
             not_applicable: None,
+            recovery: None,
+            connects: None,
         }
     }
 
@@ -82,7 +89,7 @@ impl Row {
     }
 
     pub(crate) fn to_json(&self) -> Value {
-        json!({
+        let mut value = json!({
             "broker": self.broker,
             "scenario": self.scenario,
             "result": match self.status() {
@@ -101,7 +108,19 @@ impl Row {
             "failures": self.failures,
             "notes": self.notes,
             "not_applicable": self.not_applicable,
-        })
+        });
+        if let Value::Object(map) = &mut value {
+            if let Some(recovery) = self.recovery {
+                map.insert(
+                    "recovery_seconds".into(),
+                    json!((recovery.as_secs_f64() * 100.0).round() / 100.0),
+                );
+            }
+            if let Some(connects) = self.connects {
+                map.insert("connects".into(), json!(connects));
+            }
+        }
+        value
     }
 }
 
@@ -156,6 +175,69 @@ pub(crate) fn table(rows: &[Row]) -> String {
             n(row.stranded),
             n(row.corrupted),
             n(u64::from(row.crashes)),
+            duration(row.elapsed),
+            match row.status() {
+                Status::Ok => "ok".into(),
+                Status::Fail => "FAIL".into(),
+                Status::NotApplicable => "n/a".into(),
+            },
+        ]));
+        out.push('\n');
+    }
+    out
+}
+
+const HA_HEADER: [&str; 11] = [
+    "topology", "fault", "messages", "lost", "dup", "stranded", "corrupt", "recovery", "connects",
+    "time", "result",
+];
+const HA_WIDTH: [usize; 11] = [16, 10, 9, 5, 5, 9, 8, 9, 9, 8, 6];
+
+/// `1.23s` below 10 s (a recovery is short), else as [`duration`].
+pub(crate) fn recovery(d: Duration) -> String {
+    if d < Duration::from_secs(10) {
+        format!("{:.2}s", d.as_secs_f64())
+    } else {
+        duration(d)
+    }
+}
+
+/// The fixed-width table of the HA rows (`--ha`): topology and fault instead of broker and
+/// scenario, recovery and connects instead of kills and crashes.
+pub(crate) fn ha_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let line = |cells: [String; 11]| {
+        let mut text = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i < 2 {
+                let _ = write!(text, "{cell:<w$}", w = HA_WIDTH[i]);
+            } else {
+                let _ = write!(text, "{cell:>w$}", w = HA_WIDTH[i]);
+            }
+            if i + 1 < cells.len() {
+                text.push(' ');
+            }
+        }
+        text.trim_end().to_owned()
+    };
+    out.push_str(&line(HA_HEADER.map(str::to_owned)));
+    out.push('\n');
+    out.push_str(&"-".repeat(HA_WIDTH.iter().sum::<usize>() + HA_WIDTH.len() - 1));
+    out.push('\n');
+    for row in rows {
+        let na = row.status() == Status::NotApplicable;
+        let n = |v: u64| if na { "-".to_owned() } else { v.to_string() };
+        out.push_str(&line([
+            row.broker.clone(),
+            row.scenario.clone(),
+            n(row.messages),
+            n(row.lost),
+            n(row.duplicated),
+            n(row.stranded),
+            n(row.corrupted),
+            row.recovery.map_or_else(|| "-".to_owned(), recovery),
+            row.connects
+                .map_or_else(|| "-".to_owned(), |c| c.to_string()),
             duration(row.elapsed),
             match row.status() {
                 Status::Ok => "ok".into(),
@@ -324,6 +406,43 @@ mod tests {
         assert!(lines[3].ends_with("n/a"));
         let result_col = lines[0].find("result").unwrap();
         assert_eq!(lines[2].len(), result_col + "result".len());
+    }
+
+    #[test]
+    fn the_ha_table_shows_recovery_and_connects() {
+        let mut a = Row::new("redis-laravel", "blackhole");
+        a.messages = 300;
+        a.duplicated = 2;
+        a.recovery = Some(Duration::from_millis(1_234));
+        a.connects = Some(6);
+        a.elapsed = Duration::from_millis(52_000);
+        let mut b = Row::new("rabbitmq", "bandwidth");
+        b.messages = 300;
+        b.fail("slow recovery");
+        let text = ha_table(&[a.clone(), b]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[0].starts_with("topology") && lines[0].contains("recovery  connects"));
+        assert!(
+            lines[2].contains("1.23s") && lines[2].contains(" 6 "),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[2].ends_with("ok"), "{}", lines[2]);
+        assert!(lines[3].ends_with("FAIL"), "{}", lines[3]);
+        let result_col = lines[0].find("result").unwrap();
+        assert_eq!(lines[2].len(), result_col + "result".len());
+        assert_eq!(lines[3].len(), result_col + "result".len());
+        let json = a.to_json();
+        assert_eq!(json["recovery_seconds"], 1.23);
+        assert_eq!(json["connects"], 6);
+        assert!(
+            Row::new("redis", "sigkill")
+                .to_json()
+                .get("connects")
+                .is_none()
+        );
+        assert_eq!(recovery(Duration::from_secs(12)), "12.0s");
     }
 
     #[test]

@@ -204,7 +204,7 @@ pub(crate) async fn run_row(ctx: &Ctx, broker: Broker, scenario: Scenario) -> Ro
 }
 
 /// The URL the workers (and the harness' own clients) use in a row.
-fn worker_url(
+pub(crate) fn worker_url(
     env: &Env,
     broker: Broker,
     scenario: Scenario,
@@ -251,7 +251,12 @@ fn dlq_reader_url(url: &str) -> String {
 }
 
 /// Creates what the broker needs before a publish (SQS queues; the others create on use).
-async fn prepare(env: &Env, broker: Broker, queue: &str, with_dlq: bool) -> Result<(), String> {
+pub(crate) async fn prepare(
+    env: &Env,
+    broker: Broker,
+    queue: &str,
+    with_dlq: bool,
+) -> Result<(), String> {
     if broker == Broker::Sqs {
         brokers::sqs_create(env, queue).await?;
         if with_dlq {
@@ -263,13 +268,13 @@ async fn prepare(env: &Env, broker: Broker, queue: &str, with_dlq: bool) -> Resu
 
 /// One chaos message.
 #[derive(Debug, Clone)]
-struct Msg {
-    id: String,
-    data: String,
-    body: Vec<u8>,
+pub(crate) struct Msg {
+    pub(crate) id: String,
+    pub(crate) data: String,
+    pub(crate) body: Vec<u8>,
 }
 
-fn messages(run: &str, queue: &str, range: std::ops::Range<u64>, urn: &str) -> Vec<Msg> {
+pub(crate) fn messages(run: &str, queue: &str, range: std::ops::Range<u64>, urn: &str) -> Vec<Msg> {
     range
         .map(|n| {
             let id = bodies::message_id(run, n);
@@ -282,13 +287,13 @@ fn messages(run: &str, queue: &str, range: std::ops::Range<u64>, urn: &str) -> V
 
 /// What a publisher did.
 #[derive(Debug, Default)]
-struct Published {
+pub(crate) struct Published {
     /// Every message it tried (id → data), for the corruption check.
-    known: BTreeMap<String, String>,
+    pub(crate) known: BTreeMap<String, String>,
     /// The ids the broker confirmed, with when.
-    confirmed: BTreeMap<String, Instant>,
+    pub(crate) confirmed: BTreeMap<String, Instant>,
     /// Messages never confirmed, with the last error.
-    unconfirmed: Vec<(String, String)>,
+    pub(crate) unconfirmed: Vec<(String, String)>,
     /// Publish calls that failed and were retried.
     retried: u64,
 }
@@ -307,7 +312,7 @@ impl Published {
 /// the order),
 /// retrying a failed publish (a broker restarting) for up to `retry_for`; nothing is tried after
 /// `retry_for` past the last scheduled publish.
-async fn publish(
+pub(crate) async fn publish(
     transport: Arc<dyn Transport>,
     queue: String,
     msgs: Vec<Msg>,
@@ -377,24 +382,24 @@ const SQS_SIGKILL_MESSAGES: u64 = 500;
 
 /// Publishes a publisher keeps waiting for at once, where the order does not matter (moto, the
 /// SQS emulator, serves one request at a time: more would starve the worker).
-const IN_FLIGHT: usize = 4;
+pub(crate) const IN_FLIGHT: usize = 4;
 
 /// How a drain went.
 #[derive(Debug, Default)]
-struct Drained {
-    complete: bool,
+pub(crate) struct Drained {
+    pub(crate) complete: bool,
     /// When the first handler call of the drain came, from its start.
-    first_call: Option<Duration>,
+    pub(crate) first_call: Option<Duration>,
     /// When the last handler call came, before the drain ended.
-    quiet_for: Duration,
-    elapsed: Duration,
-    stopped: Option<Stopped>,
+    pub(crate) quiet_for: Duration,
+    pub(crate) elapsed: Duration,
+    pub(crate) stopped: Option<Stopped>,
 }
 
 /// Lets the fleet's worker handle until every id of `must` was handled (then `settle` more, for
 /// late duplicates) or `limit`; then SIGTERM. A worker that exits on its own is restarted (and
 /// counted as a crash when it exited abnormally).
-async fn drain(
+pub(crate) async fn drain(
     fleet: &mut Fleet,
     tally: &mut Tally,
     known: &BTreeMap<String, String>,
@@ -446,7 +451,7 @@ async fn drain(
 
 /// What a fresh consumer still finds after the drain.
 #[derive(Debug, Default)]
-struct Probe {
+pub(crate) struct Probe {
     /// The broker's own count before the probe read anything (`None`: it cannot tell).
     counted: Option<u64>,
     /// The bodies a fresh consumer read.
@@ -527,7 +532,7 @@ impl Probe {
 }
 
 /// The broker count of `queue`, then (unless it says 0) a fresh consumer reading what is left.
-async fn probe(env: &Env, broker: Broker, url: &str, queue: &str) -> Probe {
+pub(crate) async fn probe(env: &Env, broker: Broker, url: &str, queue: &str) -> Probe {
     let mut out = Probe::default();
     match brokers::broker_count(env, broker, url, queue).await {
         Some(Ok(n)) => out.counted = Some(n),
@@ -557,7 +562,7 @@ async fn probe(env: &Env, broker: Broker, url: &str, queue: &str) -> Probe {
 }
 
 /// Adds what a drain says to the row; `Err` texts become failures.
-fn report_drain(row: &mut Row, what: &str, drained: &Drained, missing: usize) {
+pub(crate) fn report_drain(row: &mut Row, what: &str, drained: &Drained, missing: usize) {
     match &drained.stopped {
         Some(Stopped::Wedged(e)) => row.fail(format!("worker wedged ({what}): {e}")),
         Some(Stopped::Exited(_)) | Some(Stopped::NotRunning) | None => {}
@@ -581,7 +586,7 @@ fn report_drain(row: &mut Row, what: &str, drained: &Drained, missing: usize) {
 }
 
 /// Crash evidence into the row.
-fn report_fleet(row: &mut Row, fleet: &Fleet) {
+pub(crate) fn report_fleet(row: &mut Row, fleet: &Fleet) {
     row.crashes += u32::try_from(fleet.crashes.len()).unwrap_or(u32::MAX);
     for c in &fleet.crashes {
         row.note(format!("crash: {c}"));
@@ -594,7 +599,7 @@ fn report_fleet(row: &mut Row, fleet: &Fleet) {
     }
 }
 
-fn spec(url: &str, queue: &str, concurrency: usize) -> WorkerSpec {
+pub(crate) fn spec(url: &str, queue: &str, concurrency: usize) -> WorkerSpec {
     WorkerSpec {
         url: url.to_owned(),
         queue: queue.to_owned(),
@@ -617,7 +622,7 @@ fn short_list(ids: &[String]) -> String {
 }
 
 /// Fills lost / duplicated / stranded / corrupted of a "handle everything" row.
-fn settle_counts(
+pub(crate) fn settle_counts(
     row: &mut Row,
     published: &Published,
     tally: &Tally,
@@ -661,7 +666,7 @@ fn settle_counts(
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
