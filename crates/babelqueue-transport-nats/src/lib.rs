@@ -57,6 +57,7 @@ pub mod error;
 // an application should build on (the options it holds are re-exported below).
 #[doc(hidden)]
 pub mod projection;
+mod servers;
 mod transport;
 
 pub use async_nats;

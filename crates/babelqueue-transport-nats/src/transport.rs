@@ -110,9 +110,9 @@ impl NatsTransport {
         if let (Some(cert), Some(key)) = (&options.cert_file, &options.key_file) {
             connect = connect.add_client_certificate(cert.clone(), key.clone());
         }
-        let host = options.host().to_owned();
+        let host = options.hosts();
         let client = connect
-            .connect(options.server.as_str())
+            .connect(options.servers())
             .await
             .map_err(|e| NatsError::connect(&e, &host, &secrets(&options)))?;
         // A raw `$JS.API.INFO`: the reply of a 2.9 server does not parse as async-nats 0.51's
