@@ -123,10 +123,13 @@ stop_nats-cluster() {
     return 0
 }
 
-# Nothing while the cluster has never been configured.
+# Nothing while none of the cluster's servers runs.
 env_nats-cluster() {
-    local n hosts="" http=""
-    [ -s "$NATSC_DIR/n1/nats.conf" ] || return 0
+    local n hosts="" http="" running=""
+    for n in "${NATSC_NAMES[@]}"; do
+        running="$running$(natsc_pid "$n")"
+    done
+    [ -n "$running" ] || return 0
     for n in "${NATSC_NAMES[@]}"; do
         hosts="$hosts,127.0.0.1:$(natsc_port "$n" client)"
         http="$http,http://127.0.0.1:$(natsc_port "$n" http)"
