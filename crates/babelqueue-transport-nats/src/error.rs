@@ -173,13 +173,40 @@ impl NatsError {
         }
     }
 
-    /// A pull request that the server answered with an error status (a deleted consumer, too
-    /// many waiting pulls …).
+    /// A pull request that the server answered with an error status. The consumer's leader
+    /// changed (`409 Leadership Change`: the pull was dropped, the new leader takes the next
+    /// one) or nobody answers for the consumer yet (`503`, no responders, during an election):
+    /// a [`NatsError::Connection`]. Anything else (a deleted consumer, too many waiting pulls …)
+    /// is [`NatsError::Rejected`].
     pub(crate) fn pulled(
         error: &(dyn StdError + Send + Sync + 'static),
         stream: &str,
     ) -> NatsError {
-        NatsError::Rejected(format!("pulling from stream {stream:?}: {error}"))
+        let what = format!("pulling from stream {stream:?}: {error}");
+        // async-nats reports the status only in the text: "…: 409, Some(\"Leadership Change\")".
+        let text = error.to_string();
+        if text.contains("Leadership Change") || text.contains(": 503") {
+            NatsError::Connection(what)
+        } else {
+            NatsError::Rejected(what)
+        }
+    }
+
+    /// A pull request on `stream` whose connection dropped while it waited.
+    pub(crate) fn dropped_pull(stream: &str) -> NatsError {
+        NatsError::Connection(format!(
+            "pulling from stream {stream:?}: the connection to the server dropped; pulling again \
+             once reconnected"
+        ))
+    }
+
+    /// A pull request on `stream` with no answer within `within` (its expiry and the request
+    /// timeout): it went to a consumer leader that died, or its connection dropped.
+    pub(crate) fn unanswered_pull(stream: &str, within: std::time::Duration) -> NatsError {
+        NatsError::Timeout(format!(
+            "pulling from stream {stream:?}: no answer within {within:?} (the consumer's leader \
+             or the connection went away)"
+        ))
     }
 
     /// An acknowledgement (`+ACK`, `-NAK`) that was not confirmed.
@@ -308,6 +335,30 @@ mod tests {
         let e = NatsError::connect(&down, "h:1", &secrets);
         assert!(e.is_transient());
         assert!(!format!("{e} {e:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn a_pull_ended_by_a_leader_change_is_transient_and_other_statuses_are_not() {
+        // The text async-nats 0.51 gives a pull that ends with an error status.
+        let status = |code: u16, description: &str| {
+            std::io::Error::other(format!(
+                "error while processing messages from the stream: {code}, Some({description:?})"
+            ))
+        };
+        let changed = NatsError::pulled(&status(409, "Leadership Change"), "BQ_q");
+        assert_eq!(changed.kind(), TransportErrorKind::Connection, "{changed}");
+        assert!(changed.is_transient());
+        let nobody = NatsError::pulled(&status(503, "No Responders"), "BQ_q");
+        assert!(nobody.is_transient(), "{nobody}");
+        for (code, description) in [(409, "Consumer Deleted"), (409, "Exceeded MaxWaiting")] {
+            let e = NatsError::pulled(&status(code, description), "BQ_q");
+            assert_eq!(e.kind(), TransportErrorKind::Rejected, "{e}");
+            assert!(e.to_string().contains("\"BQ_q\""), "{e}");
+        }
+        assert!(NatsError::dropped_pull("BQ_q").is_transient());
+        let lost = NatsError::unanswered_pull("BQ_q", std::time::Duration::from_secs(6));
+        assert_eq!(lost.kind(), TransportErrorKind::Timeout);
+        assert!(lost.to_string().contains("6s"), "{lost}");
     }
 
     #[test]

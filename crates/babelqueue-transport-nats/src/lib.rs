@@ -43,6 +43,16 @@
 //! | `babelqueue dlq list` ([`Browser`](babelqueue_core::Browser)) | the stream's messages read by sequence, no consumer |
 //! | what the broker said of a delivery ([`Inspector`](babelqueue_core::Inspector), for tools) | the stream sequence as its id, `num_delivered > 1` as redelivered; the stream, consumer, consumer sequence, delivery count, pending count and publish time (epoch nanoseconds) from the delivery's ack subject |
 //!
+//! # Clusters
+//!
+//! A URL may name every server of a cluster, `nats://h1:4222,h2:4223,h3:4224?replicas=3`: the
+//! client connects to one that answers and reconnects to another when it goes away, and
+//! `replicas=3` keeps each stream on three servers, so a publish confirmed before a server dies
+//! is not lost. Across a stream leader's death a worker keeps pulling: a pull lost with the
+//! connection ends at once, and the answers of a cluster electing a new leader (`503`, `409
+//! Leadership Change`) are transient errors. An existing stream with fewer replicas than asked
+//! is refused ([`NatsTransport::ensure_stream`]).
+//!
 //! The transport reports facts and decides nothing: the runtime applies the schema-version
 //! gate, classifies poison, reconciles `attempts` with the count and picks the settlement.
 //!
@@ -59,6 +69,7 @@ mod inspect;
 // an application should build on (the options it holds are re-exported below).
 #[doc(hidden)]
 pub mod projection;
+mod servers;
 mod transport;
 
 pub use async_nats;

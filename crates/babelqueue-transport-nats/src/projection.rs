@@ -11,12 +11,16 @@ use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{Count, Declared, Facts, Headers, Redeliver, options, redact};
 
 use crate::error::NatsError;
+use crate::servers;
 
 /// The port of a URL that names none.
 pub const DEFAULT_PORT: u16 = 4222;
 
 /// The header that carries the schema version, reported to the runtime's gate as carried.
 pub const SCHEMA_VERSION_HEADER: &str = "bq-schema-version";
+
+/// The most replicas a JetStream stream can have (`replicas=`).
+pub const MAX_REPLICAS: usize = 5;
 
 /// Stream names longer than this are refused (the file store makes a directory of each).
 pub const MAX_STREAM_NAME: usize = 255;
@@ -39,8 +43,14 @@ pub enum Storage {
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct NatsOptions {
-    /// The server, `nats://host:port`, without credentials or options.
+    /// The server, `nats://host:port`, without credentials or options: the first one of a
+    /// cluster URL.
     pub server: String,
+    /// The cluster's other servers, `nats://host:port` each, that a cluster URL names after the
+    /// first (`nats://h1:4222,h2:4223,h3:4224`): the client connects to any one of all of them
+    /// that answers, and when that one goes away reconnects to another (the servers the cluster
+    /// announces too). Empty for a URL of one server.
+    pub other_servers: Vec<String>,
     /// The user name of the URL's userinfo (percent-decoded).
     pub user: Option<String>,
     /// The password of the URL's userinfo (percent-decoded).
@@ -58,7 +68,10 @@ pub struct NatsOptions {
     pub ack_wait: Duration,
     /// The storage of the streams the transport creates (`storage=file|memory`).
     pub storage: Storage,
-    /// The replicas of the streams the transport creates (`replicas=`, 1..=5, default 1).
+    /// The replicas of the streams the transport creates (`replicas=`, 1..=5, default 1), and
+    /// the fewest an existing stream may have: a stream with fewer is a configuration error,
+    /// never changed (see [`NatsTransport::ensure_stream`](crate::NatsTransport::ensure_stream)).
+    /// More than 1 needs a JetStream cluster of at least that many servers.
     pub replicas: usize,
     /// The connect timeout, and how long a JetStream request, a publish acknowledgement or a
     /// confirmed ack may take (`timeout=` seconds, default 5).
@@ -79,6 +92,7 @@ impl Default for NatsOptions {
     fn default() -> NatsOptions {
         NatsOptions {
             server: format!("nats://127.0.0.1:{DEFAULT_PORT}"),
+            other_servers: Vec::new(),
             user: None,
             password: None,
             token: None,
@@ -102,6 +116,7 @@ impl fmt::Debug for NatsOptions {
         let masked = |secret: &Option<String>| secret.as_ref().map(|_| "***");
         f.debug_struct("NatsOptions")
             .field("server", &self.server)
+            .field("other_servers", &self.other_servers)
             .field("user", &self.user)
             .field("password", &masked(&self.password))
             .field("token", &masked(&self.token))
@@ -121,7 +136,10 @@ impl fmt::Debug for NatsOptions {
 }
 
 impl NatsOptions {
-    /// Parses `nats://[user[:password]@]host[:port][?option=value&…]`.
+    /// Parses `nats://[user[:password]@]host[:port][?option=value&…]`, or for a cluster
+    /// `nats://[user[:password]@]host1[:port1],host2[:port2],…[?option=value&…]` (a further server
+    /// may repeat the scheme: `nats://h1:4222,nats://h2:4222`); the credentials and the options
+    /// apply to every server.
     ///
     /// Options: `stream_prefix`, `subject_prefix`, `consumer`, `ack_wait`,
     /// `timeout` (seconds, decimals allowed), `storage` (`file`, `memory`), `replicas`, `token`,
@@ -137,7 +155,8 @@ impl NatsOptions {
     /// the URL's server, its credentials (when it has any) and its query options override them.
     pub(crate) fn from_url_onto(url: &str, options: NatsOptions) -> Result<NatsOptions, NatsError> {
         let shown = redact::redact(url);
-        let parsed = url::Url::parse(url).map_err(|e| {
+        let (url, other_servers) = servers::split(url, &shown)?;
+        let parsed = url::Url::parse(&url).map_err(|e| {
             NatsError::Config(format!("{shown:?} is not a valid nats:// URL ({e})"))
         })?;
         if parsed.scheme() != "nats" {
@@ -159,6 +178,7 @@ impl NatsOptions {
         let decode = |text: &str| options::decode_lossy(text, options::Component::Userinfo);
         let mut options = options;
         options.server = format!("nats://{host}:{port}");
+        options.other_servers = other_servers;
         // Credentials in the URL replace the options' as a pair; a URL without any keeps them.
         if !parsed.username().is_empty() || parsed.password().is_some() {
             options.user = Some(decode(parsed.username())).filter(|u| !u.is_empty());
@@ -248,8 +268,13 @@ impl NatsOptions {
                 self.replicas = value
                     .parse()
                     .ok()
-                    .filter(|n| (1..=5).contains(n))
-                    .ok_or("expected a number of replicas from 1 to 5")?;
+                    .filter(|n| (1..=MAX_REPLICAS).contains(n))
+                    .ok_or_else(|| {
+                        format!(
+                            "expected a number of replicas from 1 to {MAX_REPLICAS} \
+                             (JetStream keeps at most {MAX_REPLICAS} copies of a stream)"
+                        )
+                    })?;
             }
             "token" => {
                 if value.is_empty() {
@@ -282,9 +307,27 @@ impl NatsOptions {
         Ok(())
     }
 
-    /// The `host:port` of the server, for messages.
+    /// The `host:port` of the (first) server, for messages.
     pub fn host(&self) -> &str {
         self.server.strip_prefix("nats://").unwrap_or(&self.server)
+    }
+
+    /// Every server, `nats://host:port` each: [`server`](NatsOptions::server), then
+    /// [`other_servers`](NatsOptions::other_servers).
+    pub fn servers(&self) -> Vec<&str> {
+        std::iter::once(&self.server)
+            .chain(&self.other_servers)
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The `host:port` of every server, comma-separated, for messages.
+    pub fn hosts(&self) -> String {
+        self.servers()
+            .iter()
+            .map(|s| s.strip_prefix("nats://").unwrap_or(s))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// The name of the stream that holds `queue`: the stream prefix and the queue's
@@ -572,6 +615,73 @@ mod tests {
             (o.user.as_deref(), o.password.as_deref()),
             (Some("other"), None)
         );
+    }
+
+    #[test]
+    fn a_cluster_url_names_every_server_and_they_share_credentials_and_options() {
+        let o = NatsOptions::from_url(
+            "nats://app:hunter2@127.0.0.1:4222,127.0.0.1:4223,nats://127.0.0.1:4224\
+             ?replicas=3&ack_wait=5",
+        )
+        .unwrap();
+        assert_eq!(
+            o.servers(),
+            [
+                "nats://127.0.0.1:4222",
+                "nats://127.0.0.1:4223",
+                "nats://127.0.0.1:4224"
+            ]
+        );
+        assert_eq!(o.server, "nats://127.0.0.1:4222");
+        assert_eq!(o.hosts(), "127.0.0.1:4222,127.0.0.1:4223,127.0.0.1:4224");
+        assert_eq!(
+            (o.user.as_deref(), o.password.as_deref()),
+            (Some("app"), Some("hunter2"))
+        );
+        assert_eq!((o.replicas, o.ack_wait), (3, Duration::from_secs(5)));
+        let shown = format!("{o:?}");
+        assert!(
+            shown.contains("127.0.0.1:4224") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+
+        // One server: no others, and the URL's list replaces the one the options held.
+        let one = NatsOptions::from_url("nats://h").unwrap();
+        assert_eq!(
+            (one.servers(), one.hosts()),
+            (vec!["nats://h:4222"], "h:4222".to_owned())
+        );
+        let o = NatsOptions::from_url_onto("nats://h:7", o).unwrap();
+        assert_eq!(o.servers(), ["nats://h:7"]);
+
+        for (url, why) in [
+            ("nats://u:hunter2@h1,,h2", "an empty server"),
+            ("nats://u:hunter2@h1,h2?replicas=6", "from 1 to 5"),
+            ("nats://u:hunter2@h1,h2:x", "not host:port"),
+            ("redis://h1,h2", "nats://"),
+        ] {
+            let err = NatsOptions::from_url(url).unwrap_err();
+            let shown = format!("{err} {err:?}");
+            assert!(matches!(err, NatsError::Config(_)), "{url}: {err}");
+            assert!(shown.contains(why), "{url}: {shown}");
+            assert!(!shown.contains("hunter2"), "{url}: {shown}");
+        }
+    }
+
+    #[test]
+    fn replicas_go_from_1_to_5() {
+        for n in 1..=MAX_REPLICAS {
+            let o = NatsOptions::from_url(&format!("nats://h?replicas={n}")).unwrap();
+            assert_eq!(o.replicas, n);
+        }
+        for bad in ["0", "6", "-1", "3.0", "three", ""] {
+            let err = NatsOptions::from_url(&format!("nats://h?replicas={bad}")).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("expected a number of replicas from 1 to 5"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -5,12 +5,12 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull};
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::Acker;
 use async_nats::jetstream::stream::{self, LastRawMessageErrorKind, RetentionPolicy, StorageType};
 use async_nats::jetstream::{self, AckKind, ErrorCode};
+use async_nats::{Event, HeaderMap};
 use async_trait::async_trait;
 use babelqueue_core::{
     Browser, Capabilities, Delivery, Facts, HeaderPublisher, Headers, Redeliver, Redeliverer,
@@ -18,6 +18,7 @@ use babelqueue_core::{
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
+use tokio::sync::watch;
 
 use crate::error::NatsError;
 use crate::inspect::Wire;
@@ -41,6 +42,9 @@ struct Inner {
     streams: Mutex<HashSet<String>>,
     /// The durable pull consumer of each queue consumed so far.
     consumers: Mutex<HashMap<String, PullConsumer>>,
+    /// How many times the connection dropped: a pull waiting when it changes was lost with the
+    /// connection.
+    disconnects: watch::Receiver<u64>,
 }
 
 /// The NATS JetStream transport: one stream per queue (work-queue retention), one durable pull
@@ -91,10 +95,17 @@ impl NatsTransport {
 
     /// Connects with `options` as they are (the server they name).
     pub async fn with_options(options: NatsOptions) -> Result<NatsTransport, NatsError> {
+        let (dropped, disconnects) = watch::channel(0_u64);
         let mut connect = async_nats::ConnectOptions::new()
             .name("babelqueue")
             .connection_timeout(options.timeout)
-            .request_timeout(Some(options.timeout));
+            .request_timeout(Some(options.timeout))
+            .event_callback(move |event| {
+                if matches!(event, Event::Disconnected) {
+                    dropped.send_modify(|n| *n = n.wrapping_add(1));
+                }
+                async move { log_event(&event) }
+            });
         if let Some(user) = &options.user {
             connect = connect
                 .user_and_password(user.clone(), options.password.clone().unwrap_or_default());
@@ -112,9 +123,9 @@ impl NatsTransport {
         if let (Some(cert), Some(key)) = (&options.cert_file, &options.key_file) {
             connect = connect.add_client_certificate(cert.clone(), key.clone());
         }
-        let host = options.host().to_owned();
+        let host = options.hosts();
         let client = connect
-            .connect(options.server.as_str())
+            .connect(options.servers())
             .await
             .map_err(|e| NatsError::connect(&e, &host, &secrets(&options)))?;
         // A raw `$JS.API.INFO`: the reply of a 2.9 server does not parse as async-nats 0.51's
@@ -135,6 +146,7 @@ impl NatsTransport {
                 options,
                 streams: Mutex::new(HashSet::new()),
                 consumers: Mutex::new(HashMap::new()),
+                disconnects,
             }),
         })
     }
@@ -173,6 +185,12 @@ impl NatsTransport {
     /// The stream of `queue`, created (work-queue retention, the configured storage and
     /// replicas, the queue's one subject) when it does not exist yet. An existing stream of that
     /// name that does not carry the queue's subject is a configuration error.
+    ///
+    /// So is an existing stream with fewer replicas than [`NatsOptions::replicas`]: the
+    /// transport never changes the replication of a stream that exists (scaling a stream moves
+    /// its data between servers, and is the operator's call: `nats stream edit <name>
+    /// --replicas N`), and it does not publish into, or consume from, a stream that keeps fewer
+    /// copies than the URL asks for. A stream with more replicas than asked is used as it is.
     pub async fn ensure_stream(&self, queue: &str) -> Result<stream::Stream, NatsError> {
         let o = &self.inner.options;
         let name = o.stream_name(queue)?;
@@ -194,10 +212,20 @@ impl NatsTransport {
             .get_or_create_stream(config)
             .await
             .map_err(|e| NatsError::stream(&e, &name))?;
-        if !stream.cached_info().config.subjects.contains(&subject) {
+        let existing = &stream.cached_info().config;
+        if !existing.subjects.contains(&subject) {
             return Err(NatsError::Config(format!(
                 "the stream {name:?} exists but does not carry the subject {subject:?} of queue \
                  {queue:?} (another subject_prefix, or a stream of someone else's)"
+            )));
+        }
+        let replicas = existing.num_replicas.max(1);
+        if replicas < o.replicas {
+            return Err(NatsError::Config(format!(
+                "the stream {name:?} of queue {queue:?} exists with {replicas} replica(s), fewer \
+                 than replicas={} asks for; the transport does not change an existing stream's \
+                 replication: raise it (nats stream edit {name} --replicas {}) or ask for fewer",
+                o.replicas, o.replicas
             )));
         }
         lock(&self.inner.streams).insert(queue.to_owned());
@@ -317,6 +345,18 @@ impl NatsTransport {
     }
 }
 
+/// What the client reports of its connection, in the log: a server that went away and the
+/// reconnect to another are what an operator looks for during a failover.
+fn log_event(event: &Event) {
+    match event {
+        Event::Disconnected => tracing::warn!(target: LOG,
+            "Disconnected from the NATS server; reconnecting (to another server of the URL or the cluster)"),
+        Event::Connected => tracing::info!(target: LOG, "Connected to a NATS server"),
+        Event::Closed => tracing::debug!(target: LOG, "NATS connection closed"),
+        other => tracing::warn!(target: LOG, event = %other, "NATS client event"),
+    }
+}
+
 /// The password and the token of `options`, to scrub from a client's message.
 fn secrets(options: &NatsOptions) -> Vec<String> {
     [&options.password, &options.token]
@@ -341,6 +381,14 @@ impl Transport for NatsTransport {
 
     /// One pull request for one message on the queue's durable consumer, waiting up to
     /// `timeout` (`no_wait` when it is zero).
+    ///
+    /// A pull waiting when the connection drops is given up at once (its request and its answer
+    /// went with the connection), as a [`NatsError::Connection`]; the next pull is sent once the
+    /// client reconnected, to whichever server it reached. A pull the server never answers
+    /// otherwise (sent to a consumer leader that died) is given up after `timeout` plus the
+    /// `timeout=` option, as a [`NatsError::Timeout`]; a pull the server ends because the
+    /// consumer's leader changed (`409 Leadership Change`) or because no leader answers yet
+    /// (`503`) is a [`NatsError::Connection`]. All are transient.
     async fn pop(
         &self,
         queue: &str,
@@ -348,6 +396,8 @@ impl Transport for NatsTransport {
     ) -> Result<Option<Delivery>, TransportError> {
         let consumer = self.consumer(queue).await?;
         let stream = consumer.cached_info().stream_name.clone();
+        let mut dropped = self.inner.disconnects.clone();
+        dropped.mark_unchanged();
         let batch = if timeout < Duration::from_millis(1) {
             consumer.fetch().max_messages(1).messages().await
         } else {
@@ -359,13 +409,24 @@ impl Transport for NatsTransport {
                 .await
         };
         let mut batch = batch.map_err(|e| NatsError::pull(&e, &stream))?;
-        match batch.next().await {
+        let within = timeout.saturating_add(self.inner.options.timeout);
+        let next = tokio::select! {
+            biased;
+            next = tokio::time::timeout(within, batch.next()) => {
+                next.map_err(|_| NatsError::unanswered_pull(&stream, within))?
+            }
+            Ok(()) = dropped.changed() => return Err(NatsError::dropped_pull(&stream).into()),
+        };
+        match next {
             None => Ok(None),
             Some(Ok(message)) => Ok(Some(self.delivery(queue, message)?)),
             Some(Err(e)) => {
-                // A deleted consumer or stream is set up again on the next pop.
-                self.forget(queue);
-                Err(NatsError::pulled(&*e, &stream).into())
+                let error = NatsError::pulled(&*e, &stream);
+                if !error.is_transient() {
+                    // A deleted consumer or stream is set up again on the next pop.
+                    self.forget(queue);
+                }
+                Err(error.into())
             }
         }
     }

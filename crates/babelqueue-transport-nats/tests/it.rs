@@ -609,14 +609,15 @@ async fn bad_urls_and_headers_are_refused_before_anything_is_sent() {
     purge(&t, &q).await;
 }
 
-/// A nats-server of our own, with a user and a password, on a free port: the binary
-/// `BQ_NATS_SERVER` names (`scripts/brokers.sh env` exports the one it built), else
+/// A nats-server of our own on a free port (with a user and a password, or with JetStream):
+/// the binary `BQ_NATS_SERVER` names (`scripts/brokers.sh env` exports the one it built), else
 /// `nats-server` on the PATH. Its log goes to a file of its own (the end of it says why a start
-/// failed); both go away when it is dropped.
+/// failed); dropping it kills the server (SIGKILL) and removes its log and its store.
 struct Guarded {
     child: std::process::Child,
     port: u16,
     log: std::path::PathBuf,
+    store: Option<std::path::PathBuf>,
 }
 
 impl Guarded {
@@ -633,6 +634,9 @@ impl Drop for Guarded {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
+        if let Some(store) = &self.store {
+            let _ = std::fs::remove_dir_all(store);
+        }
     }
 }
 
@@ -645,6 +649,19 @@ fn nats_server_binary() -> std::ffi::OsString {
 /// [`StartError::PortTaken`](babelqueue_testkit::StartError); every failure names the port and
 /// ends with the server's own log.
 async fn start_guarded(port: u16) -> Result<Guarded, babelqueue_testkit::StartError> {
+    start_server(port, false).await
+}
+
+/// [`start_guarded`] with JetStream (a store of its own under the temporary directory) and
+/// without credentials.
+async fn start_jetstream(port: u16) -> Result<Guarded, babelqueue_testkit::StartError> {
+    start_server(port, true).await
+}
+
+async fn start_server(
+    port: u16,
+    jetstream: bool,
+) -> Result<Guarded, babelqueue_testkit::StartError> {
     use babelqueue_testkit::StartError;
     let at = format!("nats-server on 127.0.0.1:{port}");
     let log =
@@ -652,14 +669,25 @@ async fn start_guarded(port: u16) -> Result<Guarded, babelqueue_testkit::StartEr
     let file = std::fs::File::create(&log)
         .map_err(|e| StartError::Failed(format!("{at}: {}: {e}", log.display())))?;
     let binary = nats_server_binary();
-    let child = std::process::Command::new(&binary)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-        .args(["--user", "app", "--pass", "s3cret-pw"])
+    let store = jetstream
+        .then(|| std::env::temp_dir().join(format!("bq-nats-js-{}-{port}", std::process::id())));
+    let mut command = std::process::Command::new(&binary);
+    command.args(["-a", "127.0.0.1", "-p", &port.to_string()]);
+    match &store {
+        Some(store) => command.arg("--jetstream").arg("--store_dir").arg(store),
+        None => command.args(["--user", "app", "--pass", "s3cret-pw"]),
+    };
+    let child = command
         .stdout(std::process::Stdio::null())
         .stderr(file)
         .spawn()
         .map_err(|e| StartError::Failed(format!("{at}: cannot run {binary:?}: {e}")))?;
-    let mut server = Guarded { child, port, log };
+    let mut server = Guarded {
+        child,
+        port,
+        log,
+        store,
+    };
     let listening = format!("Listening for client connections on 127.0.0.1:{port}");
     for _ in 0..100 {
         if let Ok(Some(status)) = server.child.try_wait() {
@@ -755,4 +783,44 @@ async fn refused_credentials_are_an_auth_error_naming_the_host_not_the_password(
     let err = NatsTransport::connect(&url).await.unwrap_err();
     assert_eq!(err.kind(), TransportErrorKind::Config, "{err}");
     assert!(!format!("{err} {err:?}").contains("s3cret-pw"));
+}
+
+/// A pull waiting when the connection drops (the server killed under it) ends at once, with a
+/// transient connection error, instead of waiting out its expiry: its request and any answer
+/// went with the connection, and the next pull goes out once the client reconnected.
+#[tokio::test]
+async fn a_pull_waiting_when_the_connection_drops_ends_at_once() {
+    if !nats_server_or_skip() {
+        return;
+    }
+    let server = match babelqueue_testkit::on_free_port(3, start_jetstream).await {
+        Ok(server) => server,
+        Err(e) => panic!("no nats-server of our own: {e}"),
+    };
+    let url = format!("nats://127.0.0.1:{}?timeout=2", server.port);
+    let t = NatsTransport::connect(&url).await.unwrap();
+    let q = queue("dropped");
+    t.prepare_consume(&q, 1).await.unwrap();
+    let pull = tokio::spawn({
+        let t = t.clone();
+        async move { t.pop(&q, Duration::from_secs(30)).await }
+    });
+    // The pull is waiting on the empty queue.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!pull.is_finished());
+    let killed = std::time::Instant::now();
+    drop(server);
+    let popped = tokio::time::timeout(Duration::from_secs(10), pull)
+        .await
+        .expect("the pull ended within 10 s, not after its 30 s expiry")
+        .unwrap();
+    let err = popped.expect_err("a pull whose connection dropped");
+    assert_eq!(err.kind(), TransportErrorKind::Connection, "{err}");
+    assert!(err.is_transient());
+    assert!(err.to_string().contains("connection"), "{err}");
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        killed.elapsed()
+    );
 }

@@ -1,0 +1,121 @@
+//! `babelqueue publish` and `consume` through the URL of a three-server NATS cluster
+//! (`scripts/brokers.sh up nats-cluster` exports it as `BQ_NATS_CLUSTER_URL`), with
+//! `replicas=3`. A cluster that is not up prints `SKIPPED`; with `BQ_REQUIRE_HA` set it fails.
+
+#![cfg(feature = "nats")]
+#![allow(clippy::print_stdout)]
+
+mod common;
+
+use babelqueue::TransportErrorKind;
+use babelqueue::nats::NatsTransport;
+use common::{babelqueue, json_lines, printed, stdout};
+
+const URN: &str = "urn:babel:cli:cluster";
+const COUNT: usize = 20;
+
+/// The cluster URL when the cluster answers, or `None` after a loud skip (a failure with
+/// `BQ_REQUIRE_HA` set).
+async fn cluster_url() -> Option<String> {
+    let why = match std::env::var("BQ_NATS_CLUSTER_URL") {
+        Err(_) => "BQ_NATS_CLUSTER_URL is not set".to_owned(),
+        Ok(url) => match tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            NatsTransport::connect(&url),
+        )
+        .await
+        {
+            Ok(Ok(_)) => return Some(url),
+            // A URL the transport refuses is a failure, never a skip.
+            Ok(Err(e)) if e.kind() == TransportErrorKind::Config => {
+                panic!("the NATS transport refuses the cluster URL {url}: {e}")
+            }
+            Ok(Err(e)) => format!("{url}: {e}"),
+            Err(_) => format!("{url}: no answer within 10 s"),
+        },
+    };
+    let required = std::env::var_os("BQ_REQUIRE_HA").is_some_and(|v| !v.is_empty());
+    assert!(
+        !required,
+        "the NATS cluster is not up ({why}), and BQ_REQUIRE_HA is set: scripts/brokers.sh up \
+         nats-cluster, then eval \"$(scripts/brokers.sh env)\""
+    );
+    println!("SKIPPED: the NATS cluster is not up ({why}; set BQ_REQUIRE_HA=1 to fail instead)");
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_and_consume_through_the_cluster_url_on_three_replicas() {
+    let Some(cluster) = cluster_url().await else {
+        return;
+    };
+    let url = format!("{cluster}?replicas=3");
+    let queue = babelqueue_testkit::unique_queue("cli-cluster");
+    let count = COUNT.to_string();
+    let published = babelqueue(
+        &[
+            "publish",
+            &url,
+            "--queue",
+            &queue,
+            "--urn",
+            URN,
+            "--data",
+            r#"{"via":"cluster"}"#,
+            "--count",
+            &count,
+        ],
+        None,
+    );
+    assert!(published.status.success(), "{}", printed(&published));
+    assert_eq!(
+        stdout(&published).lines().count(),
+        COUNT,
+        "{}",
+        printed(&published)
+    );
+
+    // Kept on the three servers.
+    let transport = NatsTransport::connect(&url).await.expect("the cluster");
+    let stream = transport.options().stream_name(&queue).unwrap();
+    let mut info = transport.jetstream().get_stream(&stream).await.unwrap();
+    let info = info.info().await.unwrap();
+    assert_eq!(
+        (info.config.num_replicas, info.state.messages),
+        (3, COUNT as u64)
+    );
+
+    // Consumed through the same servers, written the way the `nats` tool writes a list.
+    let spelled = format!("{}?replicas=3", cluster.replace(',', ",nats://"));
+    let consumed = babelqueue(
+        &[
+            "consume",
+            &spelled,
+            "--queue",
+            &queue,
+            "--urn",
+            URN,
+            "--max",
+            &count,
+            "--concurrency",
+            "4",
+            "--idle-timeout",
+            "10",
+        ],
+        None,
+    );
+    let _ = transport.jetstream().delete_stream(&stream).await;
+    assert!(consumed.status.success(), "{}", printed(&consumed));
+    let calls = json_lines(&stdout(&consumed));
+    assert_eq!(calls.len(), COUNT, "{}", printed(&consumed));
+    for call in &calls {
+        assert_eq!(call["urn"], URN, "{call}");
+        assert_eq!(
+            call["data"],
+            serde_json::json!({"via": "cluster"}),
+            "{call}"
+        );
+        assert_eq!(call["attempts"], 0, "{call}");
+    }
+    println!("{COUNT} published and consumed through {cluster} (3 replicas)");
+}
