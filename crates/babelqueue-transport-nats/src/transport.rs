@@ -162,6 +162,8 @@ impl NatsTransport {
                 options,
                 streams: Mutex::new(HashSet::new()),
                 consumers: Mutex::new(HashMap::new()),
+                // No connection events are watched: the counter never moves.
+                disconnects: watch::channel(0_u64).1,
             }),
         }
     }
