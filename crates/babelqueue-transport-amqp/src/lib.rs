@@ -138,6 +138,8 @@
 
 mod acks;
 mod client;
+#[cfg(test)]
+mod cluster_tests;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -146,10 +148,12 @@ pub mod fake;
 #[doc(hidden)]
 pub mod projection;
 mod tls;
+pub mod topology;
 pub mod transport;
 mod url;
 
 pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
 pub use error::AmqpError;
+pub use topology::QueueType;
 pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT};
-pub use url::AmqpUrl;
+pub use url::{AmqpHost, AmqpUrl};

@@ -45,6 +45,7 @@ use crate::acks::Ledger;
 use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, LapinClient};
 use crate::error::AmqpError;
 use crate::projection;
+use crate::topology::{self, QUORUM_POP_PREFETCH, QueueType};
 use babelqueue_core::redact::redact;
 
 use crate::url::AmqpUrl;
@@ -62,8 +63,13 @@ pub struct AmqpOptions {
     /// for while every prefetched one is still held, so it settles at the number of handlers
     /// that run at once.
     pub prefetch: Option<u16>,
-    /// Declare queues (durable, no arguments) before first use. Default `true`.
+    /// Declare queues (durable, with the arguments of [`queue_type`](Self::queue_type)) before
+    /// first use. Default `true`.
     pub declare: bool,
+    /// The type of the queues declared, and of the queues consumed: a quorum queue's consumers
+    /// get a prefetch of their own, which quorum queues need even when they were provisioned
+    /// elsewhere (`declare=0`). Default [`QueueType::Classic`]; the URL's `queue_type` wins.
+    pub queue_type: QueueType,
     /// The first pause after a failed reconnect (default 100 ms); it doubles per failure.
     pub reconnect_min: Duration,
     /// The longest pause between reconnect attempts (default 5 s).
@@ -91,6 +97,7 @@ impl Default for AmqpOptions {
         AmqpOptions {
             prefetch: None,
             declare: true,
+            queue_type: QueueType::Classic,
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             reconnect_wait: Duration::from_secs(10),
@@ -113,6 +120,13 @@ impl AmqpOptions {
     #[must_use]
     pub fn declare(mut self, declare: bool) -> Self {
         self.declare = declare;
+        self
+    }
+    /// Sets the type of the queues declared and consumed
+    /// ([`topology`](crate::topology) tells what each type declares).
+    #[must_use]
+    pub fn queue_type(mut self, queue_type: QueueType) -> Self {
+        self.queue_type = queue_type;
         self
     }
     /// Sets the reconnect back-off bounds.
@@ -295,8 +309,8 @@ impl AmqpTransport {
     }
 
     /// [`connect`](AmqpTransport::connect) with options, such as a private CA for `amqps://`
-    /// ([`AmqpOptions::ca_file`]). A `prefetch` or `declare=0` in the URL wins over the
-    /// options.
+    /// ([`AmqpOptions::ca_file`]). A `prefetch`, `declare=0` or `queue_type` in the URL wins
+    /// over the options.
     pub async fn connect_with(url: &str, options: AmqpOptions) -> Result<AmqpTransport, AmqpError> {
         let transport = AmqpTransport::lazy_with(url, options)?;
         transport
@@ -325,10 +339,15 @@ impl AmqpTransport {
         let parsed = AmqpUrl::parse(url)?;
         let prefetch = parsed.prefetch.or(options.prefetch);
         let declare = parsed.declare && options.declare;
-        let options = options.prefetch(prefetch).declare(declare);
+        let queue_type = parsed.queue_type.unwrap_or(options.queue_type);
+        let options = options
+            .prefetch(prefetch)
+            .declare(declare)
+            .queue_type(queue_type);
         let name = format!("babelqueue-rust pid {}", std::process::id());
         let files = crate::tls::TlsFiles::of(&parsed, &options);
-        let client = files.apply(LapinClient::new(parsed.uri, name))?;
+        let client = LapinClient::new(parsed.uri, name).with_hosts(parsed.hosts);
+        let client = files.apply(client)?;
         Ok(AmqpTransport::with_client(Arc::new(client), options))
     }
 
@@ -527,12 +546,14 @@ impl Inner {
         if !self.options.declare || lock(&live.declared).contains(queue) {
             return Ok(());
         }
+        let arguments = topology::declare_arguments(self.options.queue_type);
         bounded(
             self.options.operation_timeout,
             "declaring a queue",
-            live.link.declare(queue),
+            live.link.declare(queue, &arguments),
         )
-        .await?;
+        .await
+        .map_err(|e| topology::explain(e, self.options.queue_type))?;
         lock(&live.declared).insert(queue.to_owned());
         Ok(())
     }
@@ -634,13 +655,18 @@ impl Inner {
         }
         let result = async {
             self.declare(&live, queue).await?;
+            // A quorum queue refuses a channel-wide prefetch: there even a bare `pop` loop's
+            // consumer has one of its own, which cannot grow, so it starts higher.
+            let quorum = self.options.queue_type.needs_consumer_prefetch();
+            let start = if quorum { QUORUM_POP_PREFETCH } else { 1 };
             let prefetch = match self.options.prefetch {
                 Some(fixed) => fixed,
-                None => lock(&self.grown).get(queue).copied().unwrap_or(1),
+                None => lock(&self.grown).get(queue).copied().unwrap_or(start),
             };
             // A prefetch known before the first delivery (configured, or announced by the
             // runtime) is the consumer's own; only a bare `pop` loop's grows, channel-wide.
-            let fixed = self.options.prefetch.is_some() || lock(&self.announced).contains(queue);
+            let fixed =
+                quorum || self.options.prefetch.is_some() || lock(&self.announced).contains(queue);
             let subscribing = if fixed {
                 live.link.subscribe_fixed(queue, prefetch)
             } else {
@@ -1603,6 +1629,35 @@ mod tests {
             t.ack(&got).await.is_err(),
             "a second ack is refused locally"
         );
+    }
+
+    #[test]
+    fn the_urls_queue_type_wins_and_its_hosts_reach_the_client() {
+        let quorum = AmqpOptions::default().queue_type(QueueType::Quorum);
+        for (url, options, expected) in [
+            ("amqp://h", AmqpOptions::default(), QueueType::Classic),
+            ("amqp://h", quorum.clone(), QueueType::Quorum),
+            (
+                "amqp://h?queue_type=classic",
+                quorum.clone(),
+                QueueType::Classic,
+            ),
+            (
+                "amqp://h?queue_type=quorum",
+                AmqpOptions::default(),
+                QueueType::Quorum,
+            ),
+        ] {
+            let t = AmqpTransport::lazy_with(url, options).unwrap();
+            assert_eq!(t.inner.options.queue_type, expected, "{url}");
+        }
+        let t = AmqpTransport::lazy("amqp://u:hunter2@127.0.0.1:5681,h2:5682/%2f?host=h3").unwrap();
+        let shown = format!("{t:?}");
+        assert!(
+            shown.contains(r#"["127.0.0.1:5681", "h2:5682", "h3:5672"]"#),
+            "{shown}"
+        );
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 
     const TEST_CA: &str = include_str!("../tests/fixtures/test-ca.pem");
