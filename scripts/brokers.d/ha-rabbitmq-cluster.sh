@@ -101,14 +101,15 @@ rmqc_node_env() {
     export RABBITMQ_LOG_BASE="$RMQC_DIR/$node/log"
     export RABBITMQ_PID_FILE="$RMQC_DIR/$node/pid"
     export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} +S 1:1 +P 262144"
+    export ERL_CRASH_DUMP="$RMQC_DIR/$node/erl_crash.dump"
 }
 
 # rmqc_ctl NODE ARGS... : rabbitmqctl against NODE (bq-ha-N), with the cluster's cookie.
 rmqc_ctl() {
     local node=$1
     shift
-    HOME="$RMQC_DIR" RABBITMQ_CONF_ENV_FILE=/dev/null ERL_EPMD_ADDRESS=127.0.0.1 \
-        timeout 60 "$RMQC_BIN/rabbitmqctl" -n "$node@localhost" "$@"
+    (cd "$RMQC_DIR" && HOME="$RMQC_DIR" RABBITMQ_CONF_ENV_FILE=/dev/null ERL_EPMD_ADDRESS=127.0.0.1 \
+        ERL_CRASH_DUMP="$RMQC_DIR/erl_crash.dump" timeout 60 "$RMQC_BIN/rabbitmqctl" -n "$node@localhost" "$@")
 }
 
 install_rabbitmq-cluster() {
@@ -126,7 +127,8 @@ start_rabbitmq-cluster() {
     cat > "$RMQC_DIR/rabbitmqctl" <<CTL
 #!/bin/sh
 # rabbitmqctl for the bq-ha-* cluster nodes (their cookie); pass -n bq-ha-N@localhost.
-HOME='$RMQC_DIR' RABBITMQ_CONF_ENV_FILE=/dev/null ERL_EPMD_ADDRESS=127.0.0.1 exec '$RMQC_BIN/rabbitmqctl' "\$@"
+HOME='$RMQC_DIR' RABBITMQ_CONF_ENV_FILE=/dev/null ERL_EPMD_ADDRESS=127.0.0.1 \\
+    ERL_CRASH_DUMP='$RMQC_DIR/erl_crash.dump' exec '$RMQC_BIN/rabbitmqctl' "\$@"
 CTL
     chmod +x "$RMQC_DIR/rabbitmqctl"
     rmqc_ports
@@ -143,7 +145,7 @@ log.console = false
 log.file.level = info
 CONF
         log "starting $node@localhost"
-        (rmqc_node_env "$i" && "$RMQC_BIN/rabbitmq-server" -detached \
+        (cd "$RMQC_DIR" && rmqc_node_env "$i" && "$RMQC_BIN/rabbitmq-server" -detached \
             >"$RMQC_DIR/$node/start.log" 2>&1)
     done
     # The first start: nodes 2 and 3 join node 1 (later starts find each other from their data).
