@@ -89,6 +89,12 @@ pub trait AmqpLink: Send + Sync + fmt::Debug {
     ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
         self.subscribe(queue, prefetch).await
     }
+    /// Replaces the publishing channel: the next publish opens a new one. Called after a
+    /// negative publisher confirm: RabbitMQ 3.10 goes on refusing every publish of a channel
+    /// that first published to a quorum queue while the queue had no leader (its node had just
+    /// died), even once a new leader is elected, where a new channel publishes at once. The
+    /// default does nothing.
+    async fn renew_publisher(&self) {}
     /// Closes the connection (best effort).
     async fn close(&self);
 }
@@ -532,6 +538,21 @@ impl AmqpLink for LapinLink {
         prefetch: u16,
     ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
         self.consume_with(queue, prefetch, false).await
+    }
+
+    async fn renew_publisher(&self) {
+        let old = self.publisher.lock().await.take();
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Some(channel) = old
+            && channel.status().connected()
+        {
+            let _ = channel
+                .close(
+                    200,
+                    ShortString::from("babelqueue: a new publishing channel"),
+                )
+                .await;
+        }
     }
 
     async fn close(&self) {

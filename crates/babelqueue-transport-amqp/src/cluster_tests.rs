@@ -203,6 +203,45 @@ async fn a_publish_whose_confirm_is_lost_is_sent_again_or_reported_never_assumed
     );
 }
 
+/// A negative confirm (a quorum queue without a leader for a moment) is sent again on a new
+/// channel until the queue takes it, within `reconnect_wait`; a batch fails at once, and its
+/// resend goes out on a new channel.
+#[tokio::test]
+async fn a_refused_publish_is_sent_again_on_a_new_channel() {
+    let fake = FakeClient::default();
+    let t = transport(&fake, QueueType::Quorum);
+    t.publish("q", &body(0)).await.unwrap();
+    fake.world().log.clear();
+    fake.world().nack_next = 3;
+    t.publish("q", &body(1)).await.unwrap();
+    assert_eq!(
+        fake.world().log,
+        [
+            "nacked q",
+            "new publishing channel",
+            "nacked q",
+            "new publishing channel",
+            "nacked q",
+            "new publishing channel",
+            "confirmed q"
+        ]
+    );
+    assert_eq!(fake.bodies("q"), [body(0), body(1)], "stored once");
+
+    fake.world().log.clear();
+    fake.world().nack_next = 1;
+    let batch = [body(2), body(3)];
+    let slices: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+    let err = t.publish_batch("q", &slices).await.unwrap_err();
+    assert!(
+        err.to_string().contains("negative publisher confirm"),
+        "{err}"
+    );
+    assert_eq!(fake.world().log, ["nacked q", "new publishing channel"]);
+    t.publish_batch("q", &slices).await.unwrap();
+    assert_eq!(fake.bodies("q").len(), 4);
+}
+
 /// The fake's own refusal matches RabbitMQ's wording, so the transport reads it as it reads
 /// the broker's.
 #[tokio::test]

@@ -56,6 +56,9 @@ pub struct World {
     /// This many later publishes reach their queue, but the connection dies before their
     /// publisher confirm comes back (a node killed between the two).
     pub lose_confirms: u32,
+    /// This many later publishes are refused with a negative confirm, whatever their queue (a
+    /// quorum queue electing a new leader).
+    pub nack_next: u32,
 }
 
 /// The in-memory client. Clones share one [`World`].
@@ -272,6 +275,13 @@ impl AmqpLink for FakeLink {
                 "the connection died before the publisher confirm (fake)".into(),
             ));
         }
+        if world.nack_next > 0 {
+            world.nack_next -= 1;
+            world.log.push(format!("nacked {queue}"));
+            return Err(AmqpError::Nacked {
+                queue: queue.to_owned(),
+            });
+        }
         if world.nack_publishes_to.contains(queue) {
             world.log.push(format!("nacked {queue}"));
             return Err(AmqpError::Nacked {
@@ -299,6 +309,13 @@ impl AmqpLink for FakeLink {
         prefetch: u16,
     ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
         self.consume_with(queue, prefetch, false)
+    }
+    async fn renew_publisher(&self) {
+        self.world
+            .lock()
+            .unwrap()
+            .log
+            .push("new publishing channel".into());
     }
     async fn close(&self) {
         self.kill();

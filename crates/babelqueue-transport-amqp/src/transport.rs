@@ -74,7 +74,9 @@ pub struct AmqpOptions {
     pub reconnect_min: Duration,
     /// The longest pause between reconnect attempts (default 5 s).
     pub reconnect_max: Duration,
-    /// How long a publish waits for a lost connection to come back (default 10 s).
+    /// How long a publish waits for a lost connection to come back, or keeps sending a message
+    /// RabbitMQ refused (a negative confirm, as a quorum queue without a leader gives) on a new
+    /// channel (default 10 s).
     pub reconnect_wait: Duration,
     /// How long one broker operation (a publisher confirm, an acknowledgement, a channel open)
     /// may take before the connection is treated as lost and re-established (default 30 s).
@@ -594,10 +596,29 @@ impl Inner {
     ) -> Result<(), AmqpError> {
         let deadline = Instant::now() + self.options.reconnect_wait;
         let mut losses = 0;
+        let mut refusals = 0;
         loop {
             let live = self.link(Role::Publishing, deadline).await?;
             match self.publish_on(&live, queue, body, &properties).await {
                 Ok(()) => return Ok(()),
+                Err(e @ AmqpError::Nacked { .. }) => {
+                    // Not stored: sent again on a new channel (a quorum queue electing a new
+                    // leader refuses a while, and a channel that met it then refuses for ever).
+                    live.link.renew_publisher().await;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    refusals += 1;
+                    let pause = self
+                        .options
+                        .reconnect_min
+                        .saturating_mul(1 << refusals.min(4))
+                        .min(Duration::from_secs(1))
+                        .min(left);
+                    tracing::warn!(target: LOG, queue, refusals, retry_in = ?pause, "RabbitMQ refused the message (negative publisher confirm); sending it again on a new channel");
+                    tokio::time::sleep(pause).await;
+                }
                 Err(e) => {
                     let lost = e.connection_lost() || !live.link.is_open();
                     if lost {
@@ -637,10 +658,13 @@ impl Inner {
             live.link.publish_many(queue, messages),
         )
         .await;
-        if let Err(e) = &result
-            && (e.connection_lost() || !live.link.is_open())
-        {
-            self.lost(Role::Publishing, live.generation).await;
+        match &result {
+            Err(e) if e.connection_lost() || !live.link.is_open() => {
+                self.lost(Role::Publishing, live.generation).await;
+            }
+            // The batch fails (the caller may send it again), on a new channel next time.
+            Err(AmqpError::Nacked { .. }) => live.link.renew_publisher().await,
+            _ => {}
         }
         result
     }
@@ -1405,10 +1429,20 @@ mod tests {
         assert!(fake.bodies("q").is_empty(), "all acknowledged in the end");
     }
 
+    /// A transport that keeps sending a refused message for 300 ms only.
+    fn impatient(fake: &FakeClient) -> AmqpTransport {
+        AmqpTransport::with_client(
+            Arc::new(fake.clone()),
+            AmqpOptions::default()
+                .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(40))
+                .reconnect_wait(Duration::from_millis(300)),
+        )
+    }
+
     #[tokio::test]
     async fn settle_writes_are_confirmed_before_the_ack_and_a_refused_one_requeues() {
         let fake = FakeClient::default();
-        let t = transport(&fake);
+        let t = impatient(&fake);
         let app = App::builder(t.clone())
             .queue("q")
             .max_attempts(2)
@@ -1435,19 +1469,24 @@ mod tests {
         assert!(String::from_utf8_lossy(second.body()).contains(r#""attempts":1"#));
         fake.world().nack_publishes_to.insert("q.dlq".into());
         assert_eq!(app.dispatch(second).await, Outcome::Unsettled);
+        let log = fake.world().log.clone();
         assert_eq!(
-            fake.world().log,
-            [
-                "connect",
-                "connect",
-                "confirmed q",
-                "ack q",
-                "nacked q.dlq",
-                "confirmed q",
-                "ack q"
-            ],
-            "the copy is confirmed before the ack; a refused dead-letter write moves the \
-             message, unchanged, to the end of its queue"
+            log[..4],
+            ["connect", "connect", "confirmed q", "ack q"],
+            "the copy is confirmed before the ack"
+        );
+        let refused = &log[4..log.len() - 2];
+        assert!(
+            refused.len() >= 4
+                && refused
+                    .chunks(2)
+                    .all(|pair| pair == ["nacked q.dlq", "new publishing channel"]),
+            "a refused dead-letter write is sent again on a new channel for a while: {log:?}"
+        );
+        assert_eq!(
+            log[log.len() - 2..],
+            ["confirmed q", "ack q"],
+            "then the message moves, unchanged, to the end of its queue"
         );
         fake.world().nack_publishes_to.clear();
         let third = t
@@ -1490,7 +1529,7 @@ mod tests {
     #[tokio::test]
     async fn a_broken_dead_letter_queue_does_not_block_the_messages_behind() {
         let fake = FakeClient::default();
-        let t = transport(&fake);
+        let t = impatient(&fake);
         fake.world().nack_publishes_to.insert("q.dlq".into());
         fake.publish_raw("q", &body(1));
         fake.publish_raw("q", &body(2));
