@@ -53,6 +53,11 @@ rmqc_pid() {
         echo "$pid"
 }
 
+# rmqc_running NODE : NODE runs (its VM is alive, or it is still registered with epmd).
+rmqc_running() {
+    [ -n "$(rmqc_pid "$1")" ] || epmd -names 2>/dev/null | grep -q "^name $1 at port "
+}
+
 # rmqc_await NODE SECONDS : waits until NODE has booted (await_startup fails at once while the
 # node is not registered with epmd yet, hence the loop).
 rmqc_await() {
@@ -64,17 +69,31 @@ rmqc_await() {
     done
 }
 
-# The ports, chosen once: "AMQP1 AMQP2 AMQP3 DIST1 DIST2 DIST3". A node that is down and
-# whose port something else has taken since gets another one.
+# rmqc_ports_free PORT PORT : both ports are free, within 10 s (a node just killed holds its
+# sockets until its VM has exited).
+rmqc_ports_free() {
+    local n
+    for n in $(seq 50); do
+        rmqc_port_free "$1" && rmqc_port_free "$2" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# The ports, chosen once: "AMQP1 AMQP2 AMQP3 DIST1 DIST2 DIST3" (the URL the tests read stays
+# valid across restarts). A node that is down and whose port something else has taken since
+# gets another one.
 rmqc_ports() {
     local ports=() i taken
     [ -s "$RMQC_DIR/ports" ] && read -r -a ports < "$RMQC_DIR/ports"
     [ ${#ports[@]} -eq 6 ] || ports=(0 0 0 0 0 0)
     for i in 0 1 2; do
-        if [ "${ports[$i]}" != 0 ] && { [ -n "$(rmqc_pid "${RMQC_NODES[$i]}")" ] ||
-            { rmqc_port_free "${ports[$i]}" && rmqc_port_free "${ports[$((i + 3))]}"; }; }; then
+        if [ "${ports[$i]}" != 0 ] && { rmqc_running "${RMQC_NODES[$i]}" ||
+            rmqc_ports_free "${ports[$i]}" "${ports[$((i + 3))]}"; }; then
             continue
         fi
+        [ "${ports[$i]}" = 0 ] ||
+            log "${RMQC_NODES[$i]} is down (pid file: $(cat "$RMQC_DIR/${RMQC_NODES[$i]}/pid" 2>/dev/null)) and port ${ports[$i]} or ${ports[$((i + 3))]} is taken: $(ss -Hltnp "sport = :${ports[$i]} or sport = :${ports[$((i + 3))]}" 2>/dev/null | tr -s ' ' | tr '\n' ';'); choosing others"
         taken=("${ports[@]}")
         ports[$i]=$(rmqc_pick 5681 "${taken[@]}")
         taken=("${ports[@]}")
@@ -135,7 +154,7 @@ CTL
     local i node
     for i in 0 1 2; do
         node=${RMQC_NODES[$i]}
-        [ -n "$(rmqc_pid "$node")" ] && continue
+        rmqc_running "$node" && continue
         mkdir -p "$RMQC_DIR/$node/data" "$RMQC_DIR/$node/log"
         cat > "$RMQC_DIR/$node/rabbitmq.conf" <<CONF
 vm_memory_high_watermark.absolute = 512MiB
