@@ -104,6 +104,23 @@ impl Raw {
             .message_count()
     }
 
+    /// The ready messages of `queue`, as a passive declaration counts them (whatever its type
+    /// and arguments).
+    pub async fn ready(&self, queue: &str) -> u32 {
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap()
+            .message_count()
+    }
+
     /// Declares `queue` the way another framework might: with a message TTL argument.
     pub async fn declare_with_ttl(&self, queue: &str) {
         self.declare_with(
