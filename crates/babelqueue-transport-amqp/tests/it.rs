@@ -33,3 +33,5 @@ mod failover;
 mod interop;
 #[path = "it/live.rs"]
 mod live;
+#[path = "it/quorum.rs"]
+mod quorum;
