@@ -124,8 +124,8 @@ impl AmqpOptions {
         self.declare = declare;
         self
     }
-    /// Sets the type of the queues declared and consumed
-    /// ([`topology`](crate::topology) tells what each type declares).
+    /// Sets the type of the queues declared and consumed (the [`topology`] module tells what
+    /// each type declares).
     #[must_use]
     pub fn queue_type(mut self, queue_type: QueueType) -> Self {
         self.queue_type = queue_type;

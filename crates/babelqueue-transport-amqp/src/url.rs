@@ -292,8 +292,9 @@ impl AmqpUrl {
                 port: default_port,
             });
         }
-        // lapin reads the user information and its own query keys; the hosts (its parser takes
-        // an IP address for no host at all) and the vhost are this layer's.
+        // lapin reads the user information and its own query keys; the hosts (its parser has no
+        // host for an IPv6 address, and would connect to `localhost`) and the vhost are this
+        // layer's.
         let mut for_lapin = format!("{scheme}://");
         if let Some(userinfo) = userinfo {
             for_lapin.push_str(userinfo);
@@ -457,7 +458,7 @@ mod tests {
             assert_eq!(hosts(url), expected, "{url}");
         }
         // The first host is what lapin's URI names; an IP address stays itself (lapin's own
-        // parser has no host for one, and would reach `localhost`).
+        // parser has no host for an IPv6 one, and would reach `localhost`).
         let parsed = AmqpUrl::parse("amqp://u:p@10.1.2.3:5681,h2/v?heartbeat=5").unwrap();
         assert_eq!(parsed.uri.authority.host, "10.1.2.3");
         assert_eq!(parsed.uri.authority.port, 5681);
