@@ -43,14 +43,26 @@ rmqc_pick() {
     return 1
 }
 
-# rmqc_pid NODE : the pid of NODE's Erlang VM when it runs (a process whose environment names
-# the node), else nothing.
+# rmqc_is PID NODE : PID is NODE's Erlang VM (a process of this cluster whose environment names
+# the node).
+rmqc_is() {
+    grep -qxz "RABBITMQ_NODENAME=$2@localhost" "/proc/$1/environ" 2>/dev/null &&
+        grep -qxz "HOME=$RMQC_DIR" "/proc/$1/environ" 2>/dev/null
+}
+
+# rmqc_pid NODE : the pid of NODE's Erlang VM when it runs (from its pid file, else found among
+# this user's Erlang VMs), else nothing.
 rmqc_pid() {
-    local f="$RMQC_DIR/$1/pid" pid
-    [ -s "$f" ] || return 1
-    pid=$(cat "$f")
-    { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qx "RABBITMQ_NODENAME=$1@localhost" &&
+    local pid=""
+    [ -s "$RMQC_DIR/$1/pid" ] && pid=$(cat "$RMQC_DIR/$1/pid")
+    if [ -n "$pid" ] && rmqc_is "$pid" "$1"; then
         echo "$pid"
+        return 0
+    fi
+    for pid in $(pgrep -u "$(id -u)" beam.smp); do
+        rmqc_is "$pid" "$1" && { echo "$pid"; return 0; }
+    done
+    return 1
 }
 
 # rmqc_running NODE : NODE runs (its VM is alive, or it is still registered with epmd).
