@@ -271,6 +271,185 @@ mod amqp {
     }
 }
 
+/// The CLI against the three-node RabbitMQ cluster (`scripts/brokers.sh up rabbitmq-cluster`,
+/// `BQ_AMQP_CLUSTER_URL`), through one URL that lists a dead host and then every node, with
+/// quorum queues. Skipped without the cluster; fails instead with `BQ_REQUIRE_HA` set.
+#[cfg(feature = "amqp")]
+mod amqp_cluster {
+    use std::process::Command;
+
+    use crate::common::{babelqueue, stdout};
+
+    /// The cluster's URL with a dead host first, and its rabbitmqctl.
+    fn cluster() -> Option<(String, String)> {
+        let (Ok(url), Ok(ctl)) = (
+            std::env::var("BQ_AMQP_CLUSTER_URL"),
+            std::env::var("BQ_AMQP_CLUSTER_CTL"),
+        ) else {
+            babelqueue_testkit::skip_or_fail_ha(
+                "the RabbitMQ cluster is not configured: BQ_AMQP_CLUSTER_URL is not set \
+                 (scripts/brokers.sh up rabbitmq-cluster, then eval \"$(scripts/brokers.sh env)\")",
+            );
+            return None;
+        };
+        let hosts = babelqueue::redact::host(&url).expect("BQ_AMQP_CLUSTER_URL names its hosts");
+        for host in hosts.split(',') {
+            if std::net::TcpStream::connect(host).is_err() {
+                babelqueue_testkit::skip_or_fail_ha(format!(
+                    "RabbitMQ cluster node {host} is down"
+                ));
+                return None;
+            }
+        }
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a port")
+            .port();
+        let (credentials, rest) = url.split_once('@').expect("credentials in the URL");
+        Some((
+            format!("{credentials}@127.0.0.1:{closed},{rest}?queue_type=quorum"),
+            ctl,
+        ))
+    }
+
+    fn ids(text: &str) -> Vec<String> {
+        let mut ids: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["meta"]["id"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn publish_and_consume_through_a_multi_host_url_with_quorum_queues() {
+        let Some((url, ctl)) = cluster() else { return };
+        let queue = format!("bq-cli-cluster-{:08x}", std::process::id());
+        let ok = babelqueue(
+            &[
+                "publish",
+                &url,
+                "--queue",
+                &queue,
+                "--urn",
+                "urn:cli:ok",
+                "--count",
+                "20",
+            ],
+            None,
+        );
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        let broken = babelqueue(
+            &[
+                "publish",
+                &url,
+                "--queue",
+                &queue,
+                "--urn",
+                "urn:cli:broken",
+            ],
+            None,
+        );
+        assert!(broken.status.success());
+        let consumed = babelqueue(
+            &[
+                "consume",
+                &url,
+                "--queue",
+                &queue,
+                "--urn",
+                "urn:cli:ok",
+                "--fail-urn",
+                "urn:cli:broken",
+                "--max-attempts",
+                "2",
+                "--dead-letter",
+                "--concurrency",
+                "4",
+                "--idle-timeout",
+                "2",
+            ],
+            None,
+        );
+        assert!(
+            consumed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&consumed.stderr)
+        );
+        let lines: Vec<serde_json::Value> = stdout(&consumed)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let handled: Vec<&serde_json::Value> =
+            lines.iter().filter(|l| l["urn"] == "urn:cli:ok").collect();
+        let mut seen: Vec<String> = handled
+            .iter()
+            .map(|l| l["meta"]["id"].as_str().unwrap().to_owned())
+            .collect();
+        seen.sort();
+        assert_eq!(seen, ids(&stdout(&ok)), "each of the 20 handled once");
+        let attempts: Vec<i64> = lines
+            .iter()
+            .filter(|l| l["urn"] == "urn:cli:broken")
+            .map(|l| l["attempts"].as_i64().unwrap())
+            .collect();
+        assert_eq!(attempts, [0, 1], "one retry, then the dead-letter queue");
+
+        // The dead-letter record, read back through the same URL.
+        let dlq = format!("{queue}.dlq");
+        let records = babelqueue(
+            &[
+                "consume",
+                &url,
+                "--queue",
+                &dlq,
+                "--urn",
+                "urn:cli:broken",
+                "--idle-timeout",
+                "2",
+            ],
+            None,
+        );
+        assert!(records.status.success());
+        let records: Vec<serde_json::Value> = stdout(&records)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(records[0]["urn"], "urn:cli:broken");
+
+        // Both queues are quorum queues, on the cluster.
+        let listed = Command::new(&ctl)
+            .args([
+                "-n",
+                "bq-ha-1@localhost",
+                "-q",
+                "list_queues",
+                "--no-table-headers",
+            ])
+            .args(["name", "type"])
+            .output()
+            .expect("rabbitmqctl");
+        let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+        for name in [&queue, &dlq] {
+            assert!(
+                listed.lines().any(|l| l == format!("{name}\tquorum")),
+                "{name} is a quorum queue: {listed}"
+            );
+            let _ = Command::new(&ctl)
+                .args(["-n", "bq-ha-1@localhost", "-q", "delete_queue", name])
+                .output();
+        }
+    }
+}
+
 /// The CLI against a real Redis (`BQ_REDIS_URL`), in both layouts.
 #[cfg(feature = "redis")]
 mod redis {

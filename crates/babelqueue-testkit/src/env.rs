@@ -10,6 +10,12 @@ use std::time::Duration;
 /// the empty string, a broker (or a peer SDK) the test needs must be there.
 pub const REQUIRE_BROKERS: &str = "BQ_REQUIRE_BROKERS";
 
+/// The environment variable that turns the skip of an opt-in high-availability topology (the
+/// `ha` group of `scripts/brokers.sh`: a RabbitMQ cluster …, never started by a plain `up`)
+/// into a failure, as [`REQUIRE_BROKERS`] does for the single brokers. [`REQUIRE_BROKERS`]
+/// alone does not require them.
+pub const REQUIRE_HA: &str = "BQ_REQUIRE_HA";
+
 /// How long [`broker_or_skip`] waits for a connection.
 pub const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -34,6 +40,50 @@ pub fn skip_or_fail(what: impl fmt::Display) {
         "{what}, and {REQUIRE_BROKERS} is set: start it (scripts/brokers.sh up …) or unset {REQUIRE_BROKERS} to skip"
     );
     println!("SKIPPED: {what} (set {REQUIRE_BROKERS}=1 to fail instead)");
+}
+
+/// Whether an unavailable high-availability topology fails the tests ([`REQUIRE_HA`] is set and
+/// not empty).
+pub fn ha_required() -> bool {
+    std::env::var_os(REQUIRE_HA).is_some_and(|v| !v.is_empty())
+}
+
+/// [`skip_or_fail`] for an opt-in high-availability topology: panics when [`ha_required`],
+/// else prints `SKIPPED: <what>` and returns.
+///
+/// ```
+/// # if babelqueue_testkit::ha_required() { return; }
+/// babelqueue_testkit::skip_or_fail_ha("the RabbitMQ cluster (BQ_AMQP_CLUSTER_URL) is not set");
+/// ```
+#[track_caller]
+#[allow(clippy::print_stdout)] // the skip line is the helper's whole point
+pub fn skip_or_fail_ha(what: impl fmt::Display) {
+    assert!(
+        !ha_required(),
+        "{what}, and {REQUIRE_HA} is set: start it (scripts/brokers.sh up <name>) or unset {REQUIRE_HA} to skip"
+    );
+    println!("SKIPPED: {what} (set {REQUIRE_HA}=1 to fail instead)");
+}
+
+/// [`broker_or_skip`] for an opt-in high-availability topology: `Some` with the connection, or
+/// `None` after [`skip_or_fail_ha`].
+#[track_caller]
+pub fn ha_or_skip<T, E, F>(what: &str, connect: F) -> impl Future<Output = Option<T>>
+where
+    E: fmt::Display,
+    F: Future<Output = Result<T, E>>,
+{
+    let caller = std::panic::Location::caller();
+    let what = what.to_owned();
+    async move {
+        let why = match tokio::time::timeout(BROKER_TIMEOUT, connect).await {
+            Ok(Ok(connected)) => return Some(connected),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {BROKER_TIMEOUT:?}"),
+        };
+        skip_or_fail_ha(format!("{what} is not reachable ({why}) [{caller}]"));
+        None
+    }
 }
 
 /// Connects with `connect`, waiting up to [`BROKER_TIMEOUT`]: `Some` with the connection, or

@@ -86,6 +86,8 @@
 //!
 //! * [`broker_or_skip`] / [`skip_or_fail`]: with `BQ_REQUIRE_BROKERS` set an unreachable
 //!   broker fails the test; without it the test prints `SKIPPED: …` and returns;
+//! * [`ha_or_skip`] / [`skip_or_fail_ha`]: the same for an opt-in high-availability topology
+//!   (a RabbitMQ cluster …), which fails the test only with `BQ_REQUIRE_HA` set;
 //! * [`unique_queue`]: a queue name valid on every broker, unused by any other test;
 //! * [`PythonPeer`]: the Python reference SDK (`BQ_PYTHON`) as an interop peer, run to
 //!   completion or kept running, speaking JSON lines;
@@ -105,8 +107,8 @@ pub mod tls;
 use std::time::Duration;
 
 pub use env::{
-    BROKER_TIMEOUT, REQUIRE_BROKERS, broker_or_skip, broker_or_skip_within, brokers_required,
-    skip_or_fail, unique_queue,
+    BROKER_TIMEOUT, REQUIRE_BROKERS, REQUIRE_HA, broker_or_skip, broker_or_skip_within,
+    brokers_required, ha_or_skip, ha_required, skip_or_fail, skip_or_fail_ha, unique_queue,
 };
 pub use features::{Features, MIB};
 pub use latency::idle_to_handled;

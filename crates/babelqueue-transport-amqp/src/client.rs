@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -26,6 +27,9 @@ use rustls::pki_types::pem::PemObject;
 use tokio::sync::Mutex;
 
 use crate::error::AmqpError;
+use crate::url::AmqpHost;
+
+const LOG: &str = "babelqueue::amqp";
 
 /// Opens connections to the broker.
 #[async_trait]
@@ -39,8 +43,11 @@ pub trait AmqpClient: Send + Sync + fmt::Debug {
 pub trait AmqpLink: Send + Sync + fmt::Debug {
     /// Whether the connection is still usable.
     fn is_open(&self) -> bool;
-    /// Declares `queue`: durable, not exclusive, not auto-delete, no arguments.
-    async fn declare(&self, queue: &str) -> Result<(), AmqpError>;
+    /// Declares `queue`: durable, not exclusive, not auto-delete, with `arguments` (none for a
+    /// classic queue: [`topology::declare_arguments`](crate::topology::declare_arguments)).
+    /// A queue that exists with other arguments is [`AmqpError::DeclareMismatch`], with
+    /// RabbitMQ's reply text.
+    async fn declare(&self, queue: &str, arguments: &FieldTable) -> Result<(), AmqpError>;
     /// Publishes `body` to `queue` on the default exchange (mandatory), and returns once the
     /// broker confirmed it (publisher confirms).
     async fn publish(
@@ -82,6 +89,12 @@ pub trait AmqpLink: Send + Sync + fmt::Debug {
     ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
         self.subscribe(queue, prefetch).await
     }
+    /// Replaces the publishing channel: the next publish opens a new one. Called after a
+    /// negative publisher confirm: RabbitMQ 3.10 goes on refusing every publish of a channel
+    /// that first published to a quorum queue while the queue had no leader (its node had just
+    /// died), even once a new leader is elected, where a new channel publishes at once. The
+    /// default does nothing.
+    async fn renew_publisher(&self) {}
     /// Closes the connection (best effort).
     async fn close(&self);
 }
@@ -142,9 +155,25 @@ pub struct Incoming {
 
 /// The production client: lapin over tokio, rustls (aws-lc-rs) for `amqps://`, trusting the
 /// platform's roots plus any CA added with [`LapinClient::with_tls_ca_pem`].
+///
+/// # Several hosts
+///
+/// With the hosts of a cluster ([`LapinClient::with_hosts`], the URL's host list), a connection
+/// goes to the first host that answers, each tried in turn within `connection_timeout`, in the
+/// URL's order, starting from the host the last connection used. Once a connection has ended
+/// (its node killed, a network cut, or a half-open connection the transport gave up on), the
+/// next one starts with the host after it, so a worker moves to a live node without waiting on
+/// the dead one first.
+/// The order is the URL's, not shuffled: the first host is the one an operator prefers (the
+/// nearest node), and where workers should spread over the nodes, each lists its own first.
+/// Wrong credentials (or any refusal that is not a connection failure) end the round at once:
+/// users and vhosts are the same on every node of a cluster.
 #[derive(Clone)]
 pub struct LapinClient {
     uri: AMQPUri,
+    hosts: Vec<AmqpHost>,
+    /// The host the next connection tries first.
+    next: Arc<AtomicUsize>,
     name: String,
     connect_timeout: Duration,
     tls: OwnedTLSConfig,
@@ -152,9 +181,9 @@ pub struct LapinClient {
 
 impl fmt::Debug for LapinClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hosts: Vec<String> = self.hosts.iter().map(ToString::to_string).collect();
         f.debug_struct("LapinClient")
-            .field("host", &self.uri.authority.host)
-            .field("port", &self.uri.authority.port)
+            .field("hosts", &hosts)
             .field("vhost", &self.uri.vhost)
             .field("name", &self.name)
             .field("extra_ca", &self.tls.cert_chain.is_some())
@@ -167,14 +196,35 @@ impl LapinClient {
     /// A client for `uri`; `name` shows in the RabbitMQ management UI.
     pub fn new(uri: AMQPUri, name: impl Into<String>) -> LapinClient {
         let connect_timeout = Duration::from_millis(uri.query.connection_timeout.unwrap_or(10_000));
+        let hosts = vec![AmqpHost {
+            host: uri.authority.host.clone(),
+            port: uri.authority.port,
+        }];
         LapinClient {
             uri,
+            hosts,
+            next: Arc::new(AtomicUsize::new(0)),
             name: name.into(),
             connect_timeout,
             tls: OwnedTLSConfig::default(),
         }
     }
 
+    /// Connects to these hosts instead of the URI's one (an empty list keeps the URI's), in
+    /// order, as the [type documentation](LapinClient) tells.
+    #[must_use]
+    pub fn with_hosts(mut self, hosts: Vec<AmqpHost>) -> LapinClient {
+        if !hosts.is_empty() {
+            self.hosts = hosts;
+            self.next.store(0, Ordering::SeqCst);
+        }
+        self
+    }
+
+    /// The hosts connections go to, in order.
+    pub fn hosts(&self) -> &[AmqpHost] {
+        &self.hosts
+    }
     /// Also trusts the CA certificates in `pem` (PEM text, one or more `CERTIFICATE` blocks)
     /// for `amqps://`, beside the platform's roots: for a broker whose certificate a private CA
     /// signed. The certificates are checked here (each must parse as a trust anchor), so a bad
@@ -237,9 +287,16 @@ impl LapinClient {
     }
 }
 
-#[async_trait]
-impl AmqpClient for LapinClient {
-    async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError> {
+impl LapinClient {
+    /// One connection to the host at `index`, the handshake and the publishing channel
+    /// included, within `connection_timeout`.
+    async fn connect_to(&self, index: usize) -> Result<LapinLink, AmqpError> {
+        let Some(host) = self.hosts.get(index) else {
+            return Err(AmqpError::Other(format!("no host #{index}")));
+        };
+        let mut uri = self.uri.clone();
+        uri.authority.host.clone_from(&host.host);
+        uri.authority.port = host.port;
         let properties = ConnectionProperties::default()
             .with_connection_name(LongString::from(self.name.as_str()));
         let runtime = lapin::runtime::default_runtime()?;
@@ -247,34 +304,69 @@ impl AmqpClient for LapinClient {
         // accepts TCP but never finishes starting must not hold the supervisor. (Every later
         // operation is bounded by the transport, above this seam.)
         let open = async {
-            let connection = Connection::connect_uri_with_config(
-                self.uri.clone(),
-                properties,
-                self.tls.clone(),
-                runtime,
-            )
-            .await
-            .map_err(|e| match AmqpError::from(e) {
-                AmqpError::Other(text) => AmqpError::Connection(text),
-                other => other,
-            })?;
+            let connection =
+                Connection::connect_uri_with_config(uri, properties, self.tls.clone(), runtime)
+                    .await
+                    .map_err(|e| match AmqpError::from(e) {
+                        AmqpError::Other(text) => AmqpError::Connection(text),
+                        other => other,
+                    })?;
             let link = LapinLink {
                 connection,
                 publisher: Mutex::new(None),
                 current: std::sync::Mutex::new(None),
+                index,
+                hosts: self.hosts.len(),
+                next: self.next.clone(),
             };
             link.publisher().await?;
             Ok::<_, AmqpError>(link)
         };
-        let link = tokio::time::timeout(self.connect_timeout, open)
+        tokio::time::timeout(self.connect_timeout, open)
             .await
             .map_err(|_| {
                 AmqpError::Timeout(format!(
-                    "connecting to {}:{} took longer than {:?}",
-                    self.uri.authority.host, self.uri.authority.port, self.connect_timeout
+                    "connecting to {host} took longer than {:?}",
+                    self.connect_timeout
                 ))
-            })??;
-        Ok(Arc::new(link))
+            })?
+    }
+}
+
+#[async_trait]
+impl AmqpClient for LapinClient {
+    async fn connect(&self) -> Result<Arc<dyn AmqpLink>, AmqpError> {
+        let count = self.hosts.len();
+        if count <= 1 {
+            return Ok(Arc::new(self.connect_to(0).await?));
+        }
+        let start = self.next.load(Ordering::SeqCst) % count;
+        let mut failures = Vec::with_capacity(count);
+        for step in 0..count {
+            let index = (start + step) % count;
+            match self.connect_to(index).await {
+                Ok(link) => {
+                    self.next.store(index, Ordering::SeqCst);
+                    if step > 0 {
+                        tracing::info!(target: LOG, host = %self.hosts[index], skipped = step,
+                            "Connected to the next RabbitMQ host that answered");
+                    }
+                    return Ok(Arc::new(link));
+                }
+                // Wrong credentials, an unknown vhost, a TLS refusal: the same on every node.
+                Err(e) if !e.is_transient() => return Err(e),
+                Err(e) => {
+                    // A connection that times out half-way, later, resumes with the host after.
+                    self.next.store((index + 1) % count, Ordering::SeqCst);
+                    tracing::debug!(target: LOG, host = %self.hosts[index], error = %e, "A RabbitMQ host did not answer; trying the next");
+                    failures.push(format!("{}: {e}", self.hosts[index]));
+                }
+            }
+        }
+        Err(AmqpError::Connection(format!(
+            "none of the {count} RabbitMQ hosts answered ({})",
+            failures.join("; ")
+        )))
     }
 }
 
@@ -284,6 +376,12 @@ struct LapinLink {
     publisher: Mutex<Option<Channel>>,
     /// The same channel, for the hot path (no await while it is healthy).
     current: std::sync::Mutex<Option<Channel>>,
+    /// The host it is connected to, of how many, and the client's next-host cursor: once this
+    /// connection has ended (it died, or the transport gave up on it), the next one starts
+    /// after its host.
+    index: usize,
+    hosts: usize,
+    next: Arc<AtomicUsize>,
 }
 
 impl fmt::Debug for LapinLink {
@@ -295,6 +393,20 @@ impl fmt::Debug for LapinLink {
 }
 
 impl LapinLink {
+    /// This connection ended (its node is likely gone, or half-open): the next connection
+    /// starts with the host after this one's. Once: whichever connection to that host gets here
+    /// first moves the cursor, the others find it moved.
+    fn move_on(&self) {
+        if self.hosts > 1 {
+            let _ = self.next.compare_exchange(
+                self.index,
+                (self.index + 1) % self.hosts,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
+    }
+
     async fn publisher(&self) -> Result<Channel, AmqpError> {
         if let Some(channel) = self
             .current
@@ -351,17 +463,21 @@ impl LapinLink {
 #[async_trait]
 impl AmqpLink for LapinLink {
     fn is_open(&self) -> bool {
-        self.connection.status().connected()
+        let open = self.connection.status().connected();
+        if !open {
+            self.move_on();
+        }
+        open
     }
 
-    async fn declare(&self, queue: &str) -> Result<(), AmqpError> {
+    async fn declare(&self, queue: &str, arguments: &FieldTable) -> Result<(), AmqpError> {
         let channel = self.publisher().await?;
         let options = QueueDeclareOptions {
             durable: true,
             ..QueueDeclareOptions::default()
         };
         match channel
-            .queue_declare(ShortString::from(queue), options, FieldTable::default())
+            .queue_declare(ShortString::from(queue), options, arguments.clone())
             .await
         {
             Ok(_) => Ok(()),
@@ -429,7 +545,23 @@ impl AmqpLink for LapinLink {
         self.consume_with(queue, prefetch, false).await
     }
 
+    async fn renew_publisher(&self) {
+        let old = self.publisher.lock().await.take();
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Some(channel) = old
+            && channel.status().connected()
+        {
+            let _ = channel
+                .close(
+                    200,
+                    ShortString::from("babelqueue: a new publishing channel"),
+                )
+                .await;
+        }
+    }
+
     async fn close(&self) {
+        self.move_on();
         if self.is_open() {
             let _ = self
                 .connection

@@ -3,6 +3,8 @@
 
 use babelqueue_core::{TransportError, TransportErrorKind};
 
+use crate::topology::QueueType;
+
 /// Everything the AMQP transport can report.
 ///
 /// `Display` is for people and logs; code branches on [`AmqpError::kind`] or
@@ -51,16 +53,31 @@ pub enum AmqpError {
         /// The target queue.
         queue: String,
     },
-    /// The queue exists with other arguments (a quorum queue, a dead-letter exchange set by
-    /// another framework …): RabbitMQ refused the argument-free declaration.
+    /// The queue exists with other arguments (a dead-letter exchange or a TTL set by another
+    /// framework, another delivery limit …): RabbitMQ refused the declaration.
     #[error(
-        "queue {queue:?} already exists with different arguments (quorum type, x-dead-letter-exchange, TTL …); BabelQueue declares durable queues without arguments so every SDK can share them: {detail}"
+        "queue {queue:?} already exists with different arguments (x-dead-letter-exchange, TTL, x-delivery-limit …); BabelQueue declares durable queues with the arguments of its queue_type only (none for classic queues, so every SDK can share them): {detail}"
     )]
     DeclareMismatch {
         /// The queue.
         queue: String,
         /// RabbitMQ's reply text.
         detail: String,
+    },
+    /// The queue exists with another type than the transport declares (`queue_type`), and
+    /// RabbitMQ refused the declaration (`PRECONDITION_FAILED`). A configuration error: the
+    /// option, or the queue, has to change.
+    #[error(
+        "queue {queue:?} already exists as a {existing} queue, but this transport declares {wanted} queues (queue_type={wanted}); {}",
+        mismatch_fix(existing)
+    )]
+    QueueTypeMismatch {
+        /// The queue.
+        queue: String,
+        /// Its type on the broker (`classic`, `quorum`, `stream` …).
+        existing: String,
+        /// The type the transport declares.
+        wanted: QueueType,
     },
     /// The broker refused the login or the user's access (`ACCESS_REFUSED`, reply code 403): a
     /// wrong user name or password, or a user without the permission. Not transient: a consume
@@ -79,7 +96,9 @@ impl AmqpError {
     /// The runtime's class of the error.
     pub fn kind(&self) -> TransportErrorKind {
         match self {
-            AmqpError::Url(_) | AmqpError::Tls(_) => TransportErrorKind::Config,
+            AmqpError::Url(_) | AmqpError::Tls(_) | AmqpError::QueueTypeMismatch { .. } => {
+                TransportErrorKind::Config
+            }
             AmqpError::PropertyTooLong { .. } => TransportErrorKind::Unsupported,
             AmqpError::Connection(_) | AmqpError::StaleDelivery => TransportErrorKind::Connection,
             AmqpError::Timeout(_) => TransportErrorKind::Timeout,
@@ -103,6 +122,16 @@ impl AmqpError {
     /// Whether the error means the connection itself is gone (the supervisor then reconnects).
     pub(crate) fn connection_lost(&self) -> bool {
         matches!(self, AmqpError::Connection(_) | AmqpError::Timeout(_))
+    }
+}
+
+/// What to do about a queue of another type.
+fn mismatch_fix(existing: &str) -> String {
+    match QueueType::parse(existing) {
+        Some(t) => format!(
+            "set queue_type={t} in the URL (or AmqpOptions::queue_type) to use it as it is, or declare=0 to leave it as it was provisioned"
+        ),
+        None => "BabelQueue declares classic or quorum queues only: use another queue, or declare=0 to consume it as it was provisioned".to_owned(),
     }
 }
 
@@ -173,6 +202,15 @@ mod tests {
             (AmqpError::Auth("x".into()), TransportErrorKind::Auth, false),
             (
                 AmqpError::Tls("x".into()),
+                TransportErrorKind::Config,
+                false,
+            ),
+            (
+                AmqpError::QueueTypeMismatch {
+                    queue: "q".into(),
+                    existing: "quorum".into(),
+                    wanted: QueueType::Classic,
+                },
                 TransportErrorKind::Config,
                 false,
             ),

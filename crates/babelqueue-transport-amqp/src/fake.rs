@@ -57,6 +57,16 @@ pub struct World {
     pub subscriptions: Vec<(String, u16, bool)>,
     /// Every `basic.ack` frame that reached the broker: queue, delivery tag and `multiple`.
     pub ack_frames: Vec<(String, u64, bool)>,
+    /// The arguments each queue was first declared with (or provisioned with,
+    /// [`FakeClient::provision`]); a later declaration with other arguments is refused as
+    /// RabbitMQ refuses it.
+    pub declared: HashMap<String, FieldTable>,
+    /// This many later publishes reach their queue, but the connection dies before their
+    /// publisher confirm comes back (a node killed between the two).
+    pub lose_confirms: u32,
+    /// This many later publishes are refused with a negative confirm, whatever their queue (a
+    /// quorum queue electing a new leader).
+    pub nack_next: u32,
 }
 
 /// The in-memory client. Clones share one [`World`].
@@ -86,6 +96,13 @@ impl FakeClient {
                 body: body.to_vec(),
                 ..Stored::default()
             });
+    }
+
+    /// Creates `queue` with `arguments`, as an operator or another framework would.
+    pub fn provision(&self, queue: &str, arguments: FieldTable) {
+        let mut world = self.world();
+        world.declared.insert(queue.to_owned(), arguments);
+        world.queues.entry(queue.to_owned()).or_default();
     }
 
     /// The bodies ready in `queue`, head first.
@@ -143,6 +160,40 @@ impl AmqpClient for FakeClient {
 
 type Unacked = Arc<Mutex<Vec<(u64, String, Stored)>>>;
 
+/// RabbitMQ's reply text when `wanted` differs from the `current` arguments of `queue` (the
+/// first argument that differs, the queue type first, in RabbitMQ's wording), `None` when they
+/// are equivalent.
+fn inequivalent(queue: &str, current: &FieldTable, wanted: &FieldTable) -> Option<String> {
+    let shown = |value: Option<&lapin::types::AMQPValue>| match value {
+        None => "none".to_owned(),
+        Some(lapin::types::AMQPValue::LongString(s)) => {
+            format!(
+                "the value '{}' of type 'longstr'",
+                String::from_utf8_lossy(s.as_bytes())
+            )
+        }
+        Some(other) => format!("the value '{other:?}'"),
+    };
+    // RabbitMQ compares the queue type first.
+    let mut keys: Vec<&lapin::types::ShortString> = current
+        .inner()
+        .keys()
+        .chain(wanted.inner().keys())
+        .collect();
+    keys.sort_by_key(|key| (key.as_str() != "x-queue-type", key.as_str()));
+    keys.dedup();
+    keys.into_iter().find_map(|key| {
+        let (have, want) = (current.inner().get(key), wanted.inner().get(key));
+        (have != want).then(|| {
+            format!(
+                "PRECONDITION_FAILED - inequivalent arg '{key}' for queue '{queue}' in vhost '/': received {} but current is {}",
+                shown(want),
+                shown(have)
+            )
+        })
+    })
+}
+
 #[derive(Debug)]
 struct FakeLink {
     world: Arc<Mutex<World>>,
@@ -176,10 +227,23 @@ impl AmqpLink for FakeLink {
     fn is_open(&self) -> bool {
         self.open.load(Ordering::SeqCst)
     }
-    async fn declare(&self, queue: &str) -> Result<(), AmqpError> {
+    async fn declare(&self, queue: &str, arguments: &FieldTable) -> Result<(), AmqpError> {
         self.check()?;
         let mut world = self.world.lock().unwrap();
         world.declares += 1;
+        if let Some(current) = world.declared.get(queue)
+            && let Some(detail) = inequivalent(queue, current, arguments)
+        {
+            // RabbitMQ closes the channel; the fake's publishing "channel" is the connection.
+            return Err(AmqpError::DeclareMismatch {
+                queue: queue.to_owned(),
+                detail,
+            });
+        }
+        world
+            .declared
+            .entry(queue.to_owned())
+            .or_insert_with(|| arguments.clone());
         world.queues.entry(queue.to_owned()).or_default();
         Ok(())
     }
@@ -205,6 +269,27 @@ impl AmqpLink for FakeLink {
             ));
         }
         let mut world = self.world.lock().unwrap();
+        if world.lose_confirms > 0 {
+            world.lose_confirms -= 1;
+            world.log.push(format!("stored {queue}, confirm lost"));
+            world
+                .queues
+                .entry(queue.to_owned())
+                .or_default()
+                .push_back((body.to_vec(), properties.headers().clone()));
+            drop(world);
+            self.kill();
+            return Err(AmqpError::Connection(
+                "the connection died before the publisher confirm (fake)".into(),
+            ));
+        }
+        if world.nack_next > 0 {
+            world.nack_next -= 1;
+            world.log.push(format!("nacked {queue}"));
+            return Err(AmqpError::Nacked {
+                queue: queue.to_owned(),
+            });
+        }
         if world.nack_publishes_to.contains(queue) {
             world.log.push(format!("nacked {queue}"));
             return Err(AmqpError::Nacked {
@@ -236,6 +321,13 @@ impl AmqpLink for FakeLink {
         prefetch: u16,
     ) -> Result<Arc<dyn AmqpSubscription>, AmqpError> {
         self.consume_with(queue, prefetch, false)
+    }
+    async fn renew_publisher(&self) {
+        self.world
+            .lock()
+            .unwrap()
+            .log
+            .push("new publishing channel".into());
     }
     async fn close(&self) {
         self.kill();

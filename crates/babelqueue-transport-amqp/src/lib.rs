@@ -33,6 +33,9 @@
 //! private CA is the URL query key `ca_file=/path/ca.pem` or [`AmqpOptions::ca_file`], a client
 //! certificate for mutual TLS `cert_file=` and `key_file=` or [`AmqpOptions::client_certificate`]).
 //!
+//! * hosts: one, or a cluster's several, `amqp://user:pass@h1:5672,h2:5673/vhost` and/or
+//!   `?host=h3:5674` (repeatable); the connection goes to the first that answers, in order, and
+//!   after a connection ends the next one starts with the host after it (see [`LapinClient`]).
 //! * vhost: an absent, empty or `/` path is the vhost `/` (as pika reads it), `%2f` is `/`,
 //!   anything else is percent-decoded ([`AmqpUrl`]).
 //! * `heartbeat` (seconds), `connection_timeout` (milliseconds, default 10 000), `frame_max`,
@@ -40,16 +43,21 @@
 //! * `prefetch=N`: a fixed `basic_qos` prefetch. Without it the prefetch follows the runtime's
 //!   `concurrency` (see below).
 //! * `declare=0`: do not declare queues (they are provisioned elsewhere).
+//! * `queue_type=classic|quorum` (default `classic`): the type of the queues declared, and of
+//!   the queues consumed ([`topology`]).
 //! * Anything else (pika-only options) is ignored with a warning.
 //!
 //! # Wire format
 //!
 //! * Topology: publish to the default exchange with routing key = queue name. `<queue>` and
 //!   `<queue>.dlq` are declared lazily, once per connection: durable, not exclusive, not
-//!   auto-delete, **no arguments**, exactly as the other SDKs declare them, so they can share
-//!   them. A queue that exists with other arguments (quorum, a dead-letter exchange) fails with
-//!   [`AmqpError::DeclareMismatch`], which names the problem; the publishing channel is
-//!   reopened.
+//!   auto-delete, with the arguments of `queue_type` only: **none** for classic queues (the
+//!   default), exactly as the other SDKs declare them, so they can share them;
+//!   `x-queue-type=quorum` and `x-delivery-limit=2147483647` for quorum queues
+//!   ([`topology`]). A queue of another type fails with [`AmqpError::QueueTypeMismatch`] (a
+//!   configuration error naming the queue, its type and the option), one with other arguments
+//!   (a dead-letter exchange, a TTL) with [`AmqpError::DeclareMismatch`]; the publishing channel
+//!   is reopened.
 //! * Body: the envelope, byte for byte. Properties and headers: [`projection::properties`]
 //!   (`type` = URN, `correlation_id` = `trace_id`, `message_id` = `meta.id`, `app_id`
 //!   `babelqueue`, `content_type` `application/json`, persistent, and the native-typed headers
@@ -98,7 +106,11 @@
 //! queues again and re-subscribes. Unacknowledged deliveries are requeued by RabbitMQ when
 //! their channel closes; their old delivery tags are never sent on the new connection (their
 //! ack reports [`AmqpError::StaleDelivery`] and the message is handled again: at least once,
-//! never lost).
+//! never lost). With several hosts, the new connection goes to the next node that answers. A
+//! publish whose confirm died with its connection is sent again on the new one (a duplicate
+//! at worst), and one RabbitMQ refuses (a negative confirm: a quorum queue without a leader
+//! for a moment) is sent again on a new channel, both within
+//! [`AmqpOptions::reconnect_wait`]: a publish returns `Ok` only once confirmed.
 //!
 //! # Deviations from the reference (Python `pika_transport.py`, babelqueue 1.24.0)
 //!
@@ -129,8 +141,9 @@
 //! * A retry copy carries the contract properties only: out-of-band headers such as
 //!   `traceparent` are not copied (as in every SDK).
 //! * A bare `pop` loop's adaptive prefetch is channel-wide (`global=true`, one consumer per
-//!   channel), which quorum queues refuse; `App::consume` and a fixed `prefetch=N` give the
-//!   consumer a prefetch of its own instead. The transport declares classic queues.
+//!   channel), which quorum queues refuse; `App::consume`, a fixed `prefetch=N` and
+//!   `queue_type=quorum` give the consumer a prefetch of its own instead (a bare `pop` loop on
+//!   `queue_type=quorum` starts at [`topology::QUORUM_POP_PREFETCH`] and does not grow).
 //! * `amqps://` goes through lapin's rustls (aws-lc-rs, platform verifier, plus the CA file
 //!   `ca_file` if any; a client certificate with `cert_file` + `key_file`). Authenticating
 //!   with the certificate alone needs RabbitMQ's `rabbitmq_auth_mechanism_ssl` plugin and
@@ -139,6 +152,8 @@
 
 mod acks;
 mod client;
+#[cfg(test)]
+mod cluster_tests;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -148,10 +163,12 @@ mod inspect;
 #[doc(hidden)]
 pub mod projection;
 mod tls;
+pub mod topology;
 pub mod transport;
 mod url;
 
 pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
 pub use error::AmqpError;
+pub use topology::QueueType;
 pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT};
-pub use url::AmqpUrl;
+pub use url::{AmqpHost, AmqpUrl};

@@ -46,6 +46,7 @@ use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, LapinCli
 use crate::error::AmqpError;
 use crate::inspect::Wire;
 use crate::projection;
+use crate::topology::{self, QUORUM_POP_PREFETCH, QueueType};
 use babelqueue_core::redact::redact;
 
 use crate::url::AmqpUrl;
@@ -63,13 +64,20 @@ pub struct AmqpOptions {
     /// for while every prefetched one is still held, so it settles at the number of handlers
     /// that run at once.
     pub prefetch: Option<u16>,
-    /// Declare queues (durable, no arguments) before first use. Default `true`.
+    /// Declare queues (durable, with the arguments of [`queue_type`](Self::queue_type)) before
+    /// first use. Default `true`.
     pub declare: bool,
+    /// The type of the queues declared, and of the queues consumed: a quorum queue's consumers
+    /// get a prefetch of their own, which quorum queues need even when they were provisioned
+    /// elsewhere (`declare=0`). Default [`QueueType::Classic`]; the URL's `queue_type` wins.
+    pub queue_type: QueueType,
     /// The first pause after a failed reconnect (default 100 ms); it doubles per failure.
     pub reconnect_min: Duration,
     /// The longest pause between reconnect attempts (default 5 s).
     pub reconnect_max: Duration,
-    /// How long a publish waits for a lost connection to come back (default 10 s).
+    /// How long a publish waits for a lost connection to come back, or keeps sending a message
+    /// RabbitMQ refused (a negative confirm, as a quorum queue without a leader gives) on a new
+    /// channel (default 10 s).
     pub reconnect_wait: Duration,
     /// How long one broker operation (a publisher confirm, an acknowledgement, a channel open)
     /// may take before the connection is treated as lost and re-established (default 30 s).
@@ -92,6 +100,7 @@ impl Default for AmqpOptions {
         AmqpOptions {
             prefetch: None,
             declare: true,
+            queue_type: QueueType::Classic,
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             reconnect_wait: Duration::from_secs(10),
@@ -114,6 +123,13 @@ impl AmqpOptions {
     #[must_use]
     pub fn declare(mut self, declare: bool) -> Self {
         self.declare = declare;
+        self
+    }
+    /// Sets the type of the queues declared and consumed (the [`topology`] module tells what
+    /// each type declares).
+    #[must_use]
+    pub fn queue_type(mut self, queue_type: QueueType) -> Self {
+        self.queue_type = queue_type;
         self
     }
     /// Sets the reconnect back-off bounds.
@@ -298,8 +314,8 @@ impl AmqpTransport {
     }
 
     /// [`connect`](AmqpTransport::connect) with options, such as a private CA for `amqps://`
-    /// ([`AmqpOptions::ca_file`]). A `prefetch` or `declare=0` in the URL wins over the
-    /// options.
+    /// ([`AmqpOptions::ca_file`]). A `prefetch`, `declare=0` or `queue_type` in the URL wins
+    /// over the options.
     pub async fn connect_with(url: &str, options: AmqpOptions) -> Result<AmqpTransport, AmqpError> {
         let transport = AmqpTransport::lazy_with(url, options)?;
         transport
@@ -328,10 +344,15 @@ impl AmqpTransport {
         let parsed = AmqpUrl::parse(url)?;
         let prefetch = parsed.prefetch.or(options.prefetch);
         let declare = parsed.declare && options.declare;
-        let options = options.prefetch(prefetch).declare(declare);
+        let queue_type = parsed.queue_type.unwrap_or(options.queue_type);
+        let options = options
+            .prefetch(prefetch)
+            .declare(declare)
+            .queue_type(queue_type);
         let name = format!("babelqueue-rust pid {}", std::process::id());
         let files = crate::tls::TlsFiles::of(&parsed, &options);
-        let client = files.apply(LapinClient::new(parsed.uri, name))?;
+        let client = LapinClient::new(parsed.uri, name).with_hosts(parsed.hosts);
+        let client = files.apply(client)?;
         Ok(AmqpTransport::with_client(Arc::new(client), options))
     }
 
@@ -530,12 +551,14 @@ impl Inner {
         if !self.options.declare || lock(&live.declared).contains(queue) {
             return Ok(());
         }
+        let arguments = topology::declare_arguments(self.options.queue_type);
         bounded(
             self.options.operation_timeout,
             "declaring a queue",
-            live.link.declare(queue),
+            live.link.declare(queue, &arguments),
         )
-        .await?;
+        .await
+        .map_err(|e| topology::explain(e, self.options.queue_type))?;
         lock(&live.declared).insert(queue.to_owned());
         Ok(())
     }
@@ -576,10 +599,29 @@ impl Inner {
     ) -> Result<(), AmqpError> {
         let deadline = Instant::now() + self.options.reconnect_wait;
         let mut losses = 0;
+        let mut refusals = 0;
         loop {
             let live = self.link(Role::Publishing, deadline).await?;
             match self.publish_on(&live, queue, body, &properties).await {
                 Ok(()) => return Ok(()),
+                Err(e @ AmqpError::Nacked { .. }) => {
+                    // Not stored: sent again on a new channel (a quorum queue electing a new
+                    // leader refuses a while, and a channel that met it then refuses for ever).
+                    live.link.renew_publisher().await;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    refusals += 1;
+                    let pause = self
+                        .options
+                        .reconnect_min
+                        .saturating_mul(1 << refusals.min(4))
+                        .min(Duration::from_secs(1))
+                        .min(left);
+                    tracing::warn!(target: LOG, queue, refusals, retry_in = ?pause, "RabbitMQ refused the message (negative publisher confirm); sending it again on a new channel");
+                    tokio::time::sleep(pause).await;
+                }
                 Err(e) => {
                     let lost = e.connection_lost() || !live.link.is_open();
                     if lost {
@@ -619,10 +661,13 @@ impl Inner {
             live.link.publish_many(queue, messages),
         )
         .await;
-        if let Err(e) = &result
-            && (e.connection_lost() || !live.link.is_open())
-        {
-            self.lost(Role::Publishing, live.generation).await;
+        match &result {
+            Err(e) if e.connection_lost() || !live.link.is_open() => {
+                self.lost(Role::Publishing, live.generation).await;
+            }
+            // The batch fails (the caller may send it again), on a new channel next time.
+            Err(AmqpError::Nacked { .. }) => live.link.renew_publisher().await,
+            _ => {}
         }
         result
     }
@@ -637,13 +682,18 @@ impl Inner {
         }
         let result = async {
             self.declare(&live, queue).await?;
+            // A quorum queue refuses a channel-wide prefetch: there even a bare `pop` loop's
+            // consumer has one of its own, which cannot grow, so it starts higher.
+            let quorum = self.options.queue_type.needs_consumer_prefetch();
+            let start = if quorum { QUORUM_POP_PREFETCH } else { 1 };
             let prefetch = match self.options.prefetch {
                 Some(fixed) => fixed,
-                None => lock(&self.grown).get(queue).copied().unwrap_or(1),
+                None => lock(&self.grown).get(queue).copied().unwrap_or(start),
             };
             // A prefetch known before the first delivery (configured, or announced by the
             // runtime) is the consumer's own; only a bare `pop` loop's grows, channel-wide.
-            let fixed = self.options.prefetch.is_some() || lock(&self.announced).contains(queue);
+            let fixed =
+                quorum || self.options.prefetch.is_some() || lock(&self.announced).contains(queue);
             let subscribing = if fixed {
                 live.link.subscribe_fixed(queue, prefetch)
             } else {
@@ -1390,10 +1440,20 @@ mod tests {
         assert!(fake.bodies("q").is_empty(), "all acknowledged in the end");
     }
 
+    /// A transport that keeps sending a refused message for 300 ms only.
+    fn impatient(fake: &FakeClient) -> AmqpTransport {
+        AmqpTransport::with_client(
+            Arc::new(fake.clone()),
+            AmqpOptions::default()
+                .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(40))
+                .reconnect_wait(Duration::from_millis(300)),
+        )
+    }
+
     #[tokio::test]
     async fn settle_writes_are_confirmed_before_the_ack_and_a_refused_one_requeues() {
         let fake = FakeClient::default();
-        let t = transport(&fake);
+        let t = impatient(&fake);
         let app = App::builder(t.clone())
             .queue("q")
             .max_attempts(2)
@@ -1420,19 +1480,24 @@ mod tests {
         assert!(String::from_utf8_lossy(second.body()).contains(r#""attempts":1"#));
         fake.world().nack_publishes_to.insert("q.dlq".into());
         assert_eq!(app.dispatch(second).await, Outcome::Unsettled);
+        let log = fake.world().log.clone();
         assert_eq!(
-            fake.world().log,
-            [
-                "connect",
-                "connect",
-                "confirmed q",
-                "ack q",
-                "nacked q.dlq",
-                "confirmed q",
-                "ack q"
-            ],
-            "the copy is confirmed before the ack; a refused dead-letter write moves the \
-             message, unchanged, to the end of its queue"
+            log[..4],
+            ["connect", "connect", "confirmed q", "ack q"],
+            "the copy is confirmed before the ack"
+        );
+        let refused = &log[4..log.len() - 2];
+        assert!(
+            refused.len() >= 4
+                && refused
+                    .chunks(2)
+                    .all(|pair| pair == ["nacked q.dlq", "new publishing channel"]),
+            "a refused dead-letter write is sent again on a new channel for a while: {log:?}"
+        );
+        assert_eq!(
+            log[log.len() - 2..],
+            ["confirmed q", "ack q"],
+            "then the message moves, unchanged, to the end of its queue"
         );
         fake.world().nack_publishes_to.clear();
         let third = t
@@ -1475,7 +1540,7 @@ mod tests {
     #[tokio::test]
     async fn a_broken_dead_letter_queue_does_not_block_the_messages_behind() {
         let fake = FakeClient::default();
-        let t = transport(&fake);
+        let t = impatient(&fake);
         fake.world().nack_publishes_to.insert("q.dlq".into());
         fake.publish_raw("q", &body(1));
         fake.publish_raw("q", &body(2));
@@ -1614,6 +1679,35 @@ mod tests {
             t.ack(&got).await.is_err(),
             "a second ack is refused locally"
         );
+    }
+
+    #[test]
+    fn the_urls_queue_type_wins_and_its_hosts_reach_the_client() {
+        let quorum = AmqpOptions::default().queue_type(QueueType::Quorum);
+        for (url, options, expected) in [
+            ("amqp://h", AmqpOptions::default(), QueueType::Classic),
+            ("amqp://h", quorum.clone(), QueueType::Quorum),
+            (
+                "amqp://h?queue_type=classic",
+                quorum.clone(),
+                QueueType::Classic,
+            ),
+            (
+                "amqp://h?queue_type=quorum",
+                AmqpOptions::default(),
+                QueueType::Quorum,
+            ),
+        ] {
+            let t = AmqpTransport::lazy_with(url, options).unwrap();
+            assert_eq!(t.inner.options.queue_type, expected, "{url}");
+        }
+        let t = AmqpTransport::lazy("amqp://u:hunter2@127.0.0.1:5681,h2:5682/%2f?host=h3").unwrap();
+        let shown = format!("{t:?}");
+        assert!(
+            shown.contains(r#"["127.0.0.1:5681", "h2:5682", "h3:5672"]"#),
+            "{shown}"
+        );
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 
     const TEST_CA: &str = include_str!("../tests/fixtures/test-ca.pem");

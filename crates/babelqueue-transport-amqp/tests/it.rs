@@ -6,6 +6,10 @@
 //!
 //! The broker-restart test stops the RabbitMQ application, so it takes a write lock that every
 //! other test holds for reading: it never runs beside them.
+//!
+//! The failover tests run on the three-node cluster of `scripts/brokers.sh up rabbitmq-cluster`
+//! (`BQ_AMQP_CLUSTER_URL`): they skip without it, and fail instead with `BQ_REQUIRE_HA` set.
+//! They take turns (each kills a node).
 
 #![allow(
     clippy::print_stdout,
@@ -21,7 +25,13 @@ mod common;
 mod auth;
 #[path = "it/cli.rs"]
 mod cli;
+#[path = "it/cluster.rs"]
+mod cluster;
+#[path = "it/failover.rs"]
+mod failover;
 #[path = "it/interop.rs"]
 mod interop;
 #[path = "it/live.rs"]
 mod live;
+#[path = "it/quorum.rs"]
+mod quorum;

@@ -89,12 +89,44 @@ impl Raw {
         out
     }
 
+    /// The bodies now in `queue`, taken off (auto-ack), without declaring it (a queue of any
+    /// type and arguments).
+    pub async fn drain_passive(&self, queue: &str) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(m) = self
+            .channel
+            .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+            .await
+            .unwrap()
+        {
+            out.push(m.delivery.data.clone());
+        }
+        out
+    }
+
     pub async fn declare(&self, queue: &str) -> u32 {
         self.channel
             .queue_declare(
                 queue.into(),
                 QueueDeclareOptions {
                     durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap()
+            .message_count()
+    }
+
+    /// The ready messages of `queue`, as a passive declaration counts them (whatever its type
+    /// and arguments).
+    pub async fn ready(&self, queue: &str) -> u32 {
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
                     ..Default::default()
                 },
                 FieldTable::default(),
