@@ -10,6 +10,11 @@
 # Each broker lives in scripts/brokers.d/<name>.sh and defines install_<name>, start_<name>,
 # ready_<name>, stop_<name> and env_<name>. Downloads and data go to $BQ_CACHE (default:
 # ../cache next to the checkout), never into the checkout.
+#
+# The high-availability topologies (scripts/brokers.d/ha-*.sh: redis-sentinel, redis-cluster)
+# are opt-in: they register in HA_BROKERS, so a plain `up`, `down` or `status` leaves them
+# alone; name them (`up redis-sentinel redis-cluster`). A plain `env` includes them, and their
+# env_ functions print nothing while they are not running.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,6 +71,20 @@ maven_fetch() {
         -Dmaven.repo.local="$BQ_CACHE/m2" >/dev/null
 }
 
+# free_port : a TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0),
+# never one an earlier call of this run returned.
+FREE_PORTS_GIVEN=" "
+free_port() {
+    local p
+    while :; do
+        p=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        case "$FREE_PORTS_GIVEN" in *" $p "*) continue ;; esac
+        FREE_PORTS_GIVEN="$FREE_PORTS_GIVEN$p "
+        echo "$p"
+        return 0
+    done
+}
+
 # wait_for NAME SECONDS : polls ready_NAME until it succeeds or the time is up.
 wait_for() {
     local name=$1 limit=$2 waited=0
@@ -80,6 +99,7 @@ wait_for() {
 }
 
 BROKERS=()
+HA_BROKERS=()
 for f in "$ROOT"/scripts/brokers.d/*.sh; do
     # shellcheck source=/dev/null
     . "$f"
@@ -114,10 +134,12 @@ case "$cmd" in
         done
         ;;
     env)
+        [ $# -gt 0 ] || names+=("${HA_BROKERS[@]}")
         for n in "${names[@]}"; do "env_$n"; done
         ;;
     list)
         printf '%s\n' "${BROKERS[@]}"
+        printf '%s (opt-in)\n' "${HA_BROKERS[@]}"
         ;;
     *)
         echo "usage: $0 up|down|status|env|list [NAME...]" >&2
