@@ -9,11 +9,13 @@ use async_trait::async_trait;
 use babelqueue_core::redact::{self, redact, scrub};
 use fred::bytes::Bytes;
 use fred::interfaces::{ClientLike, ListInterface, SortedSetsInterface};
+use fred::types::config::{ClusterDiscoveryPolicy, Config, Server, ServerConfig, TlsConnector};
 use fred::types::scripts::Script;
-use fred::types::{Key, Value};
+use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
 use crate::error::RedisError;
 use crate::scripts::LuaScript;
+use crate::topology::Topology;
 
 /// A Redis reply, reduced to what the scripts return.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,18 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
         tokio::time::sleep(timeout.min(Duration::from_millis(100))).await;
         Ok(())
     }
+    /// `WAIT replicas timeout` on the connection (and, on a cluster, the node) that wrote
+    /// `key` last: how many replicas confirmed every write made so far. The default, for
+    /// clients without replicas (a recording fake), confirms at once.
+    async fn wait_replicas(
+        &self,
+        key: &[u8],
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<i64, RedisError> {
+        let _ = (key, timeout);
+        Ok(i64::from(replicas))
+    }
     /// Closes the connections.
     async fn quit(&self) -> Result<(), RedisError>;
 }
@@ -99,6 +113,8 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
 /// the blocking waits (BLPOP, BLMOVE) so a blocked wait never delays a settle. Both reconnect on their own (exponential
 /// back-off up to 5 s), so a Redis restart does not stop a worker.
 pub struct FredClient {
+    /// Whether the servers are a Redis Cluster (`WAIT` then goes to the node of a key's slot).
+    clustered: bool,
     commands: fred::clients::Client,
     blocking: fred::clients::Client,
     scripts: Arc<Vec<(&'static str, Script)>>,
@@ -111,8 +127,10 @@ impl fmt::Debug for FredClient {
 }
 
 impl FredClient {
-    /// Connects to the server `url` names (`redis://…` or `rediss://…`, BabelQueue's query keys
-    /// already removed). `rediss://` trusts the system's root certificates.
+    /// Connects to the server `url` names (`redis://…` or `rediss://…`, or the master behind
+    /// `redis+sentinel://…`, or the cluster of `redis+cluster://…`; see
+    /// [`topology`](crate::topology); BabelQueue's query keys already removed). `rediss` trusts
+    /// the system's root certificates.
     pub async fn connect(url: &str) -> Result<FredClient, RedisError> {
         FredClient::connect_with(url, None).await
     }
@@ -136,11 +154,11 @@ impl FredClient {
         url: &str,
         files: &crate::TlsFiles,
     ) -> Result<FredClient, RedisError> {
-        let mut config =
-            fred::types::config::Config::from_url(url).map_err(|e| at_connect(url, e))?;
+        let mut config = config(url)?;
         if let Some(tls) = crate::tls::tls_config(files)? {
             config.tls = Some(tls);
         }
+        let clustered = config.server.is_clustered();
         let build = || -> Result<fred::clients::Client, RedisError> {
             let mut builder = fred::types::Builder::from_config(config.clone());
             builder.set_policy(fred::types::config::ReconnectPolicy::new_exponential(
@@ -160,6 +178,7 @@ impl FredClient {
             .map(|s| (s.name, Script::from_lua(s.lua)))
             .collect();
         Ok(FredClient {
+            clustered,
             commands,
             blocking,
             scripts: Arc::new(scripts),
@@ -170,6 +189,54 @@ impl FredClient {
     pub fn raw(&self) -> &fred::clients::Client {
         &self.commands
     }
+}
+
+/// The client configuration of a client URL: fred reads `redis://` and `rediss://` itself; the
+/// Sentinel and Cluster forms are read by [`topology::parse`](crate::topology::parse).
+fn config(url: &str) -> Result<Config, RedisError> {
+    let (tls, server, credentials, database) = match crate::topology::parse(url)? {
+        Topology::Single => return Config::from_url(url).map_err(|e| at_connect(url, e)),
+        Topology::Sentinel(s) => {
+            let hosts = s
+                .sentinels
+                .into_iter()
+                .map(|(h, p)| Server::new(h, p))
+                .collect();
+            let server = ServerConfig::Sentinel {
+                hosts,
+                service_name: s.service,
+                username: s.sentinel_credentials.username,
+                password: s.sentinel_credentials.password,
+            };
+            (s.tls, server, s.credentials, s.db)
+        }
+        Topology::Cluster(c) => {
+            let hosts = c
+                .nodes
+                .into_iter()
+                .map(|(h, p)| Server::new(h, p))
+                .collect();
+            let server = ServerConfig::Clustered {
+                hosts,
+                policy: ClusterDiscoveryPolicy::default(),
+            };
+            (c.tls, server, c.credentials, None)
+        }
+    };
+    let tls = if tls {
+        let connector = TlsConnector::default_rustls().map_err(|e| at_connect(url, e))?;
+        Some(connector.into())
+    } else {
+        None
+    };
+    Ok(Config {
+        server,
+        username: credentials.username,
+        password: credentials.password,
+        database,
+        tls,
+        ..Config::default()
+    })
 }
 
 /// An error of the client while connecting to `url`: refused credentials name the server,
@@ -315,6 +382,30 @@ impl RedisClient for FredClient {
             Err(e) if *e.kind() == fred::error::ErrorKind::Timeout => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    async fn wait_replicas(
+        &self,
+        key: &[u8],
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<i64, RedisError> {
+        let millis = i64::try_from(timeout.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1);
+        // On a cluster, the node that owns the key's slot (where the write went); elsewhere the
+        // one server. Blocking: fred sends nothing else on the connection meanwhile.
+        let hash = if self.clustered {
+            ClusterHash::Custom(crate::layout::slot(key))
+        } else {
+            ClusterHash::Random
+        };
+        let command = CustomCommand::new_static("WAIT", hash, true);
+        let acked: i64 = self
+            .commands
+            .custom(command, vec![i64::from(replicas), millis])
+            .await?;
+        Ok(acked)
     }
 
     async fn quit(&self) -> Result<(), RedisError> {
