@@ -75,12 +75,13 @@ impl BatchPublisher for RedisTransport {
                 vec![bytes(o.ready(queue)), bytes(o.notify(queue))],
             ),
         };
+        let since = self.client.reconnects();
         for chunk in bodies.chunks(CHUNK) {
             let args = chunk.iter().map(|body| body.to_vec()).collect();
             self.client.eval(script, keys.clone(), args).await?;
         }
         // One WAIT covers every chunk: it confirms all the connection's writes so far.
-        self.replicated(&o.ready(queue), || {
+        self.replicated(&o.ready(queue), since, || {
             format!("a batch of {} to {queue:?}", bodies.len())
         })
         .await?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::redact::{self, redact, scrub};
 use fred::bytes::Bytes;
-use fred::interfaces::{ClientLike, ListInterface, SortedSetsInterface};
+use fred::interfaces::{ClientLike, EventInterface, ListInterface, SortedSetsInterface};
 use fred::types::config::{ClusterDiscoveryPolicy, Config, Server, ServerConfig, TlsConnector};
 use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
@@ -64,6 +64,28 @@ fn reply(value: Value) -> Result<Reply, RedisError> {
     })
 }
 
+/// Whether the command connection was replaced since a moment: taken before a write that `WAIT`
+/// is to confirm, and asked after the `WAIT`. `WAIT` confirms the writes of its own connection,
+/// so a reconnection in between (a failover, a retried command) would confirm nothing.
+#[derive(Debug)]
+pub struct Reconnects(Option<tokio::sync::broadcast::Receiver<Server>>);
+
+impl Reconnects {
+    /// For clients that never reconnect: nothing is ever replaced.
+    pub fn never() -> Reconnects {
+        Reconnects(None)
+    }
+
+    /// Whether a connection was (re)established since this was taken.
+    pub fn happened(&mut self) -> bool {
+        use tokio::sync::broadcast::error::TryRecvError;
+        match &mut self.0 {
+            None => false,
+            Some(events) => !matches!(events.try_recv(), Err(TryRecvError::Empty)),
+        }
+    }
+}
+
 /// The commands the transport sends. Keys and values are raw bytes: a member is never decoded,
 /// so a value that is not UTF-8 is removed and dead-lettered exactly.
 #[async_trait]
@@ -93,9 +115,13 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
         tokio::time::sleep(timeout.min(Duration::from_millis(100))).await;
         Ok(())
     }
+    /// A mark to ask, after a `WAIT`, whether the command connection was replaced since now.
+    fn reconnects(&self) -> Reconnects {
+        Reconnects::never()
+    }
     /// `WAIT replicas timeout` on the connection (and, on a cluster, the node) that wrote
-    /// `key` last: how many replicas confirmed every write made so far. The default, for
-    /// clients without replicas (a recording fake), confirms at once.
+    /// `key` last: how many replicas confirmed every write made so far on that connection. The
+    /// default, for clients without replicas (a recording fake), confirms at once.
     async fn wait_replicas(
         &self,
         key: &[u8],
@@ -118,6 +144,16 @@ pub struct FredClient {
     commands: fred::clients::Client,
     blocking: fred::clients::Client,
     scripts: Arc<Vec<(&'static str, Script)>>,
+    /// Through Sentinel: the subscription that reconnects both clients to a new master.
+    watcher: Option<crate::watch::Watcher>,
+}
+
+impl Drop for FredClient {
+    fn drop(&mut self) {
+        if let Some(watcher) = &self.watcher {
+            watcher.task.abort();
+        }
+    }
 }
 
 impl fmt::Debug for FredClient {
@@ -173,6 +209,11 @@ impl FredClient {
         let blocking = build()?;
         commands.init().await.map_err(|e| at_connect(url, e))?;
         blocking.init().await.map_err(|e| at_connect(url, e))?;
+        let watcher = if config.server.is_sentinel() {
+            crate::watch::switch_master(&config, vec![commands.clone(), blocking.clone()]).await
+        } else {
+            None
+        };
         let scripts = crate::scripts::ALL
             .iter()
             .map(|s| (s.name, Script::from_lua(s.lua)))
@@ -182,6 +223,7 @@ impl FredClient {
             commands,
             blocking,
             scripts: Arc::new(scripts),
+            watcher,
         })
     }
 
@@ -384,6 +426,10 @@ impl RedisClient for FredClient {
         }
     }
 
+    fn reconnects(&self) -> Reconnects {
+        Reconnects(Some(self.commands.reconnect_rx()))
+    }
+
     async fn wait_replicas(
         &self,
         key: &[u8],
@@ -409,6 +455,10 @@ impl RedisClient for FredClient {
     }
 
     async fn quit(&self) -> Result<(), RedisError> {
+        if let Some(watcher) = &self.watcher {
+            watcher.task.abort();
+            let _ = watcher.client.quit().await;
+        }
         let _ = self.blocking.quit().await;
         self.commands.quit().await?;
         Ok(())

@@ -118,8 +118,9 @@ pub mod layout;
 pub mod scripts;
 mod tls;
 pub mod topology;
+mod watch;
 
-pub use client::{FredClient, RedisClient, Reply};
+pub use client::{FredClient, Reconnects, RedisClient, Reply};
 #[allow(deprecated)]
 pub use error::Error;
 pub use error::RedisError;
@@ -436,9 +437,15 @@ impl RedisTransport {
     }
 
     /// `wait_replicas`: waits until that many replicas confirmed the writes made so far on the
-    /// connection (and node) that wrote `key`, for a publish described by `what`. Nothing when
-    /// `wait_replicas` is 0.
-    async fn replicated(&self, key: &str, what: impl FnOnce() -> String) -> Result<(), RedisError> {
+    /// connection (and node) that wrote `key`, for a publish described by `what`; `since` was
+    /// taken before the write. A connection replaced in between confirms nothing: that is an
+    /// error too. Nothing when `wait_replicas` is 0.
+    async fn replicated(
+        &self,
+        key: &str,
+        mut since: Reconnects,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), RedisError> {
         let o = &self.options;
         if o.wait_replicas == 0 {
             return Ok(());
@@ -449,6 +456,10 @@ impl RedisTransport {
             .wait_replicas(key.as_bytes(), o.wait_replicas, o.wait_timeout)
             .await
         {
+            Ok(acked) if since.happened() => (
+                acked,
+                Some("the connection was replaced between the write and WAIT (a failover?), so WAIT could not confirm the write".to_owned()),
+            ),
             Ok(acked) if acked >= i64::from(o.wait_replicas) => return Ok(()),
             Ok(acked) => (acked, None),
             Err(e) => (0, Some(e.to_string())),
@@ -516,9 +527,12 @@ impl RedisTransport {
                 "The Redis reservation expired before it was dead-lettered: it was swept back and may be delivered again; nothing was written");
             return Ok(());
         }
+        let since = self.client.reconnects();
         self.client.eval(script, keys, vec![value]).await?;
-        self.replicated(&target, || format!("the dead-letter record for {queue:?}"))
-            .await?;
+        self.replicated(&target, since, || {
+            format!("the dead-letter record for {queue:?}")
+        })
+        .await?;
         let removed = match self.handle(delivery)? {
             Handle::Reliable { .. } => self.settle_reliable(delivery, None).await?,
             Handle::Laravel { member } => {
@@ -829,6 +843,7 @@ impl Transport for RedisTransport {
         let o = &self.options;
         o.check_queue(queue)?;
         let ready = o.ready(queue);
+        let since = self.client.reconnects();
         match o.layout {
             Layout::Reliable => self.client.rpush(ready.as_bytes(), body).await?,
             Layout::Laravel => {
@@ -842,7 +857,7 @@ impl Transport for RedisTransport {
                     .await?;
             }
         }
-        self.replicated(&ready, || format!("a publish to {queue:?}"))
+        self.replicated(&ready, since, || format!("a publish to {queue:?}"))
             .await?;
         Ok(())
     }
@@ -936,8 +951,9 @@ impl HeaderPublisher for RedisTransport {
                 self.options.check_queue(queue)?;
                 let value = layout::frame(body, headers);
                 let ready = self.options.ready(queue);
+                let since = self.client.reconnects();
                 self.client.rpush(ready.as_bytes(), &value).await?;
-                self.replicated(&ready, || format!("a publish to {queue:?}"))
+                self.replicated(&ready, since, || format!("a publish to {queue:?}"))
                     .await?;
                 Ok(())
             }
@@ -965,9 +981,12 @@ impl DelayedPublisher for RedisTransport {
         self.laravel_safe(queue, &[body], false)?;
         let score = layout::available_at(self.now(), delay.as_secs_f64());
         let delayed = self.options.delayed(queue);
+        let since = self.client.reconnects();
         self.client.zadd(delayed.as_bytes(), score, body).await?;
-        self.replicated(&delayed, || format!("a delayed publish to {queue:?}"))
-            .await?;
+        self.replicated(&delayed, since, || {
+            format!("a delayed publish to {queue:?}")
+        })
+        .await?;
         Ok(())
     }
 }
