@@ -146,6 +146,8 @@ pub struct FredClient {
     scripts: Arc<Vec<(&'static str, Script)>>,
     /// Through Sentinel: the subscription that reconnects both clients to a new master.
     watcher: Option<crate::watch::Watcher>,
+    /// On a cluster, one command at a time on each client (see [`FredClient::turn`]).
+    serial: [tokio::sync::Mutex<()>; 2],
 }
 
 impl Drop for FredClient {
@@ -202,6 +204,17 @@ impl FredClient {
             ));
             builder.with_connection_config(|c| {
                 c.connection_timeout = Duration::from_secs(5);
+                if clustered {
+                    // fred 10.1 sends a command redirected by `ASK` back to the slot's old
+                    // owner (only `ASKING` reaches the new one), which answers `ASK` again.
+                    // Each round costs a redirection and a write attempt; when the attempts
+                    // run out first, the client's router stops for good. With more attempts
+                    // than redirections the command fails instead ("Too many redirections", a
+                    // transient error) and is retried by its caller once the slot has moved
+                    // (`MOVED`, which fred follows).
+                    c.max_command_attempts = MAX_REDIRECTIONS * 2;
+                    c.max_redirections = MAX_REDIRECTIONS;
+                }
             });
             builder.build().map_err(|e| at_connect(url, e))
         };
@@ -224,7 +237,21 @@ impl FredClient {
             blocking,
             scripts: Arc::new(scripts),
             watcher,
+            serial: Default::default(),
         })
+    }
+
+    /// On a cluster, waits for the turn of the command client (`blocking`: of the blocking
+    /// one). fred answers an `ASK` redirection by sending `ASKING` on the target node's shared
+    /// connection and reading the next reply as its answer: with other commands in flight on
+    /// that connection the replies shift, and the client stops answering (seen live during a
+    /// slot migration). With one command at a time there is nothing else in flight.
+    async fn turn(&self, blocking: bool) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.clustered {
+            Some(self.serial[usize::from(blocking)].lock().await)
+        } else {
+            None
+        }
     }
 
     /// The command connection (for tools and tests that need raw commands).
@@ -280,6 +307,9 @@ fn config(url: &str) -> Result<Config, RedisError> {
         ..Config::default()
     })
 }
+
+/// Redirections (`MOVED`, `ASK`) a command may follow on a cluster.
+const MAX_REDIRECTIONS: u32 = 5;
 
 /// An error of the client while connecting to `url`: refused credentials name the server,
 /// connection failures the server, the (redacted) URL and the cause in words (`connection
@@ -345,6 +375,7 @@ impl RedisClient for FredClient {
             .into_iter()
             .map(|a| Value::Bytes(Bytes::from(a)))
             .collect();
+        let _turn = self.turn(false).await;
         let value: Value = compiled
             .evalsha_with_reload(&self.commands, keys(k), args)
             .await?;
@@ -352,6 +383,7 @@ impl RedisClient for FredClient {
     }
 
     async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), RedisError> {
+        let _turn = self.turn(false).await;
         let _: i64 = self
             .commands
             .rpush(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value))
@@ -360,6 +392,7 @@ impl RedisClient for FredClient {
     }
 
     async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), RedisError> {
+        let _turn = self.turn(false).await;
         let _: Value = self
             .commands
             .zadd(
@@ -375,6 +408,7 @@ impl RedisClient for FredClient {
     }
 
     async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, RedisError> {
+        let _turn = self.turn(false).await;
         Ok(self
             .commands
             .zrem(Bytes::copy_from_slice(key), Bytes::copy_from_slice(member))
@@ -382,6 +416,7 @@ impl RedisClient for FredClient {
     }
 
     async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, RedisError> {
+        let _turn = self.turn(false).await;
         let items: Vec<Bytes> = self
             .commands
             .lrange(Bytes::copy_from_slice(key), start, stop)
@@ -390,6 +425,7 @@ impl RedisClient for FredClient {
     }
 
     async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError> {
+        let _turn = self.turn(true).await;
         let popped = self
             .blocking
             .blpop::<Value, _>(Bytes::copy_from_slice(key), timeout.as_secs_f64())
@@ -408,6 +444,7 @@ impl RedisClient for FredClient {
         // puts that item back where it was, in one atomic command: the order is unchanged and
         // nothing leaves the list (unlike BLPOP), so the reserve script that follows decides.
         let key = Bytes::copy_from_slice(key);
+        let _turn = self.turn(true).await;
         let moved = self
             .blocking
             .blmove::<Value, _, _>(
@@ -446,7 +483,8 @@ impl RedisClient for FredClient {
         } else {
             ClusterHash::Random
         };
-        let command = CustomCommand::new_static("WAIT", hash, true);
+        let command = CustomCommand::new_static("WAIT", hash, false);
+        let _turn = self.turn(false).await;
         let acked: i64 = self
             .commands
             .custom(command, vec![i64::from(replicas), millis])

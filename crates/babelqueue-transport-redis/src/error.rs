@@ -125,7 +125,7 @@ impl From<fred::error::Error> for RedisError {
             },
             F::Config | F::Url => RedisError::Config(e.to_string()),
             F::Parse | F::Protocol => RedisError::Protocol(e.to_string()),
-            F::Cluster | F::Sentinel => RedisError::Unavailable(e.to_string()),
+            F::Cluster | F::Sentinel | F::Routing => RedisError::Unavailable(e.to_string()),
             _ if unavailable(e.details()) => RedisError::Unavailable(e.to_string()),
             _ => RedisError::Server(e.to_string()),
         }
