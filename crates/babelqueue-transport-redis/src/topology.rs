@@ -390,7 +390,9 @@ mod tests {
 
     #[test]
     fn cluster_urls_are_read_row_by_row() {
-        let rows: [(&str, bool, &[(&str, u16)], Credentials); 4] = [
+        // (url, tls, nodes, credentials)
+        type Row<'a> = (&'a str, bool, &'a [(&'a str, u16)], Credentials);
+        let rows: [Row<'_>; 4] = [
             (
                 "redis+cluster://h1:7000,h2:7001",
                 false,

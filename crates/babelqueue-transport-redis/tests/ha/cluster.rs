@@ -293,7 +293,7 @@ where
     println!(
         "{what}, laravel={laravel}: {n} published to {queue} (slot {slot}) in {:?}, {refused} publish calls refused and retried; handled {calls} ({} more than once); {summary:?}",
         started.elapsed(),
-        calls as i64 - n
+        i64::try_from(calls).unwrap_or(i64::MAX) - n
     );
     let left = transport.browse(&queue, 0).await.expect("browse");
     assert!(left.is_empty(), "nothing left on the queue: {}", left.len());

@@ -258,10 +258,52 @@ async fn a_worker_consumes_across_a_failover_and_loses_nothing() {
         let calls = handled.lock().expect("lock").len();
         println!(
             "laravel={laravel}: {n} published across a failover from :{old} to :{new} ({refused} publish calls refused and retried); the worker handled {calls} ({} more than once), summary {summary:?}",
-            calls as i64 - n
+            i64::try_from(calls).unwrap_or(i64::MAX) - n
         );
         for key in [queue.clone(), format!("queues:{queue}")] {
             let _ = cli(new, &["del", &key]).await;
         }
+    }
+}
+
+/// What `wait_replicas` costs: 2 000 publishes of a 300-byte body through Sentinel, one after
+/// the other and from 8 tasks, with `wait_replicas` 0, 1 and 2 (numbers in
+/// docs/transports/redis.md). A measurement, not a check: run it with
+/// `cargo test --release -p babelqueue-transport-redis --test ha publish_rate -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement"]
+async fn publish_rate_with_and_without_wait_replicas() {
+    let Some(url) = topology_url("BQ_REDIS_SENTINEL_URL", "Redis Sentinel") else {
+        return;
+    };
+    let body = vec![b'x'; 300];
+    for replicas in [0, 1, 2] {
+        let transport = RedisTransport::connect(&format!("{url}?wait_replicas={replicas}"))
+            .await
+            .expect("connect");
+        let queue = unique_queue("sentinel-rate");
+        let started = Instant::now();
+        for _ in 0..2000 {
+            transport.publish(&queue, &body).await.expect("publish");
+        }
+        let one = 2000.0 / started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let (transport, queue, body) = (transport.clone(), queue.clone(), body.clone());
+                tokio::spawn(async move {
+                    for _ in 0..250 {
+                        transport.publish(&queue, &body).await.expect("publish");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+        let eight = 2000.0 / started.elapsed().as_secs_f64();
+        println!("wait_replicas={replicas}: {one:.0}/s one at a time, {eight:.0}/s from 8 tasks");
+        let _ = cli(master(&ports(&url)).await, &["del", &queue]).await;
+        let _ = transport.close().await;
     }
 }
