@@ -64,12 +64,33 @@
 //!
 //! # URL
 //!
-//! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90`, `rediss://`
+//! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90` (or the
+//! Sentinel and Cluster forms below), `rediss://`
 //! for TLS (rustls with aws-lc-rs; the system roots, or `ca_file=/path/ca.pem` for a private CA;
 //! `cert_file=` and `key_file=` present a client certificate for mutual TLS).
 //! `retry_after=null` (or `none`) disables recovery. `laravel_safe=off|warn|refuse` (default
 //! `off`; the Laravel layout only, anything else on the reliable layout is a configuration
 //! error). Other query keys go to the client.
+//!
+//! # High availability: Sentinel, Cluster, `wait_replicas`
+//!
+//! `redis+sentinel://[user:pass@]h1:26379,h2:26380/mymaster[/db]` (`rediss+sentinel://` for TLS)
+//! finds the master through the sentinels, and follows a failover: it reconnects when a sentinel
+//! announces `+switch-master`, when a connection drops, or when a demoted master answers
+//! `READONLY`. The userinfo authenticates to the servers; `sentinel_password=` (and
+//! `sentinel_username=`) to the sentinels. `redis+cluster://h1:7000,h2:7001`
+//! (`rediss+cluster://`) talks to a Redis Cluster, where every script's keys share one slot: the
+//! reliable layout tags each queue's keys (`{orders}`, `{orders}:processing`, …), and the Laravel
+//! layout, as Laravel itself on a cluster, needs a hash tag in the queue name (`{default}`) and
+//! refuses a queue without one ([`RedisError::MissingHashTag`]). A dead-letter queue in another
+//! slot is written in steps that never lose the message. [`topology`] reads these URLs.
+//!
+//! Redis replicates asynchronously, so a failover can drop writes the old master acknowledged.
+//! `wait_replicas=N` (any URL; `wait_timeout_ms`, default 1000) confirms every publish with
+//! `WAIT N` on the connection that wrote it; too few confirmations is
+//! [`RedisError::NotReplicated`], a transient error (a retry may store the message twice).
+//! docs/transports/redis.md has the measured loss without it (most publishes made during a
+//! replication cut) and with it (none), and its cost.
 //!
 //! # Capabilities and poison
 //!

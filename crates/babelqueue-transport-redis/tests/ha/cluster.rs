@@ -127,15 +127,16 @@ async fn migrate(ports: Vec<u16>, slot: u16) {
             .filter(|k| !k.is_empty())
             .collect();
         if !keys.is_empty() {
-            let mut args = vec!["migrate", "127.0.0.1", "", "0", "5000", "keys"];
+            // MIGRATE host port "" db timeout KEYS key…
             let port = target.port.to_string();
-            args[2] = &port;
+            let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
             args.extend(keys.iter().copied());
             let moved = cli(source.port, &args).await;
             println!(
                 "migrating slot {slot}, round {round}: {} keys: {moved}",
                 keys.len()
             );
+            assert_eq!(moved, "OK", "MIGRATE {keys:?}");
         }
         // The worker and the publisher go on meanwhile, redirected with ASK.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -232,6 +233,9 @@ where
             let seen = seen.clone();
             async move {
                 let data: serde_json::Value = ctx.data_as()?;
+                // Slower than the publisher: a backlog builds up, so the queue's keys hold
+                // messages while its slot migrates.
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 seen.lock()
                     .expect("lock")
                     .push(data["n"].as_i64().unwrap_or(-1));
@@ -342,6 +346,7 @@ async fn dead_letters_go_to_another_slot_in_steps() {
     let Some(url) = topology_url("BQ_REDIS_CLUSTER_URL", "Redis Cluster") else {
         return;
     };
+    let _one = FAILOVERS.lock().await;
     for laravel in [false, true] {
         let name = unique_queue("cluster-dlq");
         let (queue, dlq) = if laravel {
