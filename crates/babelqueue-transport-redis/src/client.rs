@@ -146,8 +146,6 @@ pub struct FredClient {
     scripts: Arc<Vec<(&'static str, Script)>>,
     /// Through Sentinel: the subscription that reconnects both clients to a new master.
     watcher: Option<crate::watch::Watcher>,
-    /// On a cluster, one command at a time on each client (see [`FredClient::turn`]).
-    serial: [tokio::sync::Mutex<()>; 2],
 }
 
 impl Drop for FredClient {
@@ -237,21 +235,7 @@ impl FredClient {
             blocking,
             scripts: Arc::new(scripts),
             watcher,
-            serial: Default::default(),
         })
-    }
-
-    /// On a cluster, waits for the turn of the command client (`blocking`: of the blocking
-    /// one). fred answers an `ASK` redirection by sending `ASKING` on the target node's shared
-    /// connection and reading the next reply as its answer: with other commands in flight on
-    /// that connection the replies shift, and the client stops answering (seen live during a
-    /// slot migration). With one command at a time there is nothing else in flight.
-    async fn turn(&self, blocking: bool) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        if self.clustered {
-            Some(self.serial[usize::from(blocking)].lock().await)
-        } else {
-            None
-        }
     }
 
     /// The command connection (for tools and tests that need raw commands).
@@ -375,7 +359,6 @@ impl RedisClient for FredClient {
             .into_iter()
             .map(|a| Value::Bytes(Bytes::from(a)))
             .collect();
-        let _turn = self.turn(false).await;
         let value: Value = compiled
             .evalsha_with_reload(&self.commands, keys(k), args)
             .await?;
@@ -383,7 +366,6 @@ impl RedisClient for FredClient {
     }
 
     async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), RedisError> {
-        let _turn = self.turn(false).await;
         let _: i64 = self
             .commands
             .rpush(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value))
@@ -392,7 +374,6 @@ impl RedisClient for FredClient {
     }
 
     async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), RedisError> {
-        let _turn = self.turn(false).await;
         let _: Value = self
             .commands
             .zadd(
@@ -408,7 +389,6 @@ impl RedisClient for FredClient {
     }
 
     async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, RedisError> {
-        let _turn = self.turn(false).await;
         Ok(self
             .commands
             .zrem(Bytes::copy_from_slice(key), Bytes::copy_from_slice(member))
@@ -416,7 +396,6 @@ impl RedisClient for FredClient {
     }
 
     async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, RedisError> {
-        let _turn = self.turn(false).await;
         let items: Vec<Bytes> = self
             .commands
             .lrange(Bytes::copy_from_slice(key), start, stop)
@@ -425,7 +404,6 @@ impl RedisClient for FredClient {
     }
 
     async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError> {
-        let _turn = self.turn(true).await;
         let popped = self
             .blocking
             .blpop::<Value, _>(Bytes::copy_from_slice(key), timeout.as_secs_f64())
@@ -444,7 +422,6 @@ impl RedisClient for FredClient {
         // puts that item back where it was, in one atomic command: the order is unchanged and
         // nothing leaves the list (unlike BLPOP), so the reserve script that follows decides.
         let key = Bytes::copy_from_slice(key);
-        let _turn = self.turn(true).await;
         let moved = self
             .blocking
             .blmove::<Value, _, _>(
@@ -484,7 +461,6 @@ impl RedisClient for FredClient {
             ClusterHash::Random
         };
         let command = CustomCommand::new_static("WAIT", hash, false);
-        let _turn = self.turn(false).await;
         let acked: i64 = self
             .commands
             .custom(command, vec![i64::from(replicas), millis])

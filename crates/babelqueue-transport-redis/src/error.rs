@@ -402,6 +402,81 @@ mod tests {
     }
 
     #[test]
+    fn failover_and_resharding_replies_are_transient_and_others_are_not() {
+        for (kind, reply, transient) in [
+            (
+                fred::error::ErrorKind::Unknown,
+                "TRYAGAIN Multiple keys request during rehashing of slot",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "READONLY You can't write against a read only replica.",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "LOADING Redis is loading the dataset in memory",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Cluster,
+                "CLUSTERDOWN The cluster is down",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Routing,
+                "Too many redirections.",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Sentinel,
+                "Failed to connect to all sentinel nodes.",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "CROSSSLOT Keys in request don't hash to the same slot",
+                false,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "BQWRONGTYPE key q holds a string where a list is expected; nothing was moved",
+                false,
+            ),
+        ] {
+            let error = RedisError::from(fred::error::Error::new(kind, reply));
+            assert_eq!(error.is_transient(), transient, "{reply}: {error:?}");
+            assert!(error.to_string().contains(reply), "{error}");
+        }
+        let not_replicated = RedisError::NotReplicated {
+            what: "a publish to \"orders\"".into(),
+            acked: 1,
+            wanted: 2,
+            timeout_ms: 250,
+            cause: None,
+        };
+        assert_eq!(not_replicated.kind(), TransportErrorKind::Timeout);
+        assert!(not_replicated.is_transient());
+        assert_eq!(
+            not_replicated.to_string(),
+            "a publish to \"orders\" was written on the Redis master, but not confirmed by its replicas within wait_timeout_ms=250: 1 of the 2 replicas wait_replicas asks for confirmed it; a failover could still drop it, and a retry may store it twice"
+        );
+        assert!(TransportError::from(not_replicated).is_transient());
+        let hash_tag = RedisError::MissingHashTag {
+            queue: "orders".into(),
+            key: "queues:orders".into(),
+        };
+        assert_eq!(hash_tag.kind(), TransportErrorKind::Config);
+        assert!(!hash_tag.is_transient());
+    }
+
+    #[test]
     fn a_converted_error_shows_its_cause_once() {
         let cause = "cause-7f3a";
         for error in [
