@@ -73,21 +73,30 @@ maven_fetch() {
         -Dmaven.repo.local="$BQ_CACHE/m2" >/dev/null
 }
 
-# ha_free_port : prints a port of 127.0.0.1 that nothing listens on, from 20000-29999 (below the
-# kernel's ephemeral range, so no outgoing connection holds it). Another process may still take
-# it before the server binds it: a start checks that the server it started answers there.
-ha_free_port() {
-    local i p
-    for i in $(seq 200); do
+# ha_free_ports N : prints N distinct ports of 127.0.0.1 that nothing listens on, from
+# 20000-29999 (below the kernel's ephemeral range, so no outgoing connection holds one).
+# Another process may still take one before the server binds it: a start checks that the
+# server it started answers there.
+ha_free_ports() {
+    local want=${1:-1} i p picked=" "
+    for i in $(seq 2000); do
+        [ "$want" -gt 0 ] || break
         p=$((20000 + RANDOM % 10000))
+        case "$picked" in *" $p "*) continue ;; esac
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-            echo "$p"
-            return 0
+            picked="$picked$p "
+            want=$((want - 1))
         fi
     done
-    log "no free port found in 20000-29999"
-    return 1
+    if [ "$want" -gt 0 ]; then
+        log "not enough free ports in 20000-29999"
+        return 1
+    fi
+    echo $picked
 }
+
+# ha_free_port : one port, as ha_free_ports gives them.
+ha_free_port() { ha_free_ports 1; }
 
 # wait_for NAME SECONDS : polls ready_NAME until it succeeds or the time is up.
 wait_for() {

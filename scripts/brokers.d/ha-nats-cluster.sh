@@ -21,18 +21,6 @@ NATSC_NAMES=(n1 n2 n3)
 
 install_nats-cluster() { install_nats; }
 
-# natsc_free_ports N : N distinct TCP ports on 127.0.0.1 that were free a moment ago (held all
-# at once while they are picked, so none repeats).
-natsc_free_ports() {
-    python3 -c '
-import socket, sys
-held = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in held:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in held))
-' "$1"
-}
-
 # natsc_port NAME KIND : the port of KIND (client, cluster, http) in NAME's config.
 natsc_port() {
     sed -n "s/^# $2=//p" "$NATSC_DIR/$1/nats.conf" 2>/dev/null
@@ -50,7 +38,7 @@ natsc_pid() {
 # natsc_configure : fresh ports and a config for each server.
 natsc_configure() {
     local ports i n routes=""
-    read -r -a ports <<< "$(natsc_free_ports 9)"
+    read -r -a ports <<< "$(ha_free_ports 9)"
     for i in 0 1 2; do
         routes="$routes, nats-route://127.0.0.1:${ports[$((i + 3))]}"
     done

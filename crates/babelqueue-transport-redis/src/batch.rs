@@ -65,6 +65,7 @@ impl BatchAcker for RedisTransport {
 impl BatchPublisher for RedisTransport {
     async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
         // Every body is checked before the first chunk is sent.
+        self.options.check_queue(queue)?;
         self.laravel_safe(queue, bodies, true)?;
         let o = &self.options;
         let (script, keys) = match o.layout {
@@ -74,10 +75,16 @@ impl BatchPublisher for RedisTransport {
                 vec![bytes(o.ready(queue)), bytes(o.notify(queue))],
             ),
         };
+        let since = self.client.reconnects();
         for chunk in bodies.chunks(CHUNK) {
             let args = chunk.iter().map(|body| body.to_vec()).collect();
             self.client.eval(script, keys.clone(), args).await?;
         }
+        // One WAIT covers every chunk: it confirms all the connection's writes so far.
+        self.replicated(&o.ready(queue), since, || {
+            format!("a batch of {} to {queue:?}", bodies.len())
+        })
+        .await?;
         Ok(())
     }
 }

@@ -8,12 +8,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::redact::{self, redact, scrub};
 use fred::bytes::Bytes;
-use fred::interfaces::{ClientLike, ListInterface, SortedSetsInterface};
+use fred::interfaces::{ClientLike, EventInterface, ListInterface, SortedSetsInterface};
+use fred::types::config::{ClusterDiscoveryPolicy, Config, Server, ServerConfig, TlsConnector};
 use fred::types::scripts::Script;
-use fred::types::{Key, Value};
+use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
 use crate::error::RedisError;
 use crate::scripts::LuaScript;
+use crate::topology::Topology;
 
 /// A Redis reply, reduced to what the scripts return.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +64,28 @@ fn reply(value: Value) -> Result<Reply, RedisError> {
     })
 }
 
+/// Whether the command connection was replaced since a moment: taken before a write that `WAIT`
+/// is to confirm, and asked after the `WAIT`. `WAIT` confirms the writes of its own connection,
+/// so a reconnection in between (a failover, a retried command) would confirm nothing.
+#[derive(Debug)]
+pub struct Reconnects(Option<tokio::sync::broadcast::Receiver<Server>>);
+
+impl Reconnects {
+    /// For clients that never reconnect: nothing is ever replaced.
+    pub fn never() -> Reconnects {
+        Reconnects(None)
+    }
+
+    /// Whether a connection was (re)established since this was taken.
+    pub fn happened(&mut self) -> bool {
+        use tokio::sync::broadcast::error::TryRecvError;
+        match &mut self.0 {
+            None => false,
+            Some(events) => !matches!(events.try_recv(), Err(TryRecvError::Empty)),
+        }
+    }
+}
+
 /// The commands the transport sends. Keys and values are raw bytes: a member is never decoded,
 /// so a value that is not UTF-8 is removed and dead-lettered exactly.
 #[async_trait]
@@ -91,6 +115,22 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
         tokio::time::sleep(timeout.min(Duration::from_millis(100))).await;
         Ok(())
     }
+    /// A mark to ask, after a `WAIT`, whether the command connection was replaced since now.
+    fn reconnects(&self) -> Reconnects {
+        Reconnects::never()
+    }
+    /// `WAIT replicas timeout` on the connection (and, on a cluster, the node) that wrote
+    /// `key` last: how many replicas confirmed every write made so far on that connection. The
+    /// default, for clients without replicas (a recording fake), confirms at once.
+    async fn wait_replicas(
+        &self,
+        key: &[u8],
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<i64, RedisError> {
+        let _ = (key, timeout);
+        Ok(i64::from(replicas))
+    }
     /// Closes the connections.
     async fn quit(&self) -> Result<(), RedisError>;
 }
@@ -99,9 +139,21 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
 /// the blocking waits (BLPOP, BLMOVE) so a blocked wait never delays a settle. Both reconnect on their own (exponential
 /// back-off up to 5 s), so a Redis restart does not stop a worker.
 pub struct FredClient {
+    /// Whether the servers are a Redis Cluster (`WAIT` then goes to the node of a key's slot).
+    clustered: bool,
     commands: fred::clients::Client,
     blocking: fred::clients::Client,
     scripts: Arc<Vec<(&'static str, Script)>>,
+    /// Through Sentinel: the subscription that reconnects both clients to a new master.
+    watcher: Option<crate::watch::Watcher>,
+}
+
+impl Drop for FredClient {
+    fn drop(&mut self) {
+        if let Some(watcher) = &self.watcher {
+            watcher.task.abort();
+        }
+    }
 }
 
 impl fmt::Debug for FredClient {
@@ -111,8 +163,10 @@ impl fmt::Debug for FredClient {
 }
 
 impl FredClient {
-    /// Connects to the server `url` names (`redis://…` or `rediss://…`, BabelQueue's query keys
-    /// already removed). `rediss://` trusts the system's root certificates.
+    /// Connects to the server `url` names (`redis://…` or `rediss://…`, or the master behind
+    /// `redis+sentinel://…`, or the cluster of `redis+cluster://…`; see
+    /// [`topology`](crate::topology); BabelQueue's query keys already removed). `rediss` trusts
+    /// the system's root certificates.
     pub async fn connect(url: &str) -> Result<FredClient, RedisError> {
         FredClient::connect_with(url, None).await
     }
@@ -136,11 +190,11 @@ impl FredClient {
         url: &str,
         files: &crate::TlsFiles,
     ) -> Result<FredClient, RedisError> {
-        let mut config =
-            fred::types::config::Config::from_url(url).map_err(|e| at_connect(url, e))?;
+        let mut config = config(url)?;
         if let Some(tls) = crate::tls::tls_config(files)? {
             config.tls = Some(tls);
         }
+        let clustered = config.server.is_clustered();
         let build = || -> Result<fred::clients::Client, RedisError> {
             let mut builder = fred::types::Builder::from_config(config.clone());
             builder.set_policy(fred::types::config::ReconnectPolicy::new_exponential(
@@ -148,6 +202,17 @@ impl FredClient {
             ));
             builder.with_connection_config(|c| {
                 c.connection_timeout = Duration::from_secs(5);
+                if clustered {
+                    // fred 10.1 sends a command redirected by `ASK` back to the slot's old
+                    // owner (only `ASKING` reaches the new one), which answers `ASK` again.
+                    // Each round costs a redirection and a write attempt; when the attempts
+                    // run out first, the client's router stops for good. With more attempts
+                    // than redirections the command fails instead ("Too many redirections", a
+                    // transient error) and is retried by its caller once the slot has moved
+                    // (`MOVED`, which fred follows).
+                    c.max_command_attempts = MAX_REDIRECTIONS * 2;
+                    c.max_redirections = MAX_REDIRECTIONS;
+                }
             });
             builder.build().map_err(|e| at_connect(url, e))
         };
@@ -155,14 +220,21 @@ impl FredClient {
         let blocking = build()?;
         commands.init().await.map_err(|e| at_connect(url, e))?;
         blocking.init().await.map_err(|e| at_connect(url, e))?;
+        let watcher = if config.server.is_sentinel() {
+            crate::watch::switch_master(&config, vec![commands.clone(), blocking.clone()]).await
+        } else {
+            None
+        };
         let scripts = crate::scripts::ALL
             .iter()
             .map(|s| (s.name, Script::from_lua(s.lua)))
             .collect();
         Ok(FredClient {
+            clustered,
             commands,
             blocking,
             scripts: Arc::new(scripts),
+            watcher,
         })
     }
 
@@ -171,6 +243,57 @@ impl FredClient {
         &self.commands
     }
 }
+
+/// The client configuration of a client URL: fred reads `redis://` and `rediss://` itself; the
+/// Sentinel and Cluster forms are read by [`topology::parse`](crate::topology::parse).
+fn config(url: &str) -> Result<Config, RedisError> {
+    let (tls, server, credentials, database) = match crate::topology::parse(url)? {
+        Topology::Single => return Config::from_url(url).map_err(|e| at_connect(url, e)),
+        Topology::Sentinel(s) => {
+            let hosts = s
+                .sentinels
+                .into_iter()
+                .map(|(h, p)| Server::new(h, p))
+                .collect();
+            let server = ServerConfig::Sentinel {
+                hosts,
+                service_name: s.service,
+                username: s.sentinel_credentials.username,
+                password: s.sentinel_credentials.password,
+            };
+            (s.tls, server, s.credentials, s.db)
+        }
+        Topology::Cluster(c) => {
+            let hosts = c
+                .nodes
+                .into_iter()
+                .map(|(h, p)| Server::new(h, p))
+                .collect();
+            let server = ServerConfig::Clustered {
+                hosts,
+                policy: ClusterDiscoveryPolicy::default(),
+            };
+            (c.tls, server, c.credentials, None)
+        }
+    };
+    let tls = if tls {
+        let connector = TlsConnector::default_rustls().map_err(|e| at_connect(url, e))?;
+        Some(connector.into())
+    } else {
+        None
+    };
+    Ok(Config {
+        server,
+        username: credentials.username,
+        password: credentials.password,
+        database,
+        tls,
+        ..Config::default()
+    })
+}
+
+/// Redirections (`MOVED`, `ASK`) a command may follow on a cluster.
+const MAX_REDIRECTIONS: u32 = 5;
 
 /// An error of the client while connecting to `url`: refused credentials name the server,
 /// connection failures the server, the (redacted) URL and the cause in words (`connection
@@ -317,7 +440,39 @@ impl RedisClient for FredClient {
         }
     }
 
+    fn reconnects(&self) -> Reconnects {
+        Reconnects(Some(self.commands.reconnect_rx()))
+    }
+
+    async fn wait_replicas(
+        &self,
+        key: &[u8],
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<i64, RedisError> {
+        let millis = i64::try_from(timeout.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1);
+        // On a cluster, the node that owns the key's slot (where the write went); elsewhere the
+        // one server. Blocking: fred sends nothing else on the connection meanwhile.
+        let hash = if self.clustered {
+            ClusterHash::Custom(crate::layout::slot(key))
+        } else {
+            ClusterHash::Random
+        };
+        let command = CustomCommand::new_static("WAIT", hash, false);
+        let acked: i64 = self
+            .commands
+            .custom(command, vec![i64::from(replicas), millis])
+            .await?;
+        Ok(acked)
+    }
+
     async fn quit(&self) -> Result<(), RedisError> {
+        if let Some(watcher) = &self.watcher {
+            watcher.task.abort();
+            let _ = watcher.client.quit().await;
+        }
         let _ = self.blocking.quit().await;
         self.commands.quit().await?;
         Ok(())

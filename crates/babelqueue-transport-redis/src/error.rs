@@ -44,6 +44,41 @@ pub enum RedisError {
         /// What a Laravel pop would change in it, in document order (never empty).
         findings: Vec<CjsonFinding>,
     },
+    /// `wait_replicas=N`: the write was made on the master, but fewer than `N` replicas
+    /// confirmed it (`WAIT`) within `wait_timeout_ms`. Redis replicates asynchronously, so a
+    /// failover now could drop it. Transient: a retry may land on a healthy master, and may
+    /// store the message twice (the first write can survive), which at-least-once delivery
+    /// allows.
+    #[error("{}", not_replicated(.what, *.acked, *.wanted, *.timeout_ms, .cause))]
+    NotReplicated {
+        /// What was written (`a publish to "orders"`).
+        what: String,
+        /// How many replicas confirmed it.
+        acked: i64,
+        /// How many `wait_replicas` asks for.
+        wanted: u32,
+        /// How long the publish waited.
+        timeout_ms: u64,
+        /// The error `WAIT` itself failed with, if it did.
+        cause: Option<String>,
+    },
+    /// Redis Cluster, Laravel layout: the queue's key has no hash tag, so its keys
+    /// (`queues:Q`, `:reserved`, `:delayed`, `:notify`) may live in different slots and no
+    /// script could touch them together. Laravel's own rule on a cluster. Not transient.
+    #[error(
+        "queue {queue:?} has no hash tag: on Redis Cluster the Laravel layout keeps a queue's keys ({key}, {key}:reserved, {key}:delayed, {key}:notify) in one slot only when the key carries a hash tag, as Laravel's own cluster setup requires; use the queue name \"{{{queue}}}\""
+    )]
+    MissingHashTag {
+        /// The queue as given.
+        queue: String,
+        /// Its ready key.
+        key: String,
+    },
+    /// The server cannot serve the command now and says so (`TRYAGAIN` during a slot
+    /// migration, `CLUSTERDOWN`, `LOADING`, `MASTERDOWN`, `READONLY` from a master that became
+    /// a replica, `UNBLOCKED` when a failover ends a blocking wait). Transient.
+    #[error("Redis is not available for this command now (a failover or a resharding): {0}")]
+    Unavailable(String),
 }
 
 impl RedisError {
@@ -58,6 +93,9 @@ impl RedisError {
             RedisError::Unsupported(_) | RedisError::LaravelUnsafe { .. } => {
                 TransportErrorKind::Unsupported
             }
+            RedisError::NotReplicated { .. } => TransportErrorKind::Timeout,
+            RedisError::MissingHashTag { .. } => TransportErrorKind::Config,
+            RedisError::Unavailable(_) => TransportErrorKind::Connection,
         }
     }
 
@@ -87,9 +125,50 @@ impl From<fred::error::Error> for RedisError {
             },
             F::Config | F::Url => RedisError::Config(e.to_string()),
             F::Parse | F::Protocol => RedisError::Protocol(e.to_string()),
+            F::Cluster | F::Sentinel | F::Routing => RedisError::Unavailable(e.to_string()),
+            _ if unavailable(e.details()) => RedisError::Unavailable(e.to_string()),
             _ => RedisError::Server(e.to_string()),
         }
     }
+}
+
+/// Whether a server error reply says "not now": the command may succeed once a failover or a
+/// slot migration is over.
+pub(crate) fn unavailable(reply: &str) -> bool {
+    const NOT_NOW: [&str; 8] = [
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "LOADING",
+        "MASTERDOWN",
+        "READONLY",
+        "UNBLOCKED",
+        "NOREPLICAS",
+        "MOVED",
+    ];
+    let reply = reply.trim_start();
+    // A script error quotes the command's reply after its own words.
+    NOT_NOW.iter().any(|code| {
+        reply.starts_with(code)
+            || reply.contains(&format!(": {code} "))
+            || reply.contains(&format!("-{code} "))
+    })
+}
+
+/// The message of [`RedisError::NotReplicated`].
+fn not_replicated(
+    what: &str,
+    acked: i64,
+    wanted: u32,
+    timeout_ms: u64,
+    cause: &Option<String>,
+) -> String {
+    let answer = match cause {
+        Some(cause) => format!("WAIT failed ({cause})"),
+        None => format!("{acked} of the {wanted} replicas wait_replicas asks for confirmed it"),
+    };
+    format!(
+        "{what} was written on the Redis master, but not confirmed by its replicas within wait_timeout_ms={timeout_ms}: {answer}; a failover could still drop it, and a retry may store it twice"
+    )
 }
 
 impl From<RedisError> for TransportError {
@@ -320,6 +399,81 @@ mod tests {
         let mapped = TransportError::from(lost);
         assert_eq!(mapped.kind(), TransportErrorKind::Unsupported);
         assert!(!mapped.is_transient());
+    }
+
+    #[test]
+    fn failover_and_resharding_replies_are_transient_and_others_are_not() {
+        for (kind, reply, transient) in [
+            (
+                fred::error::ErrorKind::Unknown,
+                "TRYAGAIN Multiple keys request during rehashing of slot",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "READONLY You can't write against a read only replica.",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "LOADING Redis is loading the dataset in memory",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Cluster,
+                "CLUSTERDOWN The cluster is down",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Routing,
+                "Too many redirections.",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Sentinel,
+                "Failed to connect to all sentinel nodes.",
+                true,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "CROSSSLOT Keys in request don't hash to the same slot",
+                false,
+            ),
+            (
+                fred::error::ErrorKind::Unknown,
+                "BQWRONGTYPE key q holds a string where a list is expected; nothing was moved",
+                false,
+            ),
+        ] {
+            let error = RedisError::from(fred::error::Error::new(kind, reply));
+            assert_eq!(error.is_transient(), transient, "{reply}: {error:?}");
+            assert!(error.to_string().contains(reply), "{error}");
+        }
+        let not_replicated = RedisError::NotReplicated {
+            what: "a publish to \"orders\"".into(),
+            acked: 1,
+            wanted: 2,
+            timeout_ms: 250,
+            cause: None,
+        };
+        assert_eq!(not_replicated.kind(), TransportErrorKind::Timeout);
+        assert!(not_replicated.is_transient());
+        assert_eq!(
+            not_replicated.to_string(),
+            "a publish to \"orders\" was written on the Redis master, but not confirmed by its replicas within wait_timeout_ms=250: 1 of the 2 replicas wait_replicas asks for confirmed it; a failover could still drop it, and a retry may store it twice"
+        );
+        assert!(TransportError::from(not_replicated).is_transient());
+        let hash_tag = RedisError::MissingHashTag {
+            queue: "orders".into(),
+            key: "queues:orders".into(),
+        };
+        assert_eq!(hash_tag.kind(), TransportErrorKind::Config);
+        assert!(!hash_tag.is_transient());
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub const DEFAULT_PREFIX: &str = "queues:";
 /// The suffix of the default layout's in-flight list.
 pub const DEFAULT_PROCESSING_SUFFIX: &str = ":processing";
 
+/// How long a publish waits for its replicas when `wait_replicas` is set and `wait_timeout_ms`
+/// is not.
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The key of the header frame a value carries when it was published with headers (a wire
 /// envelope never has it).
 pub const FRAME_KEY: &str = "__bq_frame";
@@ -100,6 +104,17 @@ pub struct RedisOptions {
     /// Laravel layout only: what a publish does with a body Laravel's scripts would change
     /// (default [`LaravelSafe::Off`]).
     pub laravel_safe: LaravelSafe,
+    /// How many replicas must confirm each publish (`WAIT` after the write) before it returns;
+    /// 0 (the default) waits for none. See [`RedisError::NotReplicated`].
+    pub wait_replicas: u32,
+    /// How long a publish waits for `wait_replicas` confirmations (default
+    /// [`DEFAULT_WAIT_TIMEOUT`]; at least 1 ms).
+    pub wait_timeout: Duration,
+    /// Keys laid out for Redis Cluster, every script's keys in one slot: set by a
+    /// `redis+cluster://` URL. The reliable layout wraps a queue name without a hash tag in
+    /// braces (`{orders}`, `{orders}:processing`, …); the Laravel layout refuses a queue whose
+    /// key has no hash tag ([`RedisError::MissingHashTag`]).
+    pub cluster: bool,
 }
 
 /// The old name of [`RedisOptions`].
@@ -116,6 +131,9 @@ impl Default for RedisOptions {
             processing_suffix: DEFAULT_PROCESSING_SUFFIX.to_owned(),
             block_for: None,
             laravel_safe: LaravelSafe::Off,
+            wait_replicas: 0,
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            cluster: false,
         }
     }
 }
@@ -127,10 +145,13 @@ fn query_decode(text: &str) -> String {
 }
 
 impl RedisOptions {
-    /// Splits a `redis://` / `rediss://` URL into the URL for the client (without BabelQueue's
-    /// query keys) and the options those keys set: `laravel` / `laravel_compat` (boolean: `1`,
-    /// `true`, `yes`, `on`), `prefix`, `retry_after` (whole seconds, or `null`/`none`),
-    /// `laravel_safe` (`off`, `warn`, `refuse`; see [`LaravelSafe`]).
+    /// Splits a `redis://` / `rediss://` URL (or `redis+sentinel://`, `redis+cluster://` and
+    /// their `rediss+` forms, see [`topology`](crate::topology)) into the URL for the client
+    /// (without BabelQueue's query keys) and the options those keys set: `laravel` /
+    /// `laravel_compat` (boolean: `1`, `true`, `yes`, `on`), `prefix`, `retry_after` (whole
+    /// seconds, or `null`/`none`), `laravel_safe` (`off`, `warn`, `refuse`; see
+    /// [`LaravelSafe`]), `wait_replicas` (a whole number of replicas) and `wait_timeout_ms`. A
+    /// `+cluster` scheme sets [`cluster`](RedisOptions::cluster).
     pub fn from_url(url: &str) -> Result<(String, RedisOptions), RedisError> {
         RedisOptions::from_url_onto(url, RedisOptions::default())
     }
@@ -147,13 +168,14 @@ impl RedisOptions {
                 babelqueue_core::redact::redact(url)
             ))
         })?;
-        if scheme != "redis" && scheme != "rediss" {
+        if !crate::topology::is_scheme(scheme) {
             return Err(RedisError::Config(format!(
-                "scheme {:?} is not redis or rediss",
+                "scheme {:?} is not redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster",
                 babelqueue_core::redact::redact(scheme)
             )));
         }
         let mut options = options;
+        options.cluster |= crate::topology::is_cluster_scheme(scheme);
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -172,6 +194,23 @@ impl RedisOptions {
                 }
                 "retry_after" => options.retry_after = parse_retry_after(&value)?,
                 "laravel_safe" => options.laravel_safe = LaravelSafe::parse(&value)?,
+                "wait_replicas" => {
+                    options.wait_replicas = value.parse::<u32>().map_err(|_| {
+                        RedisError::Config(format!(
+                            "wait_replicas must be a whole number of replicas >= 0; got {value:?}"
+                        ))
+                    })?;
+                }
+                "wait_timeout_ms" => {
+                    options.wait_timeout = value
+                        .parse::<u64>()
+                        .map(Duration::from_millis)
+                        .map_err(|_| {
+                            RedisError::Config(format!(
+                                "wait_timeout_ms must be a whole number of milliseconds >= 1; got {value:?}"
+                            ))
+                        })?;
+                }
                 _ => kept.push(pair),
             }
         }
@@ -196,6 +235,11 @@ impl RedisOptions {
                 "processing_suffix must not be empty".into(),
             ));
         }
+        if self.wait_replicas > 0 && self.wait_timeout < Duration::from_millis(1) {
+            return Err(RedisError::Config(
+                "wait_timeout_ms must be at least 1 (WAIT with 0 would block for ever)".into(),
+            ));
+        }
         if self.laravel_safe != LaravelSafe::Off && self.layout != Layout::Laravel {
             return Err(RedisError::Config(format!(
                 "laravel_safe={} applies to the Laravel layout only (laravel=1); this transport uses the reliable layout, whose scripts never re-encode a body",
@@ -205,17 +249,50 @@ impl RedisOptions {
         Ok(())
     }
 
+    /// Checks that `queue` can be used with these options: on Redis Cluster
+    /// ([`cluster`](RedisOptions::cluster)) the Laravel layout's key for it must carry a hash
+    /// tag ([`RedisError::MissingHashTag`]), and no queue name may be empty (its keys would
+    /// hash to different slots).
+    pub fn check_queue(&self, queue: &str) -> Result<(), RedisError> {
+        if !self.cluster {
+            return Ok(());
+        }
+        if queue.is_empty() {
+            return Err(RedisError::Config(
+                "an empty queue name on Redis Cluster: its keys would not share a slot".into(),
+            ));
+        }
+        if self.layout == Layout::Laravel && hash_tag(&self.ready(queue)).is_none() {
+            return Err(RedisError::MissingHashTag {
+                queue: queue.to_owned(),
+                key: self.ready(queue),
+            });
+        }
+        Ok(())
+    }
+
+    /// The reliable layout's base key of `queue`: the name itself, or on Redis Cluster the name
+    /// in braces (`{orders}`) unless it already carries a hash tag, so that every key of the
+    /// queue hashes to one slot.
+    fn base(&self, queue: &str) -> String {
+        if self.cluster && hash_tag(queue).is_none() {
+            format!("{{{queue}}}")
+        } else {
+            queue.to_owned()
+        }
+    }
+
     /// The ready list of `queue`.
     pub fn ready(&self, queue: &str) -> String {
         match self.layout {
-            Layout::Reliable => queue.to_owned(),
+            Layout::Reliable => self.base(queue),
             Layout::Laravel => format!("{}{queue}", self.prefix),
         }
     }
 
     /// The default layout's in-flight list.
     pub fn processing(&self, queue: &str) -> String {
-        format!("{queue}{}", self.processing_suffix)
+        format!("{}{}", self.base(queue), self.processing_suffix)
     }
 
     /// The default layout's reservation set.
@@ -237,6 +314,19 @@ impl RedisOptions {
     pub fn notify(&self, queue: &str) -> String {
         format!("{}:notify", self.ready(queue))
     }
+}
+
+/// The hash tag of `key` as Redis Cluster reads it: the text between the first `{` and the
+/// first `}` after it, when that is not empty. Keys with the same tag share a slot.
+pub fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let close = key[open + 1..].find('}')?;
+    Some(&key[open + 1..open + 1 + close]).filter(|tag| !tag.is_empty())
+}
+
+/// The Redis Cluster slot of `key` (CRC16 of its hash tag, or of the whole key, mod 16384).
+pub fn slot(key: &[u8]) -> u16 {
+    fred::util::redis_keyslot(key)
 }
 
 fn parse_retry_after(value: &str) -> Result<Option<u64>, RedisError> {
@@ -568,6 +658,188 @@ mod tests {
         assert_eq!(reliable.ready("orders"), "orders");
         assert_eq!(reliable.processing("orders"), "orders:processing");
         assert_eq!(reliable.deadlines("orders"), "orders:processing:deadlines");
+    }
+
+    #[test]
+    fn hash_tags_are_read_as_redis_cluster_reads_them() {
+        for (key, tag) in [
+            ("{orders}", Some("orders")),
+            ("queues:{default}:reserved", Some("default")),
+            ("{a}{b}", Some("a")),
+            ("{}orders", None),
+            ("{}{orders}", None),
+            ("orders}{", None),
+            ("{orders", None),
+            ("orders", None),
+            ("a{b{c}d}", Some("b{c")),
+        ] {
+            assert_eq!(hash_tag(key), tag, "{key}");
+        }
+        // CRC16 mod 16384, of the tag when there is one (the values Redis's CLUSTER KEYSLOT gives).
+        assert_eq!(slot(b"orders"), slot(b"{orders}:processing:deadlines"));
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+    }
+
+    #[test]
+    fn cluster_keys_of_the_reliable_layout_share_the_queues_slot() {
+        let cluster = RedisOptions {
+            cluster: true,
+            ..RedisOptions::default()
+        };
+        // (queue, ready, processing, deadlines)
+        for (queue, ready, processing, deadlines) in [
+            (
+                "orders",
+                "{orders}",
+                "{orders}:processing",
+                "{orders}:processing:deadlines",
+            ),
+            (
+                "orders.dlq",
+                "{orders.dlq}",
+                "{orders.dlq}:processing",
+                "{orders.dlq}:processing:deadlines",
+            ),
+            // a name that carries a tag keeps it: its dead-letter queue `{orders}.dlq` then
+            // shares the slot of `{orders}`
+            (
+                "{orders}.dlq",
+                "{orders}.dlq",
+                "{orders}.dlq:processing",
+                "{orders}.dlq:processing:deadlines",
+            ),
+            (
+                "a}b",
+                "{a}b}",
+                "{a}b}:processing",
+                "{a}b}:processing:deadlines",
+            ),
+        ] {
+            assert_eq!(cluster.ready(queue), ready, "{queue}");
+            assert_eq!(cluster.processing(queue), processing, "{queue}");
+            assert_eq!(cluster.deadlines(queue), deadlines, "{queue}");
+            let one = slot(ready.as_bytes());
+            assert_eq!(slot(processing.as_bytes()), one, "{queue}");
+            assert_eq!(slot(deadlines.as_bytes()), one, "{queue}");
+            cluster.check_queue(queue).unwrap();
+        }
+        // A queue and its default dead-letter queue hash apart; a tagged pair does not.
+        assert_ne!(
+            slot(cluster.ready("orders").as_bytes()),
+            slot(cluster.ready("orders.dlq").as_bytes())
+        );
+        assert_eq!(
+            slot(cluster.ready("{orders}").as_bytes()),
+            slot(cluster.ready("{orders}.dlq").as_bytes())
+        );
+        assert!(cluster.check_queue("").is_err());
+        // Off the cluster, nothing changes.
+        assert_eq!(RedisOptions::default().ready("{x}"), "{x}");
+        assert_eq!(RedisOptions::default().processing("x"), "x:processing");
+    }
+
+    #[test]
+    fn the_laravel_layout_on_a_cluster_needs_a_hash_tag_and_says_what_to_write() {
+        let laravel = RedisOptions {
+            cluster: true,
+            layout: Layout::Laravel,
+            ..RedisOptions::default()
+        };
+        for queue in ["{default}", "{orders}.dlq", "{a}b"] {
+            laravel.check_queue(queue).unwrap();
+            let one = slot(laravel.ready(queue).as_bytes());
+            for key in [
+                laravel.reserved(queue),
+                laravel.delayed(queue),
+                laravel.notify(queue),
+            ] {
+                assert_eq!(slot(key.as_bytes()), one, "{key}");
+            }
+        }
+        for (queue, write) in [
+            ("default", "\"{default}\""),
+            ("orders.dlq", "\"{orders.dlq}\""),
+            ("{}x", "\"{{}x}\""),
+        ] {
+            let error = laravel.check_queue(queue).unwrap_err();
+            assert_eq!(error.kind(), babelqueue_core::TransportErrorKind::Config);
+            let text = error.to_string();
+            assert!(text.contains("hash tag"), "{text}");
+            assert!(
+                text.contains(&format!("use the queue name {write}")),
+                "{text}"
+            );
+            assert!(text.contains(&format!("queues:{queue}")), "{text}");
+        }
+        // A prefix that carries the tag puts every queue in its slot.
+        let prefixed = RedisOptions {
+            prefix: "{app}:queues:".into(),
+            ..laravel.clone()
+        };
+        prefixed.check_queue("default").unwrap();
+        // Off the cluster, any name goes.
+        RedisOptions {
+            layout: Layout::Laravel,
+            ..RedisOptions::default()
+        }
+        .check_queue("default")
+        .unwrap();
+    }
+
+    #[test]
+    fn wait_replicas_and_the_cluster_come_from_the_url() {
+        for (url, replicas, timeout, cluster, client) in [
+            ("redis://h", 0, 1000, false, "redis://h"),
+            (
+                "redis+sentinel://h1,h2/m?wait_replicas=1",
+                1,
+                1000,
+                false,
+                "redis+sentinel://h1,h2/m",
+            ),
+            (
+                "rediss+sentinel://h/m/2?wait_replicas=2&wait_timeout_ms=250&sentinel_password=x",
+                2,
+                250,
+                false,
+                "rediss+sentinel://h/m/2?sentinel_password=x",
+            ),
+            (
+                "redis+cluster://h:7000,h:7001?laravel=1",
+                0,
+                1000,
+                true,
+                "redis+cluster://h:7000,h:7001",
+            ),
+            (
+                "rediss+cluster://h:7000",
+                0,
+                1000,
+                true,
+                "rediss+cluster://h:7000",
+            ),
+        ] {
+            let (got, o) = RedisOptions::from_url(url).unwrap();
+            assert_eq!(got, client, "{url}");
+            assert_eq!(o.wait_replicas, replicas, "{url}");
+            assert_eq!(o.wait_timeout, Duration::from_millis(timeout), "{url}");
+            assert_eq!(o.cluster, cluster, "{url}");
+            o.validate().unwrap();
+        }
+        for (url, needle) in [
+            ("redis://h?wait_replicas=-1", "wait_replicas must be"),
+            ("redis://h?wait_replicas=one", "wait_replicas must be"),
+            ("redis://h?wait_timeout_ms=1.5", "wait_timeout_ms must be"),
+            ("redis-sentinel://h/m", "is not redis"),
+        ] {
+            let error = RedisOptions::from_url(url).unwrap_err();
+            assert!(error.to_string().contains(needle), "{url}: {error}");
+        }
+        let (_, zero) =
+            RedisOptions::from_url("redis://h?wait_replicas=1&wait_timeout_ms=0").unwrap();
+        let error = zero.validate().unwrap_err();
+        assert!(error.to_string().contains("block for ever"), "{error}");
     }
 
     #[test]

@@ -64,12 +64,33 @@
 //!
 //! # URL
 //!
-//! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90`, `rediss://`
+//! `redis://[user:pass@]host[:port][/db]?laravel=1&prefix=queues:&retry_after=90` (or the
+//! Sentinel and Cluster forms below), `rediss://`
 //! for TLS (rustls with aws-lc-rs; the system roots, or `ca_file=/path/ca.pem` for a private CA;
 //! `cert_file=` and `key_file=` present a client certificate for mutual TLS).
 //! `retry_after=null` (or `none`) disables recovery. `laravel_safe=off|warn|refuse` (default
 //! `off`; the Laravel layout only, anything else on the reliable layout is a configuration
 //! error). Other query keys go to the client.
+//!
+//! # High availability: Sentinel, Cluster, `wait_replicas`
+//!
+//! `redis+sentinel://[user:pass@]h1:26379,h2:26380/mymaster[/db]` (`rediss+sentinel://` for TLS)
+//! finds the master through the sentinels, and follows a failover: it reconnects when a sentinel
+//! announces `+switch-master`, when a connection drops, or when a demoted master answers
+//! `READONLY`. The userinfo authenticates to the servers; `sentinel_password=` (and
+//! `sentinel_username=`) to the sentinels. `redis+cluster://h1:7000,h2:7001`
+//! (`rediss+cluster://`) talks to a Redis Cluster, where every script's keys share one slot: the
+//! reliable layout tags each queue's keys (`{orders}`, `{orders}:processing`, …), and the Laravel
+//! layout, as Laravel itself on a cluster, needs a hash tag in the queue name (`{default}`) and
+//! refuses a queue without one ([`RedisError::MissingHashTag`]). A dead-letter queue in another
+//! slot is written in steps that never lose the message. [`topology`] reads these URLs.
+//!
+//! Redis replicates asynchronously, so a failover can drop writes the old master acknowledged.
+//! `wait_replicas=N` (any URL; `wait_timeout_ms`, default 1000) confirms every publish with
+//! `WAIT N` on the connection that wrote it; too few confirmations is
+//! [`RedisError::NotReplicated`], a transient error (a retry may store the message twice).
+//! docs/transports/redis.md has the measured loss without it (most publishes made during a
+//! replication cut) and with it (none), and its cost.
 //!
 //! # Capabilities and poison
 //!
@@ -121,8 +142,10 @@ mod inspect;
 pub mod layout;
 pub mod scripts;
 mod tls;
+pub mod topology;
+mod watch;
 
-pub use client::{FredClient, RedisClient, Reply};
+pub use client::{FredClient, Reconnects, RedisClient, Reply};
 #[allow(deprecated)]
 pub use error::Error;
 pub use error::RedisError;
@@ -438,11 +461,125 @@ impl RedisTransport {
         Ok(())
     }
 
+    /// `wait_replicas`: waits until that many replicas confirmed the writes made so far on the
+    /// connection (and node) that wrote `key`, for a publish described by `what`; `since` was
+    /// taken before the write. A connection replaced in between confirms nothing: that is an
+    /// error too. Nothing when `wait_replicas` is 0.
+    async fn replicated(
+        &self,
+        key: &str,
+        mut since: Reconnects,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), RedisError> {
+        let o = &self.options;
+        if o.wait_replicas == 0 {
+            return Ok(());
+        }
+        let timeout_ms = u64::try_from(o.wait_timeout.as_millis()).unwrap_or(u64::MAX);
+        let (acked, cause) = match self
+            .client
+            .wait_replicas(key.as_bytes(), o.wait_replicas, o.wait_timeout)
+            .await
+        {
+            Ok(acked) if since.happened() => (
+                acked,
+                Some("the connection was replaced between the write and WAIT (a failover?), so WAIT could not confirm the write".to_owned()),
+            ),
+            Ok(acked) if acked >= i64::from(o.wait_replicas) => return Ok(()),
+            Ok(acked) => (acked, None),
+            Err(e) => (0, Some(e.to_string())),
+        };
+        Err(RedisError::NotReplicated {
+            what: what(),
+            acked,
+            wanted: o.wait_replicas,
+            timeout_ms,
+            cause,
+        })
+    }
+
+    /// Whether a settle that writes `target` as it removes `source` would touch two slots of a
+    /// Redis Cluster (no script may): it is then made in steps.
+    fn apart(&self, source: &str, target: &str) -> bool {
+        self.options.cluster && layout::slot(source.as_bytes()) != layout::slot(target.as_bytes())
+    }
+
+    /// Dead-lettering across two slots of a Redis Cluster, in three steps that never lose the
+    /// message: the reservation is checked, the record is written (and, with `wait_replicas`,
+    /// confirmed by the replicas of its node), then the reservation is removed, gated as
+    /// always. A reservation that lapses between the first and the last step leaves the record
+    /// written and the message back on its queue: a duplicate, never a loss.
+    async fn dead_letter_in_steps(
+        &self,
+        delivery: &Delivery,
+        queue: &str,
+        body: &[u8],
+    ) -> Result<(), RedisError> {
+        let o = &self.options;
+        let source = delivery.queue();
+        let (held_key, member, target, script, keys, value) = match self.handle(delivery)? {
+            Handle::Reliable { stored, token } => {
+                let mut member = bytes(token.clone());
+                member.push(b':');
+                member.extend_from_slice(stored);
+                let value = layout::frame(body, delivery.headers()).into_owned();
+                (
+                    o.deadlines(source),
+                    member,
+                    o.ready(queue),
+                    &scripts::PUSH_LIST,
+                    vec![bytes(o.ready(queue))],
+                    value,
+                )
+            }
+            Handle::Laravel { member } => (
+                o.reserved(source),
+                member.clone(),
+                o.ready(queue),
+                &scripts::PUSH,
+                vec![bytes(o.ready(queue)), bytes(o.notify(queue))],
+                body.to_vec(),
+            ),
+        };
+        let held = self
+            .client
+            .eval(&scripts::HELD, vec![bytes(held_key)], vec![member])
+            .await?
+            .as_int()
+            == 1;
+        if !held {
+            tracing::warn!(target: "babelqueue::redis", queue = source,
+                "The Redis reservation expired before it was dead-lettered: it was swept back and may be delivered again; nothing was written");
+            return Ok(());
+        }
+        let since = self.client.reconnects();
+        self.client.eval(script, keys, vec![value]).await?;
+        self.replicated(&target, since, || {
+            format!("the dead-letter record for {queue:?}")
+        })
+        .await?;
+        let removed = match self.handle(delivery)? {
+            Handle::Reliable { .. } => self.settle_reliable(delivery, None).await?,
+            Handle::Laravel { member } => {
+                self.client
+                    .zrem(o.reserved(source).as_bytes(), member)
+                    .await?
+                    == 1
+            }
+        };
+        if !removed {
+            tracing::warn!(target: "babelqueue::redis", queue = source, dead_letter_queue = queue,
+                "The Redis reservation expired while it was dead-lettered across two cluster slots: the record was written and the message may be delivered again");
+        }
+        Ok(())
+    }
+
     /// Laravel layout: moves due delayed messages, then (unless recovery is off) expired
     /// reservations, back to the ready list. A consumer runs it before a reserve when the last
     /// pass is [`SWEEP_INTERVAL`] old; public for tools.
     pub async fn migrate(&self, queue: &str) -> Result<i64, RedisError> {
         let o = &self.options;
+        o.check_queue(queue)?;
         let now = bytes(layout::whole_seconds(self.now()).to_string());
         let ready = o.ready(queue);
         let notify = o.notify(queue);
@@ -478,6 +615,7 @@ impl RedisTransport {
     /// recovery off: a foreign finite deadline is still swept).
     pub async fn sweep(&self, queue: &str) -> Result<i64, RedisError> {
         let o = &self.options;
+        o.check_queue(queue)?;
         let now = bytes(layout::whole_seconds(self.now()).to_string());
         Ok(self
             .client
@@ -632,6 +770,7 @@ impl RedisTransport {
         max: usize,
         timeout: Duration,
     ) -> Result<Vec<Delivery>, RedisError> {
+        self.options.check_queue(queue)?;
         let budget = self.options.block_for.unwrap_or(timeout);
         let deadline = tokio::time::Instant::now() + budget;
         loop {
@@ -727,19 +866,24 @@ impl Transport for RedisTransport {
 
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
         let o = &self.options;
+        o.check_queue(queue)?;
+        let ready = o.ready(queue);
+        let since = self.client.reconnects();
         match o.layout {
-            Layout::Reliable => self.client.rpush(o.ready(queue).as_bytes(), body).await?,
+            Layout::Reliable => self.client.rpush(ready.as_bytes(), body).await?,
             Layout::Laravel => {
                 self.laravel_safe(queue, &[body], false)?;
                 self.client
                     .eval(
                         &scripts::PUSH,
-                        vec![bytes(o.ready(queue)), bytes(o.notify(queue))],
+                        vec![bytes(ready.clone()), bytes(o.notify(queue))],
                         vec![body.to_vec()],
                     )
                     .await?;
             }
         }
+        self.replicated(&ready, since, || format!("a publish to {queue:?}"))
+            .await?;
         Ok(())
     }
 
@@ -830,9 +974,12 @@ impl HeaderPublisher for RedisTransport {
     ) -> Result<(), TransportError> {
         match self.options.layout {
             Layout::Reliable => {
+                self.options.check_queue(queue)?;
                 let value = layout::frame(body, headers);
-                self.client
-                    .rpush(self.options.ready(queue).as_bytes(), &value)
+                let ready = self.options.ready(queue);
+                let since = self.client.reconnects();
+                self.client.rpush(ready.as_bytes(), &value).await?;
+                self.replicated(&ready, since, || format!("a publish to {queue:?}"))
                     .await?;
                 Ok(())
             }
@@ -856,11 +1003,16 @@ impl DelayedPublisher for RedisTransport {
             )
             .into());
         }
+        self.options.check_queue(queue)?;
         self.laravel_safe(queue, &[body], false)?;
         let score = layout::available_at(self.now(), delay.as_secs_f64());
-        self.client
-            .zadd(self.options.delayed(queue).as_bytes(), score, body)
-            .await?;
+        let delayed = self.options.delayed(queue);
+        let since = self.client.reconnects();
+        self.client.zadd(delayed.as_bytes(), score, body).await?;
+        self.replicated(&delayed, since, || {
+            format!("a delayed publish to {queue:?}")
+        })
+        .await?;
         Ok(())
     }
 }
@@ -909,6 +1061,15 @@ impl DeadLetterWriter for RedisTransport {
         body: &[u8],
     ) -> Result<(), TransportError> {
         let o = &self.options;
+        o.check_queue(queue)?;
+        let source = match o.layout {
+            Layout::Reliable => o.deadlines(delivery.queue()),
+            Layout::Laravel => o.reserved(delivery.queue()),
+        };
+        if self.apart(&source, &o.ready(queue)) {
+            self.dead_letter_in_steps(delivery, queue, body).await?;
+            return Ok(());
+        }
         match o.layout {
             Layout::Reliable => {
                 let value = layout::frame(body, delivery.headers());
@@ -943,6 +1104,7 @@ impl DeadLetterWriter for RedisTransport {
 #[async_trait]
 impl Browser for RedisTransport {
     async fn browse(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, TransportError> {
+        self.options.check_queue(queue)?;
         let stop = if max == 0 {
             -1
         } else {

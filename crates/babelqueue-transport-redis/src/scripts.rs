@@ -417,8 +417,21 @@ return redis.call('DEL', KEYS[1])
 ",
 };
 
+/// Whether a reservation still holds, for a settle made in steps (a dead-letter record written
+/// to another slot of a Redis Cluster). KEYS = \[reservation set\] (the reliable layout's
+/// deadlines, Laravel's `:reserved`); ARGV = \[member\]. Returns 1 or 0.
+pub static HELD: LuaScript = LuaScript {
+    name: "held",
+    lua: r"
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 1
+end
+return 0
+",
+};
+
 /// Every script, for loading and tests.
-pub static ALL: [&LuaScript; 15] = [
+pub static ALL: [&LuaScript; 16] = [
     &PUSH,
     &PUSH_LIST,
     &ACK_LEGACY,
@@ -434,4 +447,5 @@ pub static ALL: [&LuaScript; 15] = [
     &IDEMPOTENCY_REMEMBER,
     &IDEMPOTENCY_SEEN,
     &IDEMPOTENCY_FORGET,
+    &HELD,
 ];

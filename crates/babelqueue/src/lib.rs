@@ -28,7 +28,7 @@
 //! | feature | scheme(s) | crate |
 //! |---|---|---|
 //! | (always) | `memory://` | `babelqueue-core` |
-//! | `redis` | `redis://`, `rediss://` | `babelqueue-transport-redis` |
+//! | `redis` | `redis://`, `rediss://`, `redis+sentinel://`, `rediss+sentinel://`, `redis+cluster://`, `rediss+cluster://` | `babelqueue-transport-redis` |
 //! | `amqp` | `amqp://`, `amqps://` | `babelqueue-transport-amqp` |
 //! | `sqs` | `sqs://` | `babelqueue-transport-sqs` |
 //! | `asb` | `sb://`, `servicebus://`, `azureservicebus://` | `babelqueue-transport-asb` |
@@ -94,7 +94,8 @@ pub use babelqueue_transport_nats as nats;
 #[cfg(feature = "pulsar")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pulsar")))]
 pub use babelqueue_transport_pulsar as pulsar;
-/// The Redis transport (`redis://`, `rediss://`).
+/// The Redis transport (`redis://`, `rediss://`; Sentinel `redis+sentinel://`, Cluster
+/// `redis+cluster://`, and their `rediss+` forms).
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use babelqueue_transport_redis as redis;
@@ -128,6 +129,26 @@ pub const SCHEMES: &[Scheme] = &[
     },
     Scheme {
         scheme: "rediss",
+        feature: "redis",
+        krate: "babelqueue-transport-redis",
+    },
+    Scheme {
+        scheme: "redis+sentinel",
+        feature: "redis",
+        krate: "babelqueue-transport-redis",
+    },
+    Scheme {
+        scheme: "rediss+sentinel",
+        feature: "redis",
+        krate: "babelqueue-transport-redis",
+    },
+    Scheme {
+        scheme: "redis+cluster",
+        feature: "redis",
+        krate: "babelqueue-transport-redis",
+    },
+    Scheme {
+        scheme: "rediss+cluster",
         feature: "redis",
         krate: "babelqueue-transport-redis",
     },
@@ -272,7 +293,8 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Transport>> {
     match scheme {
         "memory" => Ok(Arc::new(MemoryTransport::new())),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => Ok(Arc::new(
+        "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel" | "redis+cluster"
+        | "rediss+cluster" => Ok(Arc::new(
             babelqueue_transport_redis::RedisTransport::connect(url)
                 .await
                 .map_err(|e| connect_error(url, e))?,
