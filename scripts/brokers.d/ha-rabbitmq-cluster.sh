@@ -227,6 +227,10 @@ stop_rabbitmq-cluster() {
 
 env_rabbitmq-cluster() {
     [ -s "$RMQC_DIR/ports" ] || return 0
+    # Nothing while no node of the cluster runs (the tests then skip, or fail under BQ_REQUIRE_HA).
+    local node up=0
+    for node in "${RMQC_NODES[@]}"; do rmqc_running "$node" && up=1; done
+    [ "$up" = 1 ] || return 0
     local ports=()
     read -r -a ports < "$RMQC_DIR/ports"
     echo "export BQ_AMQP_CLUSTER_URL=amqp://guest:guest@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}/%2f"
