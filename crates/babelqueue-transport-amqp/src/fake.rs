@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lapin::BasicProperties;
+use lapin::types::FieldTable;
 
 use crate::client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming};
 use crate::error::AmqpError;
@@ -276,7 +277,11 @@ impl AmqpLink for FakeLink {
                 .queues
                 .entry(queue.to_owned())
                 .or_default()
-                .push_back((body.to_vec(), properties.headers().clone()));
+                .push_back(Stored {
+                    body: body.to_vec(),
+                    properties: properties.clone(),
+                    ..Stored::default()
+                });
             drop(world);
             self.kill();
             return Err(AmqpError::Connection(
