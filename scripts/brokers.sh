@@ -10,6 +10,10 @@
 # Each broker lives in scripts/brokers.d/<name>.sh and defines install_<name>, start_<name>,
 # ready_<name>, stop_<name> and env_<name>. Downloads and data go to $BQ_CACHE (default:
 # ../cache next to the checkout), never into the checkout.
+#
+# The `ha` group (files named ha-*.sh, which add to HA_BROKERS instead of BROKERS: a Kafka
+# cluster …) is opt-in: up, down and status leave it alone unless it is named
+# (`up kafka-cluster`); env prints its variables too once it was started.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -80,6 +84,7 @@ wait_for() {
 }
 
 BROKERS=()
+HA_BROKERS=()
 for f in "$ROOT"/scripts/brokers.d/*.sh; do
     # shellcheck source=/dev/null
     . "$f"
@@ -114,10 +119,12 @@ case "$cmd" in
         done
         ;;
     env)
+        [ $# -gt 0 ] || names+=("${HA_BROKERS[@]}")
         for n in "${names[@]}"; do "env_$n"; done
         ;;
     list)
         printf '%s\n' "${BROKERS[@]}"
+        printf '%s (ha, opt-in)\n' "${HA_BROKERS[@]}"
         ;;
     *)
         echo "usage: $0 up|down|status|env|list [NAME...]" >&2
