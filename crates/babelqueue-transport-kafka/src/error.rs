@@ -34,6 +34,23 @@ pub enum KafkaError {
         #[source]
         source: RdError,
     },
+    /// The broker refused a write made with `acks=all` because fewer replicas of the
+    /// partition are in sync than its `min.insync.replicas` (`NOT_ENOUGH_REPLICAS`, or
+    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the leader had appended it): the write is not
+    /// confirmed. Transient: it succeeds again once enough replicas are back in sync (or with a
+    /// lower `min.insync.replicas`, which weakens what a confirmed write survives).
+    #[error(
+        "Kafka delivery to {topic:?} was not confirmed: fewer replicas are in sync than the \
+         topic's min.insync.replicas, which a write with acks=all needs (publish again once the \
+         replicas are back): {source}"
+    )]
+    NotEnoughReplicas {
+        /// The topic written to.
+        topic: String,
+        /// The delivery report's error.
+        #[source]
+        source: RdError,
+    },
     /// No delivery report arrived within the delivery timeout: the write is unconfirmed (it may
     /// still land later, a duplicate that at-least-once processing absorbs).
     #[error("Kafka delivery to {topic:?} was not confirmed within {timeout:?}")]
@@ -133,6 +150,7 @@ impl KafkaError {
             KafkaError::Client { source, .. } | KafkaError::Delivery { source, .. } => {
                 classify(source)
             }
+            KafkaError::NotEnoughReplicas { .. } => TransportErrorKind::Connection,
             KafkaError::DeliveryTimeout { .. } | KafkaError::BrowseIncomplete { .. } => {
                 TransportErrorKind::Timeout
             }
@@ -153,6 +171,20 @@ impl KafkaError {
             self.kind(),
             TransportErrorKind::Connection | TransportErrorKind::Timeout
         )
+    }
+
+    /// The error of a write to `topic` that librdkafka reported failed: a refusal for too few
+    /// in-sync replicas is [`KafkaError::NotEnoughReplicas`], anything else
+    /// [`KafkaError::Delivery`].
+    pub(crate) fn delivery(topic: impl Into<String>, source: RdError) -> KafkaError {
+        let topic = topic.into();
+        match source.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::NotEnoughReplicas)
+            | Some(RDKafkaErrorCode::NotEnoughReplicasAfterAppend) => {
+                KafkaError::NotEnoughReplicas { topic, source }
+            }
+            _ => KafkaError::Delivery { topic, source },
+        }
     }
 
     pub(crate) fn client(operation: &'static str) -> impl FnOnce(RdError) -> KafkaError {
@@ -296,6 +328,31 @@ mod tests {
             .kind(),
             TransportErrorKind::Unsupported
         );
+    }
+
+    #[test]
+    fn too_few_in_sync_replicas_is_transient_and_names_the_setting() {
+        for code in [
+            RDKafkaErrorCode::NotEnoughReplicas,
+            RDKafkaErrorCode::NotEnoughReplicasAfterAppend,
+        ] {
+            let error = KafkaError::delivery("orders", RdError::MessageProduction(code));
+            assert!(
+                matches!(error, KafkaError::NotEnoughReplicas { .. }),
+                "{error:?}"
+            );
+            assert_eq!(error.kind(), TransportErrorKind::Connection);
+            assert!(error.is_transient());
+            let text = TransportError::from(error).to_string();
+            for needle in ["min.insync.replicas", "acks=all", "not confirmed", "orders"] {
+                assert!(text.contains(needle), "{needle}: {text}");
+            }
+        }
+        let other = KafkaError::delivery(
+            "orders",
+            RdError::MessageProduction(RDKafkaErrorCode::InvalidTopic),
+        );
+        assert!(matches!(other, KafkaError::Delivery { .. }), "{other:?}");
     }
 
     #[test]

@@ -191,6 +191,7 @@ pub mod projection;
 mod rd;
 mod rd_reader;
 mod reinject;
+mod replication;
 #[cfg(test)]
 mod tests;
 mod transport;
@@ -209,4 +210,5 @@ pub use config::{
 pub use error::KafkaError;
 pub use rd::RdKafkaClient;
 pub use reinject::{Clock, RetryReinjector};
+pub use replication::Acks;
 pub use transport::{DEFAULT_COMMIT_INTERVAL, KafkaTransport};

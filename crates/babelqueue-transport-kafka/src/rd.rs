@@ -342,7 +342,8 @@ impl ConsumerContext for RdContext {
 /// The librdkafka-backed [`KafkaClient`]: one shared producer, one consumer per call.
 ///
 /// Producer and consumers get `bootstrap.servers` from the config, then its librdkafka
-/// options; the producer also `message.timeout.ms` = the delivery timeout, the consumers
+/// options; the producer also `message.timeout.ms` = the delivery timeout, `acks` (default
+/// `all`) and, with `acks=all`, `enable.idempotence=true`; the consumers
 /// `group.id`, `enable.auto.commit=false`, `auto.offset.reset=earliest` and
 /// `allow.auto.create.topics=true` (each overridable through the options).
 #[derive(Clone)]
@@ -402,8 +403,13 @@ impl RdKafkaClient {
             .delivery_timeout
             .as_millis()
             .clamp(1, i32::MAX as u128);
+        let mut defaults = vec![("message.timeout.ms", timeout_ms.to_string())];
+        defaults.extend(crate::replication::producer_options(
+            self.config.acks,
+            &self.config.client,
+        ));
         let producer: FutureProducer<RdContext> = self
-            .base(&[("message.timeout.ms", timeout_ms.to_string())])
+            .base(&defaults)
             .create_with_context(self.context(None))
             .map_err(KafkaError::client_config(
                 "create the producer",
@@ -415,9 +421,14 @@ impl RdKafkaClient {
         }))
     }
 
-    /// Creates `topics` with `partitions` partitions each (replication factor 1) and waits for
-    /// the broker; a topic that already exists is fine. For tests and local setups; production
-    /// topics are usually provisioned by other means.
+    /// Creates `topics` with `partitions` partitions each and waits for the broker; a topic
+    /// that already exists is fine (it is left as it is). The replication factor and
+    /// `min.insync.replicas` are the options' [`replication_factor`] and
+    /// [`min_insync_replicas`] (URL keys of the same names), else the broker's defaults. For
+    /// tests and local setups; production topics are usually provisioned by other means.
+    ///
+    /// [`replication_factor`]: KafkaOptions::replication_factor
+    /// [`min_insync_replicas`]: KafkaOptions::min_insync_replicas
     pub async fn create_topics(&self, topics: &[&str], partitions: i32) -> Result<(), KafkaError> {
         use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
         use rdkafka::types::RDKafkaErrorCode;
@@ -428,9 +439,18 @@ impl RdKafkaClient {
                 "create the admin client",
                 &self.auth.secrets,
             ))?;
+        // -1: the broker's default.replication.factor (KIP-464).
+        let factor = self.config.replication_factor.map_or(-1, i32::from);
+        let min_insync = self.config.min_insync_replicas.map(|n| n.to_string());
         let new: Vec<NewTopic<'_>> = topics
             .iter()
-            .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
+            .map(|t| {
+                let topic = NewTopic::new(t, partitions, TopicReplication::Fixed(factor));
+                match &min_insync {
+                    Some(n) => topic.set("min.insync.replicas", n),
+                    None => topic,
+                }
+            })
             .collect();
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = admin
@@ -586,10 +606,7 @@ impl RdProducer {
                 self.auth.accepted();
                 Ok(())
             }
-            Ok(Err((source, _))) => Err(self.auth.explain(KafkaError::Delivery {
-                topic: topic.to_owned(),
-                source,
-            })),
+            Ok(Err((source, _))) => Err(self.auth.explain(KafkaError::delivery(topic, source))),
         }
     }
 
@@ -624,10 +641,9 @@ impl RdProducer {
                     }
                 }
                 Err((source, _)) => {
-                    return Err(self.auth.explain(KafkaError::Delivery {
-                        topic: record.topic.clone(),
-                        source,
-                    }));
+                    return Err(self
+                        .auth
+                        .explain(KafkaError::delivery(record.topic.as_str(), source)));
                 }
             }
         }
