@@ -34,22 +34,23 @@ pub enum KafkaError {
         #[source]
         source: RdError,
     },
-    /// The broker refused a write made with `acks=all` because fewer replicas of the
-    /// partition are in sync than its `min.insync.replicas` (`NOT_ENOUGH_REPLICAS`, or
-    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the leader had appended it): the write is not
-    /// confirmed. Transient: it succeeds again once enough replicas are back in sync (or with a
-    /// lower `min.insync.replicas`, which weakens what a confirmed write survives).
+    /// A write made with `acks=all` was not confirmed while too few replicas of its partition
+    /// were in sync: the broker refused it (`NOT_ENOUGH_REPLICAS`, or
+    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the leader had appended it), or it timed out
+    /// while the topic's metadata showed a partition with fewer replicas in sync than it has
+    /// (the idempotent producer retries the refusal until the delivery timeout). Transient:
+    /// it succeeds again once enough replicas are back in sync (or with a lower
+    /// `min.insync.replicas`, which weakens what a confirmed write survives).
     #[error(
-        "Kafka delivery to {topic:?} was not confirmed: fewer replicas are in sync than the \
-         topic's min.insync.replicas, which a write with acks=all needs (publish again once the \
-         replicas are back): {source}"
+        "Kafka delivery to {topic:?} was not confirmed: a write with acks=all needs the topic's \
+         min.insync.replicas replicas in sync ({detail}); publish again once the replicas are \
+         back"
     )]
     NotEnoughReplicas {
         /// The topic written to.
         topic: String,
-        /// The delivery report's error.
-        #[source]
-        source: RdError,
+        /// The broker's refusal, or the partitions short of replicas.
+        detail: String,
     },
     /// No delivery report arrived within the delivery timeout: the write is unconfirmed (it may
     /// still land later, a duplicate that at-least-once processing absorbs).
@@ -181,7 +182,10 @@ impl KafkaError {
         match source.rdkafka_error_code() {
             Some(RDKafkaErrorCode::NotEnoughReplicas)
             | Some(RDKafkaErrorCode::NotEnoughReplicasAfterAppend) => {
-                KafkaError::NotEnoughReplicas { topic, source }
+                KafkaError::NotEnoughReplicas {
+                    topic,
+                    detail: format!("the broker answered: {source}"),
+                }
             }
             _ => KafkaError::Delivery { topic, source },
         }

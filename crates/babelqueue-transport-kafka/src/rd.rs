@@ -415,9 +415,12 @@ impl RdKafkaClient {
                 "create the producer",
                 &self.auth.secrets,
             ))?;
+        let all = crate::replication::effective_acks(self.config.acks, &self.config.client)
+            == crate::Acks::All;
         Ok(Arc::new(RdProducer {
             producer,
             auth: self.auth.clone(),
+            isr: all.then(crate::isr::IsrCheck::default),
         }))
     }
 
@@ -559,6 +562,8 @@ type Pending = std::collections::VecDeque<(usize, Arc<str>, rdkafka::producer::D
 pub(crate) struct RdProducer {
     producer: FutureProducer<RdContext>,
     auth: Arc<AuthWatch>,
+    /// With acks=all: what explains a delivery timeout by too few in-sync replicas.
+    isr: Option<crate::isr::IsrCheck>,
 }
 
 impl fmt::Debug for RdProducer {
@@ -696,6 +701,15 @@ impl RdProducer {
             .collect()
     }
 
+    /// `outcome`, a timeout explained by too few in-sync replicas where that is the reason
+    /// (acks=all only; see [`crate::isr`]).
+    async fn explained(&self, outcome: Result<(), KafkaError>) -> Result<(), KafkaError> {
+        match (outcome, &self.isr) {
+            (Err(e), Some(isr)) => Err(isr.explain(&self.producer, e).await),
+            (outcome, _) => outcome,
+        }
+    }
+
     /// Waits (up to `timeout`) for one delivery report.
     async fn settled(
         &self,
@@ -707,7 +721,8 @@ impl RdProducer {
         // A report already in is the outcome: no timer, no watch (most reports of a window
         // are in by the time their turn comes).
         if let Some(report) = (&mut delivery).now_or_never() {
-            return self.outcome(topic, timeout, report.map_err(|_| ()));
+            let outcome = self.outcome(topic, timeout, report.map_err(|_| ()));
+            return self.explained(outcome).await;
         }
         // As in `send`: a broker never reached is said at once, the record stays unconfirmed.
         let down = self.auth.unreachable.subscribe();
@@ -723,7 +738,8 @@ impl RdProducer {
             // Timed out, or librdkafka dropped the report (the producer is going away).
             Ok(Err(_)) | Err(_) => Err(()),
         };
-        self.outcome(topic, timeout, report)
+        let outcome = self.outcome(topic, timeout, report);
+        self.explained(outcome).await
     }
 }
 
@@ -750,7 +766,8 @@ impl KafkaProducer for RdProducer {
             refused = self.auth.next_refusal(changes) => return Err(refused),
             unreachable = self.auth.next_unreachable(down) => return Err(unreachable),
         };
-        self.outcome(&record.topic, timeout, result.map_err(|_| ()))
+        let outcome = self.outcome(&record.topic, timeout, result.map_err(|_| ()));
+        self.explained(outcome).await
     }
 
     /// Every record goes into librdkafka's queue in order, up to [`PRODUCE_WINDOW`] without a

@@ -103,16 +103,25 @@ pub(crate) fn producer_options(
     acks: Acks,
     client: &std::collections::BTreeMap<String, String>,
 ) -> Vec<(&'static str, String)> {
-    let effective = ["acks", "request.required.acks"]
-        .iter()
-        .find_map(|k| client.get(*k))
-        .and_then(|v| Acks::parse(v).ok())
-        .unwrap_or(acks);
+    let effective = effective_acks(acks, client);
     let mut options = vec![("acks", acks.as_str().to_owned())];
     if effective == Acks::All && !client.contains_key("enable.idempotence") {
         options.push(("enable.idempotence", "true".to_owned()));
     }
     options
+}
+
+/// The acks the producer runs with: a librdkafka `acks` / `request.required.acks` among
+/// `client` (set by hand) wins over `acks`.
+pub(crate) fn effective_acks(
+    acks: Acks,
+    client: &std::collections::BTreeMap<String, String>,
+) -> Acks {
+    ["acks", "request.required.acks"]
+        .iter()
+        .find_map(|k| client.get(*k))
+        .and_then(|v| Acks::parse(v).ok())
+        .unwrap_or(acks)
 }
 
 /// Refuses `enable.idempotence=true` with acks other than `all` (librdkafka would refuse to
