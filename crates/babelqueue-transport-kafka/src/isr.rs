@@ -29,6 +29,8 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(3);
 #[derive(Debug, Default)]
 pub(crate) struct IsrCheck {
     recent: Mutex<HashMap<String, (Instant, Option<String>)>>,
+    /// One look at a time: the writes that timed out together wait for it, then read it.
+    looking: tokio::sync::Mutex<()>,
 }
 
 impl IsrCheck {
@@ -48,6 +50,7 @@ impl IsrCheck {
             }
             _ => return error,
         };
+        let looking = self.looking.lock().await;
         let shortfall = match self.cached(&topic) {
             Some(seen) => seen,
             None => {
@@ -67,6 +70,7 @@ impl IsrCheck {
                 seen
             }
         };
+        drop(looking);
         match shortfall {
             Some(shortfall) => KafkaError::NotEnoughReplicas {
                 topic,
