@@ -210,8 +210,8 @@ pub struct KafkaOptions {
     pub delivery_timeout: Duration,
     /// The retry tiers.
     pub retry_tiers: RetryTiers,
-    /// What a confirmed write waits for (`acks`, default [`Acks::All`] with the idempotent
-    /// producer; see [`Acks`] for what each setting can lose).
+    /// What a confirmed write waits for (`acks`, default [`Acks::All`]; see [`Acks`] for what
+    /// each setting can lose).
     pub acks: Acks,
     /// The replication factor of the topics [`RdKafkaClient::create_topics`] creates;
     /// `None` (the default): the broker's `default.replication.factor`. The topics the broker

@@ -38,7 +38,7 @@ pub enum KafkaError {
     /// were in sync: the broker refused it (`NOT_ENOUGH_REPLICAS`, or
     /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the leader had appended it), or it timed out
     /// while the topic's metadata showed a partition with fewer replicas in sync than it has
-    /// (the idempotent producer retries the refusal until the delivery timeout). Transient:
+    /// (librdkafka retries the refusal until the delivery timeout). Transient:
     /// it succeeds again once enough replicas are back in sync (or with a lower
     /// `min.insync.replicas`, which weakens what a confirmed write survives).
     #[error(

@@ -1,8 +1,8 @@
 //! Why a confirmed write with `acks=all` was not confirmed in time.
 //!
 //! A broker refuses a write with `acks=all` while fewer replicas of the partition are in sync
-//! than its `min.insync.replicas` (`NOT_ENOUGH_REPLICAS`). The idempotent producer retries that
-//! refusal until the delivery timeout and then reports only the timeout, so the reason would
+//! than its `min.insync.replicas` (`NOT_ENOUGH_REPLICAS`). librdkafka retries that refusal
+//! until the delivery timeout and then reports only the timeout, so the reason would
 //! be lost. On such a timeout this looks at the topic's metadata (at most once per topic every
 //! [`FRESH`]: a batch that timed out asks once): a partition with fewer replicas in sync than it
 //! has makes the error [`KafkaError::NotEnoughReplicas`], naming the setting and the shortfall.

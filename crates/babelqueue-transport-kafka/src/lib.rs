@@ -100,7 +100,7 @@
 //! | `group_id` | the work-topic consumers' group | `babelqueue` |
 //! | `group_instance_id` | static membership: a stable id per worker process; each consumer gets `group.instance.id` = `<id>-<topic>` | none (dynamic) |
 //! | `delivery_timeout_ms` | how long a confirmed write waits (also `message.timeout.ms`) | 30000 |
-//! | `acks` | what a confirmed write waits for: `all` (every in-sync replica, idempotent producer), `1` (the leader), `0` (nothing); see [`Acks`] | `all` |
+//! | `acks` | what a confirmed write waits for: `all` (every in-sync replica), `1` (the leader), `0` (nothing); see [`Acks`] | `all` |
 //! | `replication_factor`, `min_insync_replicas` | of the topics [`RdKafkaClient::create_topics`] creates | the broker's |
 //! | anything else | a librdkafka option (`linger.ms`, `security.protocol`, `session.timeout.ms` …) | |
 //!
@@ -113,8 +113,9 @@
 //!
 //! Several bootstrap servers go in one URL (`kafka://h1:9092,h2:9092,h3:9092`); librdkafka
 //! learns the rest of the cluster from them and follows partition leaders as they move. A
-//! confirmed write waits for every in-sync replica (`acks=all`, with the idempotent producer,
-//! so librdkafka's retries across a leader change write no record twice): with the topic's
+//! confirmed write waits for every in-sync replica (`acks=all`; `enable.idempotence=true` in
+//! the URL also keeps librdkafka's retries across a leader change from writing a record twice,
+//! at a cost in publish rate): with the topic's
 //! `min.insync.replicas` at 2 or more, a leader that dies loses no confirmed write. While
 //! fewer replicas than that are in sync, a write is not confirmed: it fails with the transient
 //! [`KafkaError::NotEnoughReplicas`], which names the setting. The transport creates no topic

@@ -342,8 +342,8 @@ impl ConsumerContext for RdContext {
 /// The librdkafka-backed [`KafkaClient`]: one shared producer, one consumer per call.
 ///
 /// Producer and consumers get `bootstrap.servers` from the config, then its librdkafka
-/// options; the producer also `message.timeout.ms` = the delivery timeout, `acks` (default
-/// `all`) and, with `acks=all`, `enable.idempotence=true`; the consumers
+/// options; the producer also `message.timeout.ms` = the delivery timeout and `acks` (default
+/// `all`); the consumers
 /// `group.id`, `enable.auto.commit=false`, `auto.offset.reset=earliest` and
 /// `allow.auto.create.topics=true` (each overridable through the options).
 #[derive(Clone)]
@@ -404,10 +404,7 @@ impl RdKafkaClient {
             .as_millis()
             .clamp(1, i32::MAX as u128);
         let mut defaults = vec![("message.timeout.ms", timeout_ms.to_string())];
-        defaults.extend(crate::replication::producer_options(
-            self.config.acks,
-            &self.config.client,
-        ));
+        defaults.extend(crate::replication::producer_options(self.config.acks));
         let producer: FutureProducer<RdContext> = self
             .base(&defaults)
             .create_with_context(self.context(None))
