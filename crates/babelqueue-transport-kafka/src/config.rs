@@ -8,6 +8,7 @@ use std::time::Duration;
 use babelqueue_core::options::{self, Component};
 
 use crate::error::KafkaError;
+use crate::replication::{self, Acks};
 
 /// The recommended retry tiers, in milliseconds: 5 s, 30 s, 5 min, 30 min. Tiers are opt-in: a
 /// transport without them cannot retry or delay (see [`RetryTiers`]).
@@ -209,6 +210,20 @@ pub struct KafkaOptions {
     pub delivery_timeout: Duration,
     /// The retry tiers.
     pub retry_tiers: RetryTiers,
+    /// What a confirmed write waits for (`acks`, default [`Acks::All`]; see [`Acks`] for what
+    /// each setting can lose).
+    pub acks: Acks,
+    /// The replication factor of the topics [`RdKafkaClient::create_topics`] creates;
+    /// `None` (the default): the broker's `default.replication.factor`. The topics the broker
+    /// creates on first use (work, retry tiers, dead letters) always get the broker's.
+    ///
+    /// [`RdKafkaClient::create_topics`]: crate::RdKafkaClient::create_topics
+    pub replication_factor: Option<u16>,
+    /// The `min.insync.replicas` of the topics [`RdKafkaClient::create_topics`] creates;
+    /// `None` (the default): the broker's.
+    ///
+    /// [`RdKafkaClient::create_topics`]: crate::RdKafkaClient::create_topics
+    pub min_insync_replicas: Option<u16>,
     /// librdkafka options for both the producer and the consumers (`linger.ms`,
     /// `session.timeout.ms`, `security.protocol` …).
     pub client: BTreeMap<String, String>,
@@ -240,6 +255,9 @@ impl fmt::Debug for KafkaOptions {
             .field("group_instance_id", &self.group_instance_id)
             .field("delivery_timeout", &self.delivery_timeout)
             .field("retry_tiers", &self.retry_tiers)
+            .field("acks", &self.acks)
+            .field("replication_factor", &self.replication_factor)
+            .field("min_insync_replicas", &self.min_insync_replicas)
             .field("client", &client)
             .finish()
     }
@@ -253,6 +271,9 @@ impl Default for KafkaOptions {
             group_instance_id: None,
             delivery_timeout: DEFAULT_DELIVERY_TIMEOUT,
             retry_tiers: RetryTiers::none(),
+            acks: Acks::All,
+            replication_factor: None,
+            min_insync_replicas: None,
             client: BTreeMap::new(),
         }
     }
@@ -382,9 +403,13 @@ impl KafkaOptions {
     /// and the first `/` or `?` (default `localhost:9092`). Query keys: `group_id`,
     /// `group_instance_id` (static membership, see [`KafkaOptions::group_instance_id`]; the
     /// librdkafka spelling `group.instance.id` means the same), `delivery_timeout_ms`,
-    /// `retry_tiers_ms` (`default`, `none` or `5000,30000,…`); any other key is a librdkafka
-    /// option passed to the client as is (`linger.ms=1`, `session.timeout.ms=6000`). Keys and
-    /// values are percent-decoded, and a `+` in them is a space (a plus sign is `%2B`).
+    /// `retry_tiers_ms` (`default`, `none` or `5000,30000,…`), `acks` (`all`, `1` or `0`; the
+    /// librdkafka spelling `request.required.acks` means the same; see [`Acks`]),
+    /// `replication_factor` and `min_insync_replicas` (of the topics
+    /// [`RdKafkaClient::create_topics`](crate::RdKafkaClient::create_topics) creates); any
+    /// other key is a librdkafka option passed to the client as is (`linger.ms=1`,
+    /// `session.timeout.ms=6000`). Keys and values are percent-decoded, and a `+` in them is a
+    /// space (a plus sign is `%2B`). Several bootstrap servers are separated by commas.
     ///
     /// SASL: `user:password@` sets `sasl.username` and `sasl.password` (percent-decoded; a `+`
     /// there is a plus sign), and
@@ -487,6 +512,13 @@ impl KafkaOptions {
                     config.delivery_timeout = Duration::from_millis(ms);
                 }
                 "retry_tiers_ms" => config.retry_tiers = RetryTiers::parse(&value)?,
+                "acks" | "request.required.acks" => config.acks = Acks::parse(&value)?,
+                "replication_factor" => {
+                    config.replication_factor = Some(replication::replica_count(&key, &value)?);
+                }
+                "min_insync_replicas" => {
+                    config.min_insync_replicas = Some(replication::replica_count(&key, &value)?);
+                }
                 "ca_file" | "cert_file" | "key_file" => {
                     if value.is_empty() {
                         return Err(KafkaError::Config(format!("{key} must not be empty")));
@@ -505,6 +537,7 @@ impl KafkaOptions {
             }
         }
         config.check_tls()?;
+        replication::check(config.acks, &config.client)?;
         if userinfo.is_some() {
             let protocol = config
                 .client
@@ -615,6 +648,13 @@ impl KafkaOptions {
     #[must_use]
     pub fn with_group_id(mut self, group_id: impl Into<String>) -> KafkaOptions {
         self.group_id = group_id.into();
+        self
+    }
+
+    /// Sets what a confirmed write waits for (see [`Acks`]).
+    #[must_use]
+    pub fn with_acks(mut self, acks: Acks) -> KafkaOptions {
+        self.acks = acks;
         self
     }
 

@@ -34,6 +34,24 @@ pub enum KafkaError {
         #[source]
         source: RdError,
     },
+    /// A write made with `acks=all` was not confirmed while too few replicas of its partition
+    /// were in sync: the broker refused it (`NOT_ENOUGH_REPLICAS`, or
+    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the leader had appended it), or it timed out
+    /// while the topic's metadata showed a partition with fewer replicas in sync than it has
+    /// (librdkafka retries the refusal until the delivery timeout). Transient:
+    /// it succeeds again once enough replicas are back in sync (or with a lower
+    /// `min.insync.replicas`, which weakens what a confirmed write survives).
+    #[error(
+        "Kafka delivery to {topic:?} was not confirmed: a write with acks=all needs the topic's \
+         min.insync.replicas replicas in sync ({detail}); publish again once the replicas are \
+         back"
+    )]
+    NotEnoughReplicas {
+        /// The topic written to.
+        topic: String,
+        /// The broker's refusal, or the partitions short of replicas.
+        detail: String,
+    },
     /// No delivery report arrived within the delivery timeout: the write is unconfirmed (it may
     /// still land later, a duplicate that at-least-once processing absorbs).
     #[error("Kafka delivery to {topic:?} was not confirmed within {timeout:?}")]
@@ -133,6 +151,7 @@ impl KafkaError {
             KafkaError::Client { source, .. } | KafkaError::Delivery { source, .. } => {
                 classify(source)
             }
+            KafkaError::NotEnoughReplicas { .. } => TransportErrorKind::Connection,
             KafkaError::DeliveryTimeout { .. } | KafkaError::BrowseIncomplete { .. } => {
                 TransportErrorKind::Timeout
             }
@@ -153,6 +172,23 @@ impl KafkaError {
             self.kind(),
             TransportErrorKind::Connection | TransportErrorKind::Timeout
         )
+    }
+
+    /// The error of a write to `topic` that librdkafka reported failed: a refusal for too few
+    /// in-sync replicas is [`KafkaError::NotEnoughReplicas`], anything else
+    /// [`KafkaError::Delivery`].
+    pub(crate) fn delivery(topic: impl Into<String>, source: RdError) -> KafkaError {
+        let topic = topic.into();
+        match source.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::NotEnoughReplicas)
+            | Some(RDKafkaErrorCode::NotEnoughReplicasAfterAppend) => {
+                KafkaError::NotEnoughReplicas {
+                    topic,
+                    detail: format!("the broker answered: {source}"),
+                }
+            }
+            _ => KafkaError::Delivery { topic, source },
+        }
     }
 
     pub(crate) fn client(operation: &'static str) -> impl FnOnce(RdError) -> KafkaError {
@@ -296,6 +332,31 @@ mod tests {
             .kind(),
             TransportErrorKind::Unsupported
         );
+    }
+
+    #[test]
+    fn too_few_in_sync_replicas_is_transient_and_names_the_setting() {
+        for code in [
+            RDKafkaErrorCode::NotEnoughReplicas,
+            RDKafkaErrorCode::NotEnoughReplicasAfterAppend,
+        ] {
+            let error = KafkaError::delivery("orders", RdError::MessageProduction(code));
+            assert!(
+                matches!(error, KafkaError::NotEnoughReplicas { .. }),
+                "{error:?}"
+            );
+            assert_eq!(error.kind(), TransportErrorKind::Connection);
+            assert!(error.is_transient());
+            let text = TransportError::from(error).to_string();
+            for needle in ["min.insync.replicas", "acks=all", "not confirmed", "orders"] {
+                assert!(text.contains(needle), "{needle}: {text}");
+            }
+        }
+        let other = KafkaError::delivery(
+            "orders",
+            RdError::MessageProduction(RDKafkaErrorCode::InvalidTopic),
+        );
+        assert!(matches!(other, KafkaError::Delivery { .. }), "{other:?}");
     }
 
     #[test]

@@ -100,12 +100,28 @@
 //! | `group_id` | the work-topic consumers' group | `babelqueue` |
 //! | `group_instance_id` | static membership: a stable id per worker process; each consumer gets `group.instance.id` = `<id>-<topic>` | none (dynamic) |
 //! | `delivery_timeout_ms` | how long a confirmed write waits (also `message.timeout.ms`) | 30000 |
+//! | `acks` | what a confirmed write waits for: `all` (every in-sync replica), `1` (the leader), `0` (nothing); see [`Acks`] | `all` |
+//! | `replication_factor`, `min_insync_replicas` | of the topics [`RdKafkaClient::create_topics`] creates | the broker's |
 //! | anything else | a librdkafka option (`linger.ms`, `security.protocol`, `session.timeout.ms` …) | |
 //!
 //! `user:password@` sets `sasl.username` / `sasl.password` (and `sasl.mechanism=PLAIN` unless
 //! given); the query must then set `security.protocol` to `SASL_PLAINTEXT` or `SASL_SSL`.
 //! Secrets never reach a message: [`KafkaOptions`]'s `Debug`, the errors and librdkafka's log
 //! and error lines are masked ([`config::redact_url`], [`config::is_secret_option`]).
+//!
+//! # Replication
+//!
+//! Several bootstrap servers go in one URL (`kafka://h1:9092,h2:9092,h3:9092`); librdkafka
+//! learns the rest of the cluster from them and follows partition leaders as they move. A
+//! confirmed write waits for every in-sync replica (`acks=all`; `enable.idempotence=true` in
+//! the URL also keeps librdkafka's retries across a leader change from writing a record twice,
+//! at a cost in publish rate): with the topic's
+//! `min.insync.replicas` at 2 or more, a leader that dies loses no confirmed write. While
+//! fewer replicas than that are in sync, a write is not confirmed: it fails with the transient
+//! [`KafkaError::NotEnoughReplicas`], which names the setting. The transport creates no topic
+//! itself: the work, retry-tier and dead-letter topics get the broker's
+//! `default.replication.factor` and `min.insync.replicas` (set them on the cluster), or are
+//! provisioned beforehand. See `docs/transports/kafka.md` for the measured failovers.
 //!
 //! # Errors from the broker
 //!
@@ -183,6 +199,7 @@ mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod inspect;
+mod isr;
 mod owed;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
@@ -191,6 +208,7 @@ pub mod projection;
 mod rd;
 mod rd_reader;
 mod reinject;
+mod replication;
 #[cfg(test)]
 mod tests;
 mod transport;
@@ -209,4 +227,5 @@ pub use config::{
 pub use error::KafkaError;
 pub use rd::RdKafkaClient;
 pub use reinject::{Clock, RetryReinjector};
+pub use replication::Acks;
 pub use transport::{DEFAULT_COMMIT_INTERVAL, KafkaTransport};

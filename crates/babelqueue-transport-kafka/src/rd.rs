@@ -342,7 +342,8 @@ impl ConsumerContext for RdContext {
 /// The librdkafka-backed [`KafkaClient`]: one shared producer, one consumer per call.
 ///
 /// Producer and consumers get `bootstrap.servers` from the config, then its librdkafka
-/// options; the producer also `message.timeout.ms` = the delivery timeout, the consumers
+/// options; the producer also `message.timeout.ms` = the delivery timeout and `acks` (default
+/// `all`); the consumers
 /// `group.id`, `enable.auto.commit=false`, `auto.offset.reset=earliest` and
 /// `allow.auto.create.topics=true` (each overridable through the options).
 #[derive(Clone)]
@@ -402,22 +403,32 @@ impl RdKafkaClient {
             .delivery_timeout
             .as_millis()
             .clamp(1, i32::MAX as u128);
+        let mut defaults = vec![("message.timeout.ms", timeout_ms.to_string())];
+        defaults.extend(crate::replication::producer_options(self.config.acks));
         let producer: FutureProducer<RdContext> = self
-            .base(&[("message.timeout.ms", timeout_ms.to_string())])
+            .base(&defaults)
             .create_with_context(self.context(None))
             .map_err(KafkaError::client_config(
                 "create the producer",
                 &self.auth.secrets,
             ))?;
+        let all = crate::replication::effective_acks(self.config.acks, &self.config.client)
+            == crate::Acks::All;
         Ok(Arc::new(RdProducer {
             producer,
             auth: self.auth.clone(),
+            isr: all.then(crate::isr::IsrCheck::default),
         }))
     }
 
-    /// Creates `topics` with `partitions` partitions each (replication factor 1) and waits for
-    /// the broker; a topic that already exists is fine. For tests and local setups; production
-    /// topics are usually provisioned by other means.
+    /// Creates `topics` with `partitions` partitions each and waits for the broker; a topic
+    /// that already exists is fine (it is left as it is). The replication factor and
+    /// `min.insync.replicas` are the options' [`replication_factor`] and
+    /// [`min_insync_replicas`] (URL keys of the same names), else the broker's defaults. For
+    /// tests and local setups; production topics are usually provisioned by other means.
+    ///
+    /// [`replication_factor`]: KafkaOptions::replication_factor
+    /// [`min_insync_replicas`]: KafkaOptions::min_insync_replicas
     pub async fn create_topics(&self, topics: &[&str], partitions: i32) -> Result<(), KafkaError> {
         use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
         use rdkafka::types::RDKafkaErrorCode;
@@ -428,9 +439,18 @@ impl RdKafkaClient {
                 "create the admin client",
                 &self.auth.secrets,
             ))?;
+        // -1: the broker's default.replication.factor (KIP-464).
+        let factor = self.config.replication_factor.map_or(-1, i32::from);
+        let min_insync = self.config.min_insync_replicas.map(|n| n.to_string());
         let new: Vec<NewTopic<'_>> = topics
             .iter()
-            .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
+            .map(|t| {
+                let topic = NewTopic::new(t, partitions, TopicReplication::Fixed(factor));
+                match &min_insync {
+                    Some(n) => topic.set("min.insync.replicas", n),
+                    None => topic,
+                }
+            })
             .collect();
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let results = admin
@@ -539,6 +559,8 @@ type Pending = std::collections::VecDeque<(usize, Arc<str>, rdkafka::producer::D
 pub(crate) struct RdProducer {
     producer: FutureProducer<RdContext>,
     auth: Arc<AuthWatch>,
+    /// With acks=all: what explains a delivery timeout by too few in-sync replicas.
+    isr: Option<crate::isr::IsrCheck>,
 }
 
 impl fmt::Debug for RdProducer {
@@ -586,10 +608,7 @@ impl RdProducer {
                 self.auth.accepted();
                 Ok(())
             }
-            Ok(Err((source, _))) => Err(self.auth.explain(KafkaError::Delivery {
-                topic: topic.to_owned(),
-                source,
-            })),
+            Ok(Err((source, _))) => Err(self.auth.explain(KafkaError::delivery(topic, source))),
         }
     }
 
@@ -624,10 +643,9 @@ impl RdProducer {
                     }
                 }
                 Err((source, _)) => {
-                    return Err(self.auth.explain(KafkaError::Delivery {
-                        topic: record.topic.clone(),
-                        source,
-                    }));
+                    return Err(self
+                        .auth
+                        .explain(KafkaError::delivery(record.topic.as_str(), source)));
                 }
             }
         }
@@ -680,6 +698,15 @@ impl RdProducer {
             .collect()
     }
 
+    /// `outcome`, a timeout explained by too few in-sync replicas where that is the reason
+    /// (acks=all only; see [`crate::isr`]).
+    async fn explained(&self, outcome: Result<(), KafkaError>) -> Result<(), KafkaError> {
+        match (outcome, &self.isr) {
+            (Err(e), Some(isr)) => Err(isr.explain(&self.producer, e).await),
+            (outcome, _) => outcome,
+        }
+    }
+
     /// Waits (up to `timeout`) for one delivery report.
     async fn settled(
         &self,
@@ -691,7 +718,8 @@ impl RdProducer {
         // A report already in is the outcome: no timer, no watch (most reports of a window
         // are in by the time their turn comes).
         if let Some(report) = (&mut delivery).now_or_never() {
-            return self.outcome(topic, timeout, report.map_err(|_| ()));
+            let outcome = self.outcome(topic, timeout, report.map_err(|_| ()));
+            return self.explained(outcome).await;
         }
         // As in `send`: a broker never reached is said at once, the record stays unconfirmed.
         let down = self.auth.unreachable.subscribe();
@@ -707,7 +735,8 @@ impl RdProducer {
             // Timed out, or librdkafka dropped the report (the producer is going away).
             Ok(Err(_)) | Err(_) => Err(()),
         };
-        self.outcome(topic, timeout, report)
+        let outcome = self.outcome(topic, timeout, report);
+        self.explained(outcome).await
     }
 }
 
@@ -734,7 +763,8 @@ impl KafkaProducer for RdProducer {
             refused = self.auth.next_refusal(changes) => return Err(refused),
             unreachable = self.auth.next_unreachable(down) => return Err(unreachable),
         };
-        self.outcome(&record.topic, timeout, result.map_err(|_| ()))
+        let outcome = self.outcome(&record.topic, timeout, result.map_err(|_| ()));
+        self.explained(outcome).await
     }
 
     /// Every record goes into librdkafka's queue in order, up to [`PRODUCE_WINDOW`] without a

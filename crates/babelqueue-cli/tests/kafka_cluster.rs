@@ -1,0 +1,119 @@
+//! `babelqueue publish` and `consume` through the URL of a three-node Kafka cluster
+//! (`scripts/brokers.sh up kafka-cluster` exports it as `BQ_KAFKA_CLUSTER_URL`, all three
+//! bootstrap servers in one URL), with acks=all (the transport's default) on a topic the
+//! brokers create on three replicas. A cluster that is not up prints `SKIPPED`; with
+//! `BQ_REQUIRE_HA` set it fails.
+
+#![cfg(feature = "kafka")]
+#![allow(clippy::print_stdout)]
+
+mod common;
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use babelqueue::kafka::{Acks, KafkaOptions};
+use common::{babelqueue, json_lines, printed, stdout};
+
+const URN: &str = "urn:babel:cli:cluster";
+const COUNT: usize = 20;
+
+/// The cluster URL when each of its bootstrap servers answers, or `None` after a loud skip (a
+/// failure with `BQ_REQUIRE_HA` set).
+fn cluster_url() -> Option<String> {
+    let why = match std::env::var("BQ_KAFKA_CLUSTER_URL") {
+        Err(_) => "BQ_KAFKA_CLUSTER_URL is not set".to_owned(),
+        Ok(url) => {
+            // A URL the transport refuses is a failure, never a skip.
+            let options = KafkaOptions::from_url(&url).unwrap_or_else(|e| {
+                panic!("the Kafka transport refuses the cluster URL {url}: {e}")
+            });
+            assert_eq!(options.acks, Acks::All, "acks=all by default");
+            let down: Vec<&str> = options
+                .brokers
+                .split(',')
+                .filter(|server| {
+                    server.parse().map_or(true, |addr| {
+                        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
+                    })
+                })
+                .collect();
+            if down.is_empty() {
+                return Some(url);
+            }
+            format!("{url}: {down:?} do not answer")
+        }
+    };
+    let required = std::env::var_os("BQ_REQUIRE_HA").is_some_and(|v| !v.is_empty());
+    assert!(
+        !required,
+        "the Kafka cluster is not up ({why}), and BQ_REQUIRE_HA is set: scripts/brokers.sh up \
+         kafka-cluster, then eval \"$(scripts/brokers.sh env)\""
+    );
+    println!("SKIPPED: the Kafka cluster is not up ({why}; set BQ_REQUIRE_HA=1 to fail instead)");
+    None
+}
+
+#[test]
+fn publish_and_consume_through_the_cluster_url() {
+    let Some(cluster) = cluster_url() else {
+        return;
+    };
+    let queue = babelqueue_testkit::unique_queue("cli-kafka-cluster");
+    let group = babelqueue_testkit::unique_queue("cli-group");
+    let count = COUNT.to_string();
+    let published = babelqueue(
+        &[
+            "publish",
+            &cluster,
+            "--queue",
+            &queue,
+            "--urn",
+            URN,
+            "--data",
+            r#"{"via":"cluster"}"#,
+            "--count",
+            &count,
+        ],
+        None,
+    );
+    assert!(published.status.success(), "{}", printed(&published));
+    assert_eq!(
+        stdout(&published).lines().count(),
+        COUNT,
+        "{}",
+        printed(&published)
+    );
+
+    let url = format!("{cluster}?group_id={group}");
+    let consumed = babelqueue(
+        &[
+            "consume",
+            &url,
+            "--queue",
+            &queue,
+            "--urn",
+            URN,
+            "--max",
+            &count,
+            "--concurrency",
+            "4",
+            "--idle-timeout",
+            "20",
+        ],
+        None,
+    );
+    assert!(consumed.status.success(), "{}", printed(&consumed));
+    let calls = json_lines(&stdout(&consumed));
+    assert_eq!(calls.len(), COUNT, "{}", printed(&consumed));
+    for call in &calls {
+        assert_eq!(call["urn"], URN, "{call}");
+        assert_eq!(
+            call["data"],
+            serde_json::json!({"via": "cluster"}),
+            "{call}"
+        );
+        assert_eq!(call["attempts"], 0, "{call}");
+    }
+    println!("{COUNT} published and consumed through {cluster}");
+}
