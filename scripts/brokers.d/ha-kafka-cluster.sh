@@ -38,7 +38,7 @@ kafkac_port() {
 kafkac_pid() {
     local pid
     pid=$(cat "$KAFKAC_DIR/$1/kafka.pid" 2>/dev/null) || return 1
-    [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null |
+    [ -n "$pid" ] && { tr "\\0" " " < "/proc/$pid/cmdline"; } 2>/dev/null |
         grep -qF -- "$KAFKAC_DIR/$1/server.properties" && echo "$pid"
 }
 
@@ -209,7 +209,7 @@ stop_kafka-cluster() {
 env_kafka-cluster() {
     local n hosts="" running=""
     for n in "${KAFKAC_NAMES[@]}"; do
-        running="$running$(kafkac_pid "$n")"
+        running="$running$(kafkac_pid "$n" || true)"
     done
     [ -n "$running" ] || return 0
     for n in "${KAFKAC_NAMES[@]}"; do

@@ -31,7 +31,7 @@ natsc_port() {
 natsc_pid() {
     local pid
     pid=$(cat "$NATSC_DIR/$1/nats.pid" 2>/dev/null) || return 1
-    [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null |
+    [ -n "$pid" ] && { tr "\\0" " " < "/proc/$pid/cmdline"; } 2>/dev/null |
         grep -qF -- "$NATSC_DIR/$1/nats.conf" && echo "$pid"
 }
 
@@ -115,7 +115,7 @@ stop_nats-cluster() {
 env_nats-cluster() {
     local n hosts="" http="" running=""
     for n in "${NATSC_NAMES[@]}"; do
-        running="$running$(natsc_pid "$n")"
+        running="$running$(natsc_pid "$n" || true)"
     done
     [ -n "$running" ] || return 0
     for n in "${NATSC_NAMES[@]}"; do

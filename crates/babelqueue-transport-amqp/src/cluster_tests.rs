@@ -253,6 +253,38 @@ async fn a_refused_publish_is_sent_again_on_a_new_channel() {
     assert_eq!(fake.bodies("q").len(), 4);
 }
 
+/// A classic queue's negative confirm is its answer (a full queue with reject-publish): the
+/// publish fails at once, and the next one goes out on a new channel. A quorum queue that goes
+/// on refusing fails once the resend window is over.
+#[tokio::test]
+async fn a_refusal_that_persists_fails_the_publish() {
+    let fake = FakeClient::default();
+    let t = transport(&fake, QueueType::Classic);
+    t.publish("q", &body(0)).await.unwrap();
+    fake.world().log.clear();
+    fake.world().nack_next = 1;
+    let err = t.publish("q", &body(1)).await.unwrap_err();
+    assert!(err.to_string().contains("negative publisher confirm"), "{err}");
+    assert_eq!(fake.world().log, ["nacked q", "new publishing channel"]);
+    t.publish("q", &body(2)).await.unwrap();
+    assert_eq!(fake.bodies("q"), [body(0), body(2)]);
+
+    let fake = FakeClient::default();
+    let t = transport(&fake, QueueType::Quorum);
+    fake.world().nack_publishes_to.insert("full".to_owned());
+    let started = std::time::Instant::now();
+    let err = t.publish("full", &body(3)).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(err.to_string().contains("negative publisher confirm"), "{err}");
+    assert!(
+        took >= crate::topology::REFUSAL_RESEND_WINDOW
+            && took < crate::topology::REFUSAL_RESEND_WINDOW + Duration::from_secs(2),
+        "a quorum queue that refuses for good fails after the resend window: {took:?}"
+    );
+    let refused = fake.world().log.iter().filter(|l| *l == "nacked full").count();
+    assert!(refused > 1, "sent again before failing: {:?}", fake.world().log);
+}
+
 /// The fake's own refusal matches RabbitMQ's wording, so the transport reads it as it reads
 /// the broker's.
 #[tokio::test]

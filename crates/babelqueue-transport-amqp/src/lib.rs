@@ -108,9 +108,10 @@
 //! ack reports [`AmqpError::StaleDelivery`] and the message is handled again: at least once,
 //! never lost). With several hosts, the new connection goes to the next node that answers. A
 //! publish whose confirm died with its connection is sent again on the new one (a duplicate
-//! at worst), and one RabbitMQ refuses (a negative confirm: a quorum queue without a leader
-//! for a moment) is sent again on a new channel, both within
-//! [`AmqpOptions::reconnect_wait`]: a publish returns `Ok` only once confirmed.
+//! at worst), within [`AmqpOptions::reconnect_wait`]. One a quorum queue refuses (a negative
+//! confirm: no leader for a moment) is sent again on a new channel for up to 2 s
+//! ([`topology::REFUSAL_RESEND_WINDOW`]); a classic queue's refusal (full, with
+//! `x-overflow=reject-publish`) fails at once. A publish returns `Ok` only once confirmed.
 //!
 //! # Deviations from the reference (Python `pika_transport.py`, babelqueue 1.24.0)
 //!

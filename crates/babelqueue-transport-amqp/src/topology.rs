@@ -37,6 +37,7 @@
 //!   the option ([`AmqpError::QueueTypeMismatch`]).
 
 use std::fmt;
+use std::time::Duration;
 
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 
@@ -79,6 +80,41 @@ impl QueueType {
     pub fn needs_consumer_prefetch(self) -> bool {
         matches!(self, QueueType::Quorum)
     }
+
+    /// Whether a negative publisher confirm from such a queue may be a moment without a
+    /// leader, so the message is worth sending again on a new channel. A classic queue's
+    /// refusal is the queue's answer (`x-overflow=reject-publish` on a full queue, a queue
+    /// that cannot take the message): sending again would only hold up the caller, who may be
+    /// a worker writing a dead-letter record with messages queued behind it.
+    pub fn resends_refusals(self) -> bool {
+        matches!(self, QueueType::Quorum)
+    }
+}
+
+/// How long a message refused by a quorum queue is sent again for, at most (and never beyond
+/// `reconnect_wait`). A quorum queue elects a new leader within a second of its node dying
+/// (200 ms measured on the test cluster); a queue that still refuses after this is refusing
+/// for good (full, with `x-overflow=reject-publish`), and the publish fails with
+/// [`AmqpError::Nacked`].
+pub const REFUSAL_RESEND_WINDOW: Duration = Duration::from_secs(2);
+
+/// What to do after the `refusals`-th negative confirm in a row of one publish, with `left`
+/// until the publish's deadline: `Some(pause)` to send it again on a new channel after the
+/// pause (doubling from `min`, at most 1 s, never past the deadline), `None` to fail.
+pub fn resend_after_refusal(
+    queue_type: QueueType,
+    refusals: u32,
+    min: Duration,
+    left: Duration,
+) -> Option<Duration> {
+    if !queue_type.resends_refusals() || left.is_zero() {
+        return None;
+    }
+    Some(
+        min.saturating_mul(1 << refusals.clamp(1, 4))
+            .min(Duration::from_secs(1))
+            .min(left),
+    )
 }
 
 impl fmt::Display for QueueType {
@@ -238,6 +274,32 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    #[test]
+    fn refusals_are_sent_again_only_to_quorum_queues_row_by_row() {
+        let ms = Duration::from_millis;
+        let min = ms(100);
+        // (queue type, refusals so far, time left, the pause before the resend or None)
+        let rows = [
+            (QueueType::Classic, 1, ms(2000), None),
+            (QueueType::Classic, 3, ms(2000), None),
+            (QueueType::Quorum, 1, ms(2000), Some(ms(200))),
+            (QueueType::Quorum, 2, ms(2000), Some(ms(400))),
+            (QueueType::Quorum, 3, ms(2000), Some(ms(800))),
+            (QueueType::Quorum, 4, ms(2000), Some(ms(1000))),
+            (QueueType::Quorum, 40, ms(2000), Some(ms(1000))),
+            (QueueType::Quorum, 1, ms(50), Some(ms(50))),
+            (QueueType::Quorum, 1, Duration::ZERO, None),
+        ];
+        for (queue_type, refusals, left, expected) in rows {
+            assert_eq!(
+                resend_after_refusal(queue_type, refusals, min, left),
+                expected,
+                "{queue_type} after {refusals} refusals with {left:?} left"
+            );
+        }
+        assert!(REFUSAL_RESEND_WINDOW <= Duration::from_secs(2));
     }
 
     #[test]

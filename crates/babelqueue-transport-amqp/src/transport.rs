@@ -598,6 +598,7 @@ impl Inner {
         properties: lapin::BasicProperties,
     ) -> Result<(), AmqpError> {
         let deadline = Instant::now() + self.options.reconnect_wait;
+        let refusal_deadline = Instant::now() + topology::REFUSAL_RESEND_WINDOW;
         let mut losses = 0;
         let mut refusals = 0;
         loop {
@@ -605,20 +606,21 @@ impl Inner {
             match self.publish_on(&live, queue, body, &properties).await {
                 Ok(()) => return Ok(()),
                 Err(e @ AmqpError::Nacked { .. }) => {
-                    // Not stored: sent again on a new channel (a quorum queue electing a new
-                    // leader refuses a while, and a channel that met it then refuses for ever).
+                    // Not stored. The next publish goes out on a new channel either way (a
+                    // channel that met a quorum queue without a leader refuses for ever).
                     live.link.renew_publisher().await;
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(e);
-                    }
                     refusals += 1;
-                    let pause = self
-                        .options
-                        .reconnect_min
-                        .saturating_mul(1 << refusals.min(4))
-                        .min(Duration::from_secs(1))
-                        .min(left);
+                    let left = deadline
+                        .min(refusal_deadline)
+                        .saturating_duration_since(Instant::now());
+                    let Some(pause) = topology::resend_after_refusal(
+                        self.options.queue_type,
+                        refusals,
+                        self.options.reconnect_min,
+                        left,
+                    ) else {
+                        return Err(e);
+                    };
                     tracing::warn!(target: LOG, queue, refusals, retry_in = ?pause, "RabbitMQ refused the message (negative publisher confirm); sending it again on a new channel");
                     tokio::time::sleep(pause).await;
                 }
@@ -1486,13 +1488,11 @@ mod tests {
             ["connect", "connect", "confirmed q", "ack q"],
             "the copy is confirmed before the ack"
         );
-        let refused = &log[4..log.len() - 2];
-        assert!(
-            refused.len() >= 4
-                && refused
-                    .chunks(2)
-                    .all(|pair| pair == ["nacked q.dlq", "new publishing channel"]),
-            "a refused dead-letter write is sent again on a new channel for a while: {log:?}"
+        assert_eq!(
+            log[4..log.len() - 2],
+            ["nacked q.dlq", "new publishing channel"],
+            "a classic queue's refusal is its answer: not sent again, and the next publish \
+             goes out on a new channel: {log:?}"
         );
         assert_eq!(
             log[log.len() - 2..],
