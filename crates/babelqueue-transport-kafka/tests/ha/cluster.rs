@@ -15,24 +15,18 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-/// Turns a skip of the cluster tests into a failure when set and not empty.
-pub const REQUIRE_HA: &str = "BQ_REQUIRE_HA";
-
 /// The node ids of the cluster (`n1`, `n2`, `n3` in its directory).
 pub const NODES: [i32; 3] = [1, 2, 3];
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Says that the cluster is unavailable: panics when [`REQUIRE_HA`] is set, else prints
+/// Says that the cluster is unavailable: panics when `BQ_REQUIRE_HA` is set, else prints
 /// `SKIPPED: …` so the caller can return.
 #[track_caller]
 pub fn skip_or_fail(what: &str) {
-    let required = std::env::var_os(REQUIRE_HA).is_some_and(|v| !v.is_empty());
-    assert!(
-        !required,
-        "{what}, and {REQUIRE_HA} is set: scripts/brokers.sh up kafka-cluster, then eval \"$(scripts/brokers.sh env)\""
-    );
-    println!("SKIPPED: {what} (set {REQUIRE_HA}=1 to fail instead)");
+    babelqueue_testkit::skip_or_fail_ha(format!(
+        "{what} (scripts/brokers.sh up kafka-cluster, then eval \"$(scripts/brokers.sh env)\")"
+    ));
 }
 
 /// One partition as the metadata shows it.
