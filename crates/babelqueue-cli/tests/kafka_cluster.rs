@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use babelqueue::kafka::{Acks, KafkaOptions};
-use common::{babelqueue, json_lines, printed, stdout};
+use common::{consume_n, publish_n};
 
 const URN: &str = "urn:babel:cli:cluster";
 const COUNT: usize = 20;
@@ -57,59 +57,15 @@ fn publish_and_consume_through_the_cluster_url() {
     };
     let queue = babelqueue_testkit::unique_queue("cli-kafka-cluster");
     let group = babelqueue_testkit::unique_queue("cli-group");
-    let count = COUNT.to_string();
-    let published = babelqueue(
-        &[
-            "publish",
-            &cluster,
-            "--queue",
-            &queue,
-            "--urn",
-            URN,
-            "--data",
-            r#"{"via":"cluster"}"#,
-            "--count",
-            &count,
-        ],
-        None,
-    );
-    assert!(published.status.success(), "{}", printed(&published));
-    assert_eq!(
-        stdout(&published).lines().count(),
-        COUNT,
-        "{}",
-        printed(&published)
-    );
-
+    publish_n(&cluster, &queue, URN, r#"{"via":"cluster"}"#, COUNT);
     let url = format!("{cluster}?group_id={group}");
-    let consumed = babelqueue(
-        &[
-            "consume",
-            &url,
-            "--queue",
-            &queue,
-            "--urn",
-            URN,
-            "--max",
-            &count,
-            "--concurrency",
-            "4",
-            "--idle-timeout",
-            "20",
-        ],
-        None,
+    consume_n(
+        &url,
+        &queue,
+        URN,
+        &serde_json::json!({"via": "cluster"}),
+        COUNT,
+        20,
     );
-    assert!(consumed.status.success(), "{}", printed(&consumed));
-    let calls = json_lines(&stdout(&consumed));
-    assert_eq!(calls.len(), COUNT, "{}", printed(&consumed));
-    for call in &calls {
-        assert_eq!(call["urn"], URN, "{call}");
-        assert_eq!(
-            call["data"],
-            serde_json::json!({"via": "cluster"}),
-            "{call}"
-        );
-        assert_eq!(call["attempts"], 0, "{call}");
-    }
     println!("{COUNT} published and consumed through {cluster}");
 }

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{babelqueue, json_lines, printed, stdout};
+use common::{babelqueue, consume_n, printed, publish_n};
 
 /// The URL in `var`, or `None` after a loud skip (a failure with `BQ_REQUIRE_HA` set).
 fn topology(var: &str, what: &str) -> Option<String> {
@@ -26,42 +26,8 @@ fn topology(var: &str, what: &str) -> Option<String> {
 /// Publishes three messages to `queue` through `url`, consumes them, and checks that each came
 /// back once with its data.
 fn publish_then_consume(url: &str, queue: &str) {
-    let published = babelqueue(
-        &[
-            "publish",
-            url,
-            "--queue",
-            queue,
-            "--urn",
-            "urn:cli:ha",
-            "--data",
-            r#"{"n":7}"#,
-            "--count",
-            "3",
-        ],
-        None,
-    );
-    assert!(published.status.success(), "{url}: {}", printed(&published));
-    let consumed = babelqueue(
-        &[
-            "consume",
-            url,
-            "--queue",
-            queue,
-            "--urn",
-            "urn:cli:ha",
-            "--idle-timeout",
-            "1",
-        ],
-        None,
-    );
-    assert!(consumed.status.success(), "{url}: {}", printed(&consumed));
-    let lines = json_lines(&stdout(&consumed));
-    assert_eq!(lines.len(), 3, "{url}: {}", printed(&consumed));
-    for line in &lines {
-        assert_eq!(line["urn"], "urn:cli:ha");
-        assert_eq!(line["data"], serde_json::json!({"n": 7}));
-    }
+    publish_n(url, queue, "urn:cli:ha", r#"{"n":7}"#, 3);
+    consume_n(url, queue, "urn:cli:ha", &serde_json::json!({"n": 7}), 3, 1);
 }
 
 fn queue(label: &str) -> String {

@@ -104,3 +104,61 @@ pub fn redis_url() -> Option<String> {
     babelqueue_testkit::skip_or_fail(format!("Redis not reachable at {base}: {}", stderr(&probe)));
     None
 }
+
+/// `babelqueue publish URL --queue Q --urn URN --data DATA --count N`: asserts that it succeeded
+/// and printed one line per message.
+pub fn publish_n(url: &str, queue: &str, urn: &str, data: &str, count: usize) {
+    let n = count.to_string();
+    let published = babelqueue(
+        &[
+            "publish", url, "--queue", queue, "--urn", urn, "--data", data, "--count", &n,
+        ],
+        None,
+    );
+    assert!(published.status.success(), "{url}: {}", printed(&published));
+    assert_eq!(
+        stdout(&published).lines().count(),
+        count,
+        "{url}: {}",
+        printed(&published)
+    );
+}
+
+/// `babelqueue consume URL --queue Q --urn URN --max N --concurrency 4 --idle-timeout S`:
+/// asserts that it succeeded and that `count` messages of `urn` carrying `data` were handled
+/// once each, first attempts.
+pub fn consume_n(
+    url: &str,
+    queue: &str,
+    urn: &str,
+    data: &serde_json::Value,
+    count: usize,
+    idle_secs: u32,
+) {
+    let (n, idle) = (count.to_string(), idle_secs.to_string());
+    let consumed = babelqueue(
+        &[
+            "consume",
+            url,
+            "--queue",
+            queue,
+            "--urn",
+            urn,
+            "--max",
+            &n,
+            "--concurrency",
+            "4",
+            "--idle-timeout",
+            &idle,
+        ],
+        None,
+    );
+    assert!(consumed.status.success(), "{url}: {}", printed(&consumed));
+    let calls = json_lines(&stdout(&consumed));
+    assert_eq!(calls.len(), count, "{url}: {}", printed(&consumed));
+    for call in &calls {
+        assert_eq!(call["urn"], urn, "{call}");
+        assert_eq!(&call["data"], data, "{call}");
+        assert_eq!(call["attempts"], 0, "{call}");
+    }
+}
