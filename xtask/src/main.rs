@@ -10,7 +10,8 @@
 //! cargo xtask fuzz [--seconds N]       # the four core cargo-fuzz targets, on stable
 //! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
-//! cargo xtask tidy                     # repository invariants, rust-version floors
+//! cargo xtask tidy                     # repository invariants, rust-version floors, no
+//!                                      # session or issue labels in tracked text
 //! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
 //! cargo xtask chaos --ha [--short] [--topology NAME]... [--fault NAME]...  # network faults, HA
 //! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,
@@ -32,6 +33,7 @@ mod bench;
 mod chaos;
 mod examples;
 mod fuzz;
+mod labels;
 mod msrv;
 mod suite;
 mod tools;
@@ -289,6 +291,7 @@ fn tidy() -> Result<(), String> {
         }
     }
     problems.extend(msrv::check()?);
+    problems.extend(labels::check(&root())?);
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap_or_default();
     let first_block: Vec<&str> = readme
         .split("```")
