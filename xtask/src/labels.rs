@@ -113,7 +113,10 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>, String> {
         // A symbolic link (crates/babelqueue/README.md) is checked as the file it points to; a
         // tracked file deleted in the work tree, or not UTF-8, has nothing to check.
         let full = root.join(path);
-        if full.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        if full
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(&full) else {

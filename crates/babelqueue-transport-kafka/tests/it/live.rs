@@ -850,8 +850,8 @@ async fn retried_after(
     calls[1].at - calls[0].at
 }
 
-/// `retry_backoff(2 s)` on Kafka: the retry is handled 2 s after the failure (issue 14: the
-/// runtime computes the delay for every broker; Kafka maps it onto a tier).
+/// `retry_backoff(2 s)` on Kafka: the retry is handled 2 s after the failure (the runtime
+/// computes the delay for every broker; Kafka maps it onto a tier).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_backoff_is_waited_through_the_tiers() {
     if broker().is_none() {
