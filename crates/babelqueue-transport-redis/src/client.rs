@@ -146,9 +146,8 @@ pub struct FredClient {
     clustered: bool,
     commands: fred::clients::Client,
     blocking: fred::clients::Client,
-    /// The reply bounds of `commands` and `blocking`.
-    commands_dog: Watchdog,
-    blocking_dog: Watchdog,
+    /// The reply bound of every call, on either connection.
+    dog: Watchdog,
     scripts: Arc<Vec<(&'static str, Script)>>,
     /// Through Sentinel: the subscription that reconnects both clients to a new master.
     watcher: Option<crate::watch::Watcher>,
@@ -235,12 +234,15 @@ impl FredClient {
             .iter()
             .map(|s| (s.name, Script::from_lua(s.lua)))
             .collect();
+        let dog = Watchdog::new(
+            Some(DEFAULT_REPLY_TIMEOUT),
+            vec![commands.clone(), blocking.clone()],
+        );
         Ok(FredClient {
             clustered,
             commands,
             blocking,
-            commands_dog: Watchdog::new(Some(DEFAULT_REPLY_TIMEOUT)),
-            blocking_dog: Watchdog::new(Some(DEFAULT_REPLY_TIMEOUT)),
+            dog,
             scripts: Arc::new(scripts),
             watcher,
         })
@@ -252,8 +254,7 @@ impl FredClient {
     /// for a transport.
     #[must_use]
     pub fn with_reply_timeout(mut self, margin: Option<Duration>) -> FredClient {
-        self.commands_dog = Watchdog::new(margin);
-        self.blocking_dog = Watchdog::new(margin);
+        self.dog = Watchdog::new(margin, vec![self.commands.clone(), self.blocking.clone()]);
         self
     }
 
@@ -262,10 +263,7 @@ impl FredClient {
         &self,
         call: impl std::future::Future<Output = Result<T, fred::error::Error>>,
     ) -> Result<T, RedisError> {
-        Ok(self
-            .commands_dog
-            .bounded(&self.commands, ServerWait::None, call)
-            .await??)
+        Ok(self.dog.bounded(ServerWait::None, call).await??)
     }
 
     /// The command connection (for tools and tests that need raw commands).
@@ -439,9 +437,8 @@ impl RedisClient for FredClient {
 
     async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError> {
         let popped = self
-            .blocking_dog
+            .dog
             .bounded(
-                &self.blocking,
                 ServerWait::Blocks(timeout),
                 self.blocking
                     .blpop::<Value, _>(Bytes::copy_from_slice(key), timeout.as_secs_f64()),
@@ -462,9 +459,8 @@ impl RedisClient for FredClient {
         // nothing leaves the list (unlike BLPOP), so the reserve script that follows decides.
         let key = Bytes::copy_from_slice(key);
         let moved = self
-            .blocking_dog
+            .dog
             .bounded(
-                &self.blocking,
                 ServerWait::Blocks(timeout),
                 self.blocking.blmove::<Value, _, _>(
                     key.clone(),
@@ -505,9 +501,8 @@ impl RedisClient for FredClient {
         };
         let command = CustomCommand::new_static("WAIT", hash, false);
         let acked: i64 = self
-            .commands_dog
+            .dog
             .bounded(
-                &self.commands,
                 ServerWait::Blocks(timeout.max(Duration::from_millis(1))),
                 self.commands
                     .custom(command, vec![i64::from(replicas), millis]),

@@ -5,7 +5,9 @@
 //! work among them, so the transport bounds each call itself: the time the server may
 //! legitimately take (a blocking command's timeout, `WAIT`'s timeout) plus
 //! [`reply_timeout`](crate::RedisOptions::reply_timeout). A call past it fails with a transient
-//! [`RedisError::Connection`] and its client is made to reconnect.
+//! [`RedisError::Connection`] and the client's connections are made to reconnect: all of them,
+//! since they take the same route to the same server (a worker idle in its blocking wait would
+//! otherwise find its command connection dead only on its next call, one more margin later).
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -41,27 +43,35 @@ pub(crate) fn reply_limit(wait: ServerWait, margin: Option<Duration>) -> Option<
     }
 }
 
-/// One fred client's watchdog: the margin, and when it last forced a reconnection (one
-/// reconnection per margin at most: the calls that time out together on one dead connection
-/// must not each open a new one).
-#[derive(Debug)]
+/// The watchdog of a set of fred clients to one server: the margin, the clients, and when it
+/// last forced a reconnection (one per margin at most: the calls that time out together on one
+/// dead connection must not each open a new one).
 pub(crate) struct Watchdog {
     margin: Option<Duration>,
+    clients: Vec<fred::clients::Client>,
     forced: Mutex<Option<Instant>>,
 }
 
+impl std::fmt::Debug for Watchdog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watchdog")
+            .field("margin", &self.margin)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Watchdog {
-    pub(crate) fn new(margin: Option<Duration>) -> Watchdog {
+    pub(crate) fn new(margin: Option<Duration>, clients: Vec<fred::clients::Client>) -> Watchdog {
         Watchdog {
             margin,
+            clients,
             forced: Mutex::new(None),
         }
     }
 
-    /// Runs `call` within its [`reply_limit`]; past it, makes `client` reconnect and fails.
+    /// Runs `call` within its [`reply_limit`]; past it, makes every client reconnect and fails.
     pub(crate) async fn bounded<T>(
         &self,
-        client: &fred::clients::Client,
         wait: ServerWait,
         call: impl Future<Output = Result<T, fred::error::Error>>,
     ) -> Result<Result<T, fred::error::Error>, RedisError> {
@@ -76,12 +86,14 @@ impl Watchdog {
                         limit_ms = limit.as_millis() as u64,
                         "no Redis reply within the limit: the connection is replaced"
                     );
-                    let client = client.clone();
-                    // Not awaited: the router may sit in its reconnect back-off for seconds,
-                    // and this call's caller should hear of the failure now.
-                    tokio::spawn(async move {
-                        let _ = client.force_reconnection().await;
-                    });
+                    for client in &self.clients {
+                        let client = client.clone();
+                        // Not awaited: the router may sit in its reconnect back-off for
+                        // seconds, and this call's caller should hear of the failure now.
+                        tokio::spawn(async move {
+                            let _ = client.force_reconnection().await;
+                        });
+                    }
                 }
                 Err(RedisError::Connection(format!(
                     "no reply within {} ms (the server's own wait plus reply_timeout_ms): the \
@@ -150,7 +162,7 @@ mod tests {
 
     #[test]
     fn calls_that_time_out_together_force_one_reconnection() {
-        let dog = Watchdog::new(MARGIN);
+        let dog = Watchdog::new(MARGIN, Vec::new());
         let t0 = Instant::now();
         assert!(dog.should_force(t0));
         assert!(!dog.should_force(t0 + Duration::from_millis(10)));
@@ -164,16 +176,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_reply_within_the_limit_is_passed_through() {
-        let dog = Watchdog::new(Some(Duration::from_millis(50)));
-        let client = fred::clients::Client::default();
+        let dog = Watchdog::new(Some(Duration::from_millis(50)), Vec::new());
         let ok = dog
-            .bounded(&client, ServerWait::None, async {
-                Ok::<_, fred::error::Error>(7)
-            })
+            .bounded(ServerWait::None, async { Ok::<_, fred::error::Error>(7) })
             .await;
         assert_eq!(ok.ok().and_then(Result::ok), Some(7));
         let late = dog
-            .bounded(&client, ServerWait::None, async {
+            .bounded(ServerWait::None, async {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 Ok::<_, fred::error::Error>(7)
             })
