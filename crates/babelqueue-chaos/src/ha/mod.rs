@@ -109,6 +109,8 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::RedisLaravel, true)),
         Arc::new(proxied::Proxied::new(Broker::Rabbitmq, true)),
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
+        Arc::new(proxied::Proxied::new(Broker::Artemis, false)),
+        Arc::new(proxied::Proxied::new(Broker::Sqs, false)),
         Arc::new(silent::Silent::new(Broker::Redis, true)),
         Arc::new(silent::Silent::new(Broker::Rabbitmq, false)),
         Arc::new(silent::Silent::new(Broker::Nats, false)),

@@ -10,9 +10,10 @@ use super::toxiproxy::{self, Toxiproxy};
 use super::{Deployment, Topology};
 use crate::brokers::{Broker, Env};
 
-/// `redis`, `redis-laravel` (the same Redis, the Laravel layout), `rabbitmq` or `nats`, behind
+/// `redis`, `redis-laravel` (the same Redis, the Laravel layout), `rabbitmq`, `nats`, `artemis`
+/// (AMQP 1.0) or `sqs` (moto, HTTP: the proxy is in front of the URL's `endpoint=`), behind
 /// Toxiproxy. (Kafka and Pulsar cannot sit behind a plain TCP proxy: their clients are sent on
-/// to the address the broker advertises.)
+/// to the address the broker advertises, so the worker's traffic would go around the proxy.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Proxied {
     broker: Broker,
@@ -27,10 +28,20 @@ impl Proxied {
 
     fn default_port(self) -> u16 {
         match self.broker {
-            Broker::Rabbitmq => 5672,
+            Broker::Rabbitmq | Broker::Artemis => 5672,
             Broker::Nats => 4222,
+            Broker::Sqs => 80,
             _ => 6379,
         }
+    }
+
+    /// The URL whose authority the proxy stands in for: the broker URL itself, or for SQS the
+    /// HTTP endpoint its `endpoint=` names.
+    fn proxied_url(self, direct: &str) -> Result<String, String> {
+        if self.broker != Broker::Sqs {
+            return Ok(direct.to_owned());
+        }
+        sqs_endpoint(direct).map(str::to_owned)
     }
 }
 
@@ -48,6 +59,8 @@ impl Topology for Proxied {
         match self.broker {
             Broker::Rabbitmq => &["rabbitmq", "toxiproxy"],
             Broker::Nats => &["nats", "toxiproxy"],
+            Broker::Artemis => &["artemis", "toxiproxy"],
+            Broker::Sqs => &["sqs", "toxiproxy"],
             _ => &["redis", "toxiproxy"],
         }
     }
@@ -63,9 +76,13 @@ impl Topology for Proxied {
     async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String> {
         let proxy = Toxiproxy::from_env(env)?;
         let direct = env.base_url(self.broker)?;
-        let upstream = toxiproxy::authority(&direct, self.default_port())?;
+        let proxied = self.proxied_url(&direct)?;
+        let upstream = toxiproxy::authority(&proxied, self.default_port())?;
         let listen = proxy.create_proxy(row, &upstream).await?;
-        let worker = toxiproxy::redirect(&direct, &listen)?;
+        let worker = match self.broker {
+            Broker::Sqs => direct.replacen(&proxied, &toxiproxy::redirect(&proxied, &listen)?, 1),
+            _ => toxiproxy::redirect(&direct, &listen)?,
+        };
         Ok(Box::new(ProxiedRow {
             proxy,
             name: row.to_owned(),
@@ -74,6 +91,19 @@ impl Topology for Proxied {
             worker,
         }))
     }
+}
+
+/// The `endpoint=` of an `sqs://region?endpoint=http://host:port` URL (as written: the test
+/// endpoint is not percent-encoded).
+fn sqs_endpoint(url: &str) -> Result<&str, String> {
+    let (_, query) = url
+        .split_once('?')
+        .ok_or_else(|| format!("no endpoint= in {url}: SQS itself cannot be proxied"))?;
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("endpoint="))
+        .filter(|e| e.starts_with("http://"))
+        .ok_or_else(|| format!("no http:// endpoint= in {url}: SQS itself cannot be proxied"))
 }
 
 /// One row's proxy.
@@ -143,5 +173,35 @@ impl Deployment for ProxiedRow {
     async fn teardown(&self) {
         // Deleting the proxy drops its toxics and closes whatever still goes through it.
         let _ = self.proxy.delete_proxy(&self.name).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sqs_worker_goes_to_the_proxy_through_its_endpoint() {
+        let direct = "sqs://us-east-1?endpoint=http://127.0.0.1:5000&visibility_timeout=2";
+        let sqs = Proxied::new(Broker::Sqs, false);
+        let proxied = sqs.proxied_url(direct).unwrap();
+        assert_eq!(proxied, "http://127.0.0.1:5000");
+        assert_eq!(
+            toxiproxy::authority(&proxied, sqs.default_port()).as_deref(),
+            Ok("127.0.0.1:5000")
+        );
+        let listen = "127.0.0.1:41000";
+        let worker = direct.replacen(&proxied, &toxiproxy::redirect(&proxied, listen).unwrap(), 1);
+        assert_eq!(
+            worker,
+            "sqs://us-east-1?endpoint=http://127.0.0.1:41000&visibility_timeout=2"
+        );
+        assert!(sqs.proxied_url("sqs://us-east-1").is_err(), "real SQS");
+        let amqp = Proxied::new(Broker::Artemis, false);
+        assert_eq!(
+            amqp.proxied_url("artemis://bq:bq@127.0.0.1:5673")
+                .as_deref(),
+            Ok("artemis://bq:bq@127.0.0.1:5673")
+        );
     }
 }
