@@ -25,24 +25,6 @@ impl Proxied {
     pub(crate) fn new(broker: Broker, in_short: bool) -> Proxied {
         Proxied { broker, in_short }
     }
-
-    fn default_port(self) -> u16 {
-        match self.broker {
-            Broker::Rabbitmq | Broker::Artemis => 5672,
-            Broker::Nats => 4222,
-            Broker::Sqs => 80,
-            _ => 6379,
-        }
-    }
-
-    /// The URL whose authority the proxy stands in for: the broker URL itself, or for SQS the
-    /// HTTP endpoint its `endpoint=` names.
-    fn proxied_url(self, direct: &str) -> Result<String, String> {
-        if self.broker != Broker::Sqs {
-            return Ok(direct.to_owned());
-        }
-        sqs_endpoint(direct).map(str::to_owned)
-    }
 }
 
 #[async_trait]
@@ -76,20 +58,54 @@ impl Topology for Proxied {
     async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String> {
         let proxy = Toxiproxy::from_env(env)?;
         let direct = env.base_url(self.broker)?;
-        let proxied = self.proxied_url(&direct)?;
-        let upstream = toxiproxy::authority(&proxied, self.default_port())?;
-        let listen = proxy.create_proxy(row, &upstream).await?;
-        let worker = match self.broker {
-            Broker::Sqs => direct.replacen(&proxied, &toxiproxy::redirect(&proxied, &listen)?, 1),
-            _ => toxiproxy::redirect(&direct, &listen)?,
-        };
+        let front = Front::of(self.broker, &direct)?;
+        let listen = proxy.create_proxy(row, &front.upstream).await?;
+        let worker = front.worker(&listen)?;
         Ok(Box::new(ProxiedRow {
             proxy,
             name: row.to_owned(),
             listen,
             direct,
             worker,
+            per_request: self.broker == Broker::Sqs,
         }))
+    }
+}
+
+/// A forwarder in front of a broker: the `host:port` it forwards to, and the worker's URL through
+/// it. For SQS it stands in for the HTTP endpoint the URL's `endpoint=` names.
+#[derive(Debug, Clone)]
+pub(super) struct Front {
+    direct: String,
+    /// The URL whose authority the forwarder replaces (the broker URL, or SQS' endpoint).
+    proxied: String,
+    pub(super) upstream: String,
+}
+
+impl Front {
+    pub(super) fn of(broker: Broker, direct: &str) -> Result<Front, String> {
+        let proxied = match broker {
+            Broker::Sqs => sqs_endpoint(direct)?.to_owned(),
+            _ => direct.to_owned(),
+        };
+        let default_port = match broker {
+            Broker::Rabbitmq | Broker::Artemis => 5672,
+            Broker::Nats => 4222,
+            Broker::Sqs => 80,
+            _ => 6379,
+        };
+        let upstream = toxiproxy::authority(&proxied, default_port)?;
+        Ok(Front {
+            direct: direct.to_owned(),
+            proxied,
+            upstream,
+        })
+    }
+
+    /// The worker's URL through a forwarder listening on `listen`.
+    pub(super) fn worker(&self, listen: &str) -> Result<String, String> {
+        let through = toxiproxy::redirect(&self.proxied, listen)?;
+        Ok(self.direct.replacen(&self.proxied, &through, 1))
     }
 }
 
@@ -114,6 +130,10 @@ struct ProxiedRow {
     listen: String,
     direct: String,
     worker: String,
+    /// Whether the server closes every connection after its response (moto's HTTP server sends
+    /// `Connection: close`): then the proxy's count is a count of requests, not of reconnections,
+    /// and says nothing of a storm.
+    per_request: bool,
 }
 
 impl ProxiedRow {
@@ -138,6 +158,13 @@ impl Deployment for ProxiedRow {
     }
 
     fn counting(&self) -> String {
+        if self.per_request {
+            return format!(
+                "not counted: the server behind proxy {} closes every connection after its \
+                 response (Connection: close), so each request is a connection",
+                self.name
+            );
+        }
         format!(
             "counted at Toxiproxy: its log's \"Accepted client\" lines for proxy {} on {}, \
              which only the worker connects through",
@@ -146,6 +173,9 @@ impl Deployment for ProxiedRow {
     }
 
     async fn connects(&self) -> Result<Option<u64>, String> {
+        if self.per_request {
+            return Ok(None);
+        }
         self.proxy.accepted(&self.name).await.map(Some)
     }
 
@@ -183,25 +213,23 @@ mod tests {
     #[test]
     fn the_sqs_worker_goes_to_the_proxy_through_its_endpoint() {
         let direct = "sqs://us-east-1?endpoint=http://127.0.0.1:5000&visibility_timeout=2";
-        let sqs = Proxied::new(Broker::Sqs, false);
-        let proxied = sqs.proxied_url(direct).unwrap();
-        assert_eq!(proxied, "http://127.0.0.1:5000");
+        let front = Front::of(Broker::Sqs, direct).unwrap();
+        assert_eq!(front.upstream, "127.0.0.1:5000");
         assert_eq!(
-            toxiproxy::authority(&proxied, sqs.default_port()).as_deref(),
-            Ok("127.0.0.1:5000")
+            front.worker("127.0.0.1:41000").as_deref(),
+            Ok("sqs://us-east-1?endpoint=http://127.0.0.1:41000&visibility_timeout=2")
         );
-        let listen = "127.0.0.1:41000";
-        let worker = direct.replacen(&proxied, &toxiproxy::redirect(&proxied, listen).unwrap(), 1);
+        assert!(
+            Front::of(Broker::Sqs, "sqs://us-east-1").is_err(),
+            "real SQS"
+        );
+        let front = Front::of(Broker::Artemis, "artemis://bq:bq@127.0.0.1:5673").unwrap();
+        assert_eq!(front.upstream, "127.0.0.1:5673");
         assert_eq!(
-            worker,
-            "sqs://us-east-1?endpoint=http://127.0.0.1:41000&visibility_timeout=2"
+            front.worker("127.0.0.1:41001").as_deref(),
+            Ok("artemis://bq:bq@127.0.0.1:41001")
         );
-        assert!(sqs.proxied_url("sqs://us-east-1").is_err(), "real SQS");
-        let amqp = Proxied::new(Broker::Artemis, false);
-        assert_eq!(
-            amqp.proxied_url("artemis://bq:bq@127.0.0.1:5673")
-                .as_deref(),
-            Ok("artemis://bq:bq@127.0.0.1:5673")
-        );
+        let front = Front::of(Broker::Redis, "redis://127.0.0.1").unwrap();
+        assert_eq!(front.upstream, "127.0.0.1:6379", "the scheme's port");
     }
 }

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use super::faults::{Action, Fault, RecoveryFrom, STORM_THRESHOLD};
 use super::freezer::Freezer;
-use super::toxiproxy;
+use super::proxied::Front;
 use super::{Deployment, Topology};
 use crate::brokers::{Broker, Env};
 
@@ -19,7 +19,7 @@ use crate::brokers::{Broker, Env};
 /// nothing: the frozen connections stay frozen until the row ends).
 const HOLD: Duration = Duration::from_secs(30);
 
-/// `redis-silent`, `rabbitmq-silent`, `nats-silent`.
+/// `redis-silent`, `rabbitmq-silent`, `nats-silent`, `sqs-silent`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Silent {
     broker: Broker,
@@ -39,19 +39,14 @@ impl Silent {
     ///   the broker (the transport asks for a 10 s heartbeat: 20 s), then reconnects: bound 30 s.
     /// * NATS: async-nats reconnects after two pings without a pong (the transport pings every
     ///   10 s: 20 to 30 s), then a new pull: bound 40 s.
+    /// * SQS (moto, HTTP): a request whose response never comes ends with the SDK's own
+    ///   timeouts; every request opens a new connection (moto closes each after its response),
+    ///   so only the requests in flight are frozen: bound 30 s.
     pub(crate) fn bound(broker: Broker) -> Duration {
         match broker {
-            Broker::Rabbitmq => Duration::from_secs(30),
+            Broker::Rabbitmq | Broker::Sqs => Duration::from_secs(30),
             Broker::Nats => Duration::from_secs(40),
             _ => Duration::from_secs(10),
-        }
-    }
-
-    fn default_port(self) -> u16 {
-        match self.broker {
-            Broker::Rabbitmq => 5672,
-            Broker::Nats => 4222,
-            _ => 6379,
         }
     }
 
@@ -81,6 +76,7 @@ impl Topology for Silent {
         match self.broker {
             Broker::Rabbitmq => "rabbitmq-silent",
             Broker::Nats => "nats-silent",
+            Broker::Sqs => "sqs-silent",
             _ => "redis-silent",
         }
     }
@@ -93,6 +89,7 @@ impl Topology for Silent {
         match self.broker {
             Broker::Rabbitmq => &["rabbitmq"],
             Broker::Nats => &["nats"],
+            Broker::Sqs => &["sqs"],
             _ => &["redis"],
         }
     }
@@ -107,9 +104,9 @@ impl Topology for Silent {
 
     async fn deploy(&self, env: &Env, _row: &str) -> Result<Box<dyn Deployment>, String> {
         let direct = env.base_url(self.broker)?;
-        let upstream = toxiproxy::authority(&direct, self.default_port())?;
-        let freezer = Freezer::start(&upstream).await?;
-        let worker = toxiproxy::redirect(&direct, freezer.listen())?;
+        let front = Front::of(self.broker, &direct)?;
+        let freezer = Freezer::start(&front.upstream).await?;
+        let worker = front.worker(freezer.listen())?;
         Ok(Box::new(SilentRow {
             freezer,
             direct,
