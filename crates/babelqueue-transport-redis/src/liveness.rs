@@ -86,7 +86,9 @@ impl Watchdog {
                         limit_ms = limit.as_millis() as u64,
                         "no Redis reply within the limit: the connection is replaced"
                     );
-                    for client in &self.clients {
+                    // A client already reconnecting is left to it: forcing would restart its
+                    // attempt (one more connection each time) while the route stays dead.
+                    for client in self.clients.iter().filter(|c| c.is_connected()) {
                         let client = client.clone();
                         // Not awaited: the router may sit in its reconnect back-off for
                         // seconds, and this call's caller should hear of the failure now.
