@@ -114,6 +114,7 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(silent::Silent::new(Broker::Redis, true)),
         Arc::new(silent::Silent::new(Broker::Rabbitmq, false)),
         Arc::new(silent::Silent::new(Broker::Nats, false)),
+        Arc::new(silent::Silent::new(Broker::Artemis, false)),
         Arc::new(silent::Silent::new(Broker::Sqs, false)),
     ]
 }

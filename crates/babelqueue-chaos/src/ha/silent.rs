@@ -19,7 +19,7 @@ use crate::brokers::{Broker, Env};
 /// nothing: the frozen connections stay frozen until the row ends).
 const HOLD: Duration = Duration::from_secs(30);
 
-/// `redis-silent`, `rabbitmq-silent`, `nats-silent`, `sqs-silent`.
+/// `redis-silent`, `rabbitmq-silent`, `nats-silent`, `artemis-silent`, `sqs-silent`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Silent {
     broker: Broker,
@@ -39,12 +39,14 @@ impl Silent {
     ///   the broker (the transport asks for a 10 s heartbeat: 20 s), then reconnects: bound 30 s.
     /// * NATS: async-nats reconnects after two pings without a pong (the transport pings every
     ///   10 s: 20 to 30 s), then a new pull: bound 40 s.
-    /// * SQS (moto, HTTP): a request whose response never comes ends with the SDK's own
-    ///   timeouts; every request opens a new connection (moto closes each after its response),
-    ///   so only the requests in flight are frozen: bound 30 s.
+    /// * SQS (moto, HTTP): a response may take the long poll's wait plus 10 s before the call is
+    ///   abandoned with its connection; every request opens a new connection (moto closes each
+    ///   after its response), so only the requests in flight are frozen: bound 30 s.
+    /// * Artemis (AMQP 1.0): the same 30 s as RabbitMQ; what the transport does is what the row
+    ///   measures.
     pub(crate) fn bound(broker: Broker) -> Duration {
         match broker {
-            Broker::Rabbitmq | Broker::Sqs => Duration::from_secs(30),
+            Broker::Rabbitmq | Broker::Sqs | Broker::Artemis => Duration::from_secs(30),
             Broker::Nats => Duration::from_secs(40),
             _ => Duration::from_secs(10),
         }
@@ -77,6 +79,7 @@ impl Topology for Silent {
             Broker::Rabbitmq => "rabbitmq-silent",
             Broker::Nats => "nats-silent",
             Broker::Sqs => "sqs-silent",
+            Broker::Artemis => "artemis-silent",
             _ => "redis-silent",
         }
     }
@@ -90,6 +93,7 @@ impl Topology for Silent {
             Broker::Rabbitmq => &["rabbitmq"],
             Broker::Nats => &["nats"],
             Broker::Sqs => &["sqs"],
+            Broker::Artemis => &["artemis"],
             _ => &["redis"],
         }
     }
@@ -111,6 +115,7 @@ impl Topology for Silent {
             freezer,
             direct,
             worker,
+            per_request: self.broker == Broker::Sqs,
         }))
     }
 }
@@ -121,6 +126,9 @@ struct SilentRow {
     freezer: Freezer,
     direct: String,
     worker: String,
+    /// moto closes every connection after its response: a count would be of requests (see
+    /// [`super::proxied`]).
+    per_request: bool,
 }
 
 #[async_trait]
@@ -134,6 +142,11 @@ impl Deployment for SilentRow {
     }
 
     fn counting(&self) -> String {
+        if self.per_request {
+            return "not counted: the server closes every connection after its response \
+                    (Connection: close), so each request is a connection"
+                .to_owned();
+        }
         format!(
             "counted by the harness' forwarder on {}, which only the worker connects through",
             self.freezer.listen()
@@ -141,7 +154,7 @@ impl Deployment for SilentRow {
     }
 
     async fn connects(&self) -> Result<Option<u64>, String> {
-        Ok(Some(self.freezer.accepted()))
+        Ok((!self.per_request).then(|| self.freezer.accepted()))
     }
 
     async fn inject(&self, fault: &Fault) -> Result<(), String> {
