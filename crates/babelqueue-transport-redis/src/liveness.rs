@@ -189,7 +189,9 @@ mod tests {
                 Ok::<_, fred::error::Error>(7)
             })
             .await;
-        let error = late.err().expect("timed out");
+        let Err(error) = late else {
+            panic!("a late reply must time out");
+        };
         assert!(error.is_transient(), "{error}");
         assert!(
             error.to_string().contains("no reply within 50 ms"),

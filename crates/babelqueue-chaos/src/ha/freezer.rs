@@ -26,9 +26,11 @@ pub(crate) struct Freezer {
 #[derive(Debug, Default)]
 struct State {
     accepted: AtomicU64,
-    /// One flag per connection accepted so far, and its two forwarding tasks.
-    conns: Mutex<Vec<(Arc<AtomicBool>, Vec<JoinHandle<()>>)>>,
+    conns: Mutex<Vec<Conn>>,
 }
+
+/// One connection accepted so far: its freeze flag and its two forwarding tasks.
+type Conn = (Arc<AtomicBool>, Vec<JoinHandle<()>>);
 
 impl Freezer {
     /// Listens on a free port of 127.0.0.1, forwarding to `upstream` (`host:port`).

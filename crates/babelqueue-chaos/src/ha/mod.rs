@@ -586,9 +586,10 @@ mod tests {
     #[test]
     fn a_silent_fault_recovers_on_a_message_published_after_it() {
         let mut tally = Tally::default();
+        let fresh: BTreeSet<&str> = ["id-6500", "id-4000"].into_iter().collect();
+        assert_eq!(first_fresh_call_after(&tally, 1_000, &fresh), None);
         // id-1200 was published before the freeze and handled after it (a call under way).
         tally.all = vec![call(1_200), call(6_500), call(4_000)];
-        let fresh: BTreeSet<&str> = ["id-6500", "id-4000"].into_iter().collect();
         assert_eq!(
             first_fresh_call_after(&tally, 1_000, &fresh),
             Some(Duration::from_millis(3_000))
