@@ -42,8 +42,8 @@ impl Silent {
     /// * SQS (moto, HTTP): a response may take the long poll's wait plus 10 s before the call is
     ///   abandoned with its connection; every request opens a new connection (moto closes each
     ///   after its response), so only the requests in flight are frozen: bound 30 s.
-    /// * Artemis (AMQP 1.0): the same 30 s as RabbitMQ; what the transport does is what the row
-    ///   measures.
+    /// * Artemis (AMQP 1.0): the transport offers a 10 s idle timeout, after which a connection
+    ///   that brought nothing is closed, then reconnects: bound 30 s, as RabbitMQ's.
     pub(crate) fn bound(broker: Broker) -> Duration {
         match broker {
             Broker::Rabbitmq | Broker::Sqs | Broker::Artemis => Duration::from_secs(30),
