@@ -185,6 +185,7 @@ impl fmt::Debug for LapinClient {
         f.debug_struct("LapinClient")
             .field("hosts", &hosts)
             .field("vhost", &self.uri.vhost)
+            .field("heartbeat", &self.uri.query.heartbeat)
             .field("name", &self.name)
             .field("extra_ca", &self.tls.cert_chain.is_some())
             .field("client_certificate", &self.tls.identity.is_some())

@@ -172,4 +172,4 @@ pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, L
 pub use error::AmqpError;
 pub use topology::QueueType;
 pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT};
-pub use url::{AmqpHost, AmqpUrl};
+pub use url::{AmqpHost, AmqpUrl, DEFAULT_HEARTBEAT};

@@ -74,5 +74,5 @@ mod transport;
 
 pub use async_nats;
 pub use error::NatsError;
-pub use projection::{NatsOptions, Storage};
+pub use projection::{DEFAULT_PING_INTERVAL, NatsOptions, Storage};
 pub use transport::NatsTransport;

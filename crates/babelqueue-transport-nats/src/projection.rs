@@ -76,6 +76,12 @@ pub struct NatsOptions {
     /// The connect timeout, and how long a JetStream request, a publish acknowledgement or a
     /// confirmed ack may take (`timeout=` seconds, default 5).
     pub timeout: Duration,
+    /// How often the client pings the server (`ping_interval=` seconds, default
+    /// [`DEFAULT_PING_INTERVAL`]): async-nats reconnects when a third ping finds two still
+    /// unanswered, so this is what notices a connection whose packets vanish without a reset or
+    /// a close, after two to three intervals (async-nats' own default is 60 s: two to three
+    /// minutes of a worker handling nothing).
+    pub ping_interval: Duration,
     /// Require TLS (`tls=1`).
     pub tls: bool,
     /// A PEM file of root certificates to trust (`ca_file=`, or its deprecated older name
@@ -87,6 +93,10 @@ pub struct NatsOptions {
     /// A PEM file of the client certificate's private key (`key_file=`).
     pub key_file: Option<PathBuf>,
 }
+
+/// The default [`NatsOptions::ping_interval`]: a silently dead connection is left within 20 to
+/// 30 s, at the cost of one `PING`/`PONG` pair (a dozen bytes) every 10 s per connection.
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Default for NatsOptions {
     fn default() -> NatsOptions {
@@ -103,6 +113,7 @@ impl Default for NatsOptions {
             storage: Storage::File,
             replicas: 1,
             timeout: Duration::from_secs(5),
+            ping_interval: DEFAULT_PING_INTERVAL,
             tls: false,
             ca_file: None,
             cert_file: None,
@@ -127,6 +138,7 @@ impl fmt::Debug for NatsOptions {
             .field("storage", &self.storage)
             .field("replicas", &self.replicas)
             .field("timeout", &self.timeout)
+            .field("ping_interval", &self.ping_interval)
             .field("tls", &self.tls)
             .field("ca_file", &self.ca_file)
             .field("cert_file", &self.cert_file)
@@ -142,7 +154,7 @@ impl NatsOptions {
     /// apply to every server.
     ///
     /// Options: `stream_prefix`, `subject_prefix`, `consumer`, `ack_wait`,
-    /// `timeout` (seconds, decimals allowed), `storage` (`file`, `memory`), `replicas`, `token`,
+    /// `timeout` and `ping_interval` (seconds, decimals allowed), `storage` (`file`, `memory`), `replicas`, `token`,
     /// `tls` (`1`/`true`/`yes`/`on`, `0`/`false`/`no`/`off`), `ca_file` (a path; `tls_ca` is its deprecated
     /// older name), `cert_file` and `key_file` (paths, for mutual TLS). An unknown
     /// option, a repeated one or a value out of range is a [`NatsError::Config`]; no error
@@ -255,6 +267,12 @@ impl NatsOptions {
                 self.timeout = seconds(value)?;
                 if self.timeout < Duration::from_millis(1) {
                     return Err("the timeout must be at least 0.001 s".to_owned());
+                }
+            }
+            "ping_interval" => {
+                self.ping_interval = seconds(value)?;
+                if self.ping_interval < Duration::from_millis(100) {
+                    return Err("the ping interval must be at least 0.1 s".to_owned());
                 }
             }
             "storage" => {
@@ -555,6 +573,15 @@ mod tests {
         let o = NatsOptions::from_url("nats://127.0.0.1").unwrap();
         assert_eq!(o, NatsOptions::default());
         assert_eq!(o.host(), "127.0.0.1:4222");
+        assert_eq!(
+            o.ping_interval,
+            Duration::from_secs(10),
+            "not async-nats' 60 s"
+        );
+        let o = NatsOptions::from_url("nats://h?ping_interval=2.5").unwrap();
+        assert_eq!(o.ping_interval, Duration::from_millis(2500));
+        let err = NatsOptions::from_url("nats://h?ping_interval=0").unwrap_err();
+        assert!(err.to_string().contains("ping interval"), "{err}");
 
         let o = NatsOptions::from_url(
             "nats://app:s%40cret@nats.example:4333/?stream_prefix=Q-&subject_prefix=babel.q\

@@ -100,6 +100,7 @@ impl NatsTransport {
             .name("babelqueue")
             .connection_timeout(options.timeout)
             .request_timeout(Some(options.timeout))
+            .ping_interval(options.ping_interval)
             .event_callback(move |event| {
                 if matches!(event, Event::Disconnected) {
                     dropped.send_modify(|n| *n = n.wrapping_add(1));

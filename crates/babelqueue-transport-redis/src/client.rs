@@ -14,6 +14,7 @@ use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
 use crate::error::RedisError;
+use crate::liveness::{DEFAULT_REPLY_TIMEOUT, ServerWait, Watchdog};
 use crate::scripts::LuaScript;
 use crate::topology::Topology;
 
@@ -137,12 +138,16 @@ pub trait RedisClient: Send + Sync + fmt::Debug {
 
 /// [`RedisClient`] over `fred`: one connection for commands and scripts, and a second one for
 /// the blocking waits (BLPOP, BLMOVE) so a blocked wait never delays a settle. Both reconnect on their own (exponential
-/// back-off up to 5 s), so a Redis restart does not stop a worker.
+/// back-off up to 5 s), so a Redis restart does not stop a worker. Every call is bounded (see
+/// [`liveness`](crate::liveness)): a reply later than the server's own wait plus the reply
+/// timeout fails the call and replaces the connection, so a silent black hole ends too.
 pub struct FredClient {
     /// Whether the servers are a Redis Cluster (`WAIT` then goes to the node of a key's slot).
     clustered: bool,
     commands: fred::clients::Client,
     blocking: fred::clients::Client,
+    /// The reply bound of every call, on either connection.
+    dog: Watchdog,
     scripts: Arc<Vec<(&'static str, Script)>>,
     /// Through Sentinel: the subscription that reconnects both clients to a new master.
     watcher: Option<crate::watch::Watcher>,
@@ -229,13 +234,36 @@ impl FredClient {
             .iter()
             .map(|s| (s.name, Script::from_lua(s.lua)))
             .collect();
+        let dog = Watchdog::new(
+            Some(DEFAULT_REPLY_TIMEOUT),
+            vec![commands.clone(), blocking.clone()],
+        );
         Ok(FredClient {
             clustered,
             commands,
             blocking,
+            dog,
             scripts: Arc::new(scripts),
             watcher,
         })
+    }
+
+    /// How long past the server's own wait a reply may come before the call fails and the
+    /// connection is replaced (default [`DEFAULT_REPLY_TIMEOUT`]; `None`: wait for ever, as
+    /// before the bound existed). [`RedisOptions::reply_timeout`](crate::RedisOptions) sets it
+    /// for a transport.
+    #[must_use]
+    pub fn with_reply_timeout(mut self, margin: Option<Duration>) -> FredClient {
+        self.dog = Watchdog::new(margin, vec![self.commands.clone(), self.blocking.clone()]);
+        self
+    }
+
+    /// A call on the command connection, bounded.
+    async fn command<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, fred::error::Error>>,
+    ) -> Result<T, RedisError> {
+        Ok(self.dog.bounded(ServerWait::None, call).await??)
     }
 
     /// The command connection (for tools and tests that need raw commands).
@@ -359,55 +387,63 @@ impl RedisClient for FredClient {
             .into_iter()
             .map(|a| Value::Bytes(Bytes::from(a)))
             .collect();
-        let value: Value = compiled
-            .evalsha_with_reload(&self.commands, keys(k), args)
+        let value: Value = self
+            .command(compiled.evalsha_with_reload(&self.commands, keys(k), args))
             .await?;
         reply(value)
     }
 
     async fn rpush(&self, key: &[u8], value: &[u8]) -> Result<(), RedisError> {
         let _: i64 = self
-            .commands
-            .rpush(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value))
+            .command(
+                self.commands
+                    .rpush(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value)),
+            )
             .await?;
         Ok(())
     }
 
     async fn zadd(&self, key: &[u8], score: i64, member: &[u8]) -> Result<(), RedisError> {
         let _: Value = self
-            .commands
-            .zadd(
+            .command(self.commands.zadd(
                 Bytes::copy_from_slice(key),
                 None,
                 None,
                 false,
                 false,
                 (score as f64, Bytes::copy_from_slice(member)),
-            )
+            ))
             .await?;
         Ok(())
     }
 
     async fn zrem(&self, key: &[u8], member: &[u8]) -> Result<i64, RedisError> {
-        Ok(self
-            .commands
-            .zrem(Bytes::copy_from_slice(key), Bytes::copy_from_slice(member))
-            .await?)
+        self.command(
+            self.commands
+                .zrem(Bytes::copy_from_slice(key), Bytes::copy_from_slice(member)),
+        )
+        .await
     }
 
     async fn lrange(&self, key: &[u8], start: i64, stop: i64) -> Result<Vec<Vec<u8>>, RedisError> {
         let items: Vec<Bytes> = self
-            .commands
-            .lrange(Bytes::copy_from_slice(key), start, stop)
+            .command(
+                self.commands
+                    .lrange(Bytes::copy_from_slice(key), start, stop),
+            )
             .await?;
         Ok(items.into_iter().map(|b| b.to_vec()).collect())
     }
 
     async fn blpop(&self, key: &[u8], timeout: Duration) -> Result<(), RedisError> {
         let popped = self
-            .blocking
-            .blpop::<Value, _>(Bytes::copy_from_slice(key), timeout.as_secs_f64())
-            .await;
+            .dog
+            .bounded(
+                ServerWait::Blocks(timeout),
+                self.blocking
+                    .blpop::<Value, _>(Bytes::copy_from_slice(key), timeout.as_secs_f64()),
+            )
+            .await?;
         match popped {
             Ok(_) => Ok(()),
             // fred reports the server's nil reply (nothing arrived within the timeout) as a
@@ -423,15 +459,18 @@ impl RedisClient for FredClient {
         // nothing leaves the list (unlike BLPOP), so the reserve script that follows decides.
         let key = Bytes::copy_from_slice(key);
         let moved = self
-            .blocking
-            .blmove::<Value, _, _>(
-                key.clone(),
-                key,
-                fred::types::lists::LMoveDirection::Right,
-                fred::types::lists::LMoveDirection::Right,
-                timeout.as_secs_f64(),
+            .dog
+            .bounded(
+                ServerWait::Blocks(timeout),
+                self.blocking.blmove::<Value, _, _>(
+                    key.clone(),
+                    key,
+                    fred::types::lists::LMoveDirection::Right,
+                    fred::types::lists::LMoveDirection::Right,
+                    timeout.as_secs_f64(),
+                ),
             )
-            .await;
+            .await?;
         match moved {
             Ok(_) => Ok(()),
             // As for BLPOP: the nil reply of a wait that timed out comes back as Timeout.
@@ -462,9 +501,13 @@ impl RedisClient for FredClient {
         };
         let command = CustomCommand::new_static("WAIT", hash, false);
         let acked: i64 = self
-            .commands
-            .custom(command, vec![i64::from(replicas), millis])
-            .await?;
+            .dog
+            .bounded(
+                ServerWait::Blocks(timeout.max(Duration::from_millis(1))),
+                self.commands
+                    .custom(command, vec![i64::from(replicas), millis]),
+            )
+            .await??;
         Ok(acked)
     }
 

@@ -110,6 +110,12 @@ pub struct RedisOptions {
     /// How long a publish waits for `wait_replicas` confirmations (default
     /// [`DEFAULT_WAIT_TIMEOUT`]; at least 1 ms).
     pub wait_timeout: Duration,
+    /// How long past the server's own wait (a blocking wait's timeout, `WAIT`'s) a reply may
+    /// come before the call fails (a transient [`RedisError::Connection`]) and its connection is
+    /// replaced: what notices a connection whose packets vanish without a reset or a close.
+    /// Default [`DEFAULT_REPLY_TIMEOUT`](crate::liveness::DEFAULT_REPLY_TIMEOUT) (5 s); `None`
+    /// (URL `reply_timeout_ms=0`) waits for ever. See [`liveness`](crate::liveness).
+    pub reply_timeout: Option<Duration>,
     /// Keys laid out for Redis Cluster, every script's keys in one slot: set by a
     /// `redis+cluster://` URL. The reliable layout wraps a queue name without a hash tag in
     /// braces (`{orders}`, `{orders}:processing`, …); the Laravel layout refuses a queue whose
@@ -133,6 +139,7 @@ impl Default for RedisOptions {
             laravel_safe: LaravelSafe::Off,
             wait_replicas: 0,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            reply_timeout: Some(crate::liveness::DEFAULT_REPLY_TIMEOUT),
             cluster: false,
         }
     }
@@ -150,7 +157,8 @@ impl RedisOptions {
     /// (without BabelQueue's query keys) and the options those keys set: `laravel` /
     /// `laravel_compat` (boolean: `1`, `true`, `yes`, `on`), `prefix`, `retry_after` (whole
     /// seconds, or `null`/`none`), `laravel_safe` (`off`, `warn`, `refuse`; see
-    /// [`LaravelSafe`]), `wait_replicas` (a whole number of replicas) and `wait_timeout_ms`. A
+    /// [`LaravelSafe`]), `wait_replicas` (a whole number of replicas), `wait_timeout_ms` and
+    /// `reply_timeout_ms` (0: off; see [`reply_timeout`](RedisOptions::reply_timeout)). A
     /// `+cluster` scheme sets [`cluster`](RedisOptions::cluster).
     pub fn from_url(url: &str) -> Result<(String, RedisOptions), RedisError> {
         RedisOptions::from_url_onto(url, RedisOptions::default())
@@ -210,6 +218,14 @@ impl RedisOptions {
                                 "wait_timeout_ms must be a whole number of milliseconds >= 1; got {value:?}"
                             ))
                         })?;
+                }
+                "reply_timeout_ms" => {
+                    let ms = value.parse::<u64>().map_err(|_| {
+                        RedisError::Config(format!(
+                            "reply_timeout_ms must be a whole number of milliseconds (0: off); got {value:?}"
+                        ))
+                    })?;
+                    options.reply_timeout = (ms > 0).then(|| Duration::from_millis(ms));
                 }
                 _ => kept.push(pair),
             }
@@ -548,6 +564,19 @@ mod tests {
         assert_eq!(o.layout, Layout::Laravel);
         assert_eq!(o.prefix, "other:");
         assert_eq!(o.block_for, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn the_reply_timeout_defaults_to_5_s_and_the_url_sets_or_disables_it() {
+        let (_, o) = RedisOptions::from_url("redis://h").unwrap();
+        assert_eq!(o.reply_timeout, Some(Duration::from_secs(5)));
+        let (client, o) = RedisOptions::from_url("redis://h?reply_timeout_ms=1500&x=1").unwrap();
+        assert_eq!(client, "redis://h?x=1", "read, not passed to the client");
+        assert_eq!(o.reply_timeout, Some(Duration::from_millis(1500)));
+        let (_, o) = RedisOptions::from_url("redis://h?reply_timeout_ms=0").unwrap();
+        assert_eq!(o.reply_timeout, None, "0 turns it off");
+        let error = RedisOptions::from_url("redis://h?reply_timeout_ms=soon").unwrap_err();
+        assert!(error.to_string().contains("reply_timeout_ms"), "{error}");
     }
 
     #[test]

@@ -70,7 +70,10 @@
 //! `cert_file=` and `key_file=` present a client certificate for mutual TLS).
 //! `retry_after=null` (or `none`) disables recovery. `laravel_safe=off|warn|refuse` (default
 //! `off`; the Laravel layout only, anything else on the reliable layout is a configuration
-//! error). Other query keys go to the client.
+//! error). `reply_timeout_ms` (default 5000; 0: off) bounds every reply beyond the server's own
+//! wait: past it the call fails (transient) and the connection is replaced, so a connection
+//! whose packets vanish without a reset is left within that bound ([`liveness`]). Other query
+//! keys go to the client.
 //!
 //! # High availability: Sentinel, Cluster, `wait_replicas`
 //!
@@ -140,6 +143,7 @@ mod error;
 pub mod idempotency;
 mod inspect;
 pub mod layout;
+pub mod liveness;
 pub mod scripts;
 mod tls;
 pub mod topology;
@@ -217,6 +221,7 @@ pub struct RedisBuilder {
     processing_suffix: Option<String>,
     block_for: Option<Duration>,
     laravel_safe: Option<LaravelSafe>,
+    reply_timeout: Option<Option<Duration>>,
     tls: TlsFiles,
 }
 
@@ -232,6 +237,7 @@ impl fmt::Debug for RedisBuilder {
             .field("processing_suffix", &self.processing_suffix)
             .field("block_for", &self.block_for)
             .field("laravel_safe", &self.laravel_safe)
+            .field("reply_timeout", &self.reply_timeout)
             .field("tls", &self.tls)
             .finish()
     }
@@ -297,6 +303,13 @@ impl RedisBuilder {
         self.block_for = Some(block);
         self
     }
+    /// How long past the server's own wait a reply may come before the call fails and the
+    /// connection is replaced ([`RedisOptions::reply_timeout`]; `None`: wait for ever). The URL
+    /// query key `reply_timeout_ms` does the same.
+    pub fn reply_timeout(mut self, margin: Option<Duration>) -> Self {
+        self.reply_timeout = Some(margin);
+        self
+    }
     /// Laravel layout only: what a publish does with a body that Laravel's own scripts would
     /// change ([`LaravelSafe`]; the URL query key `laravel_safe` does the same). On the
     /// reliable layout anything but [`LaravelSafe::Off`] is a configuration error.
@@ -329,6 +342,9 @@ impl RedisBuilder {
         if let Some(mode) = self.laravel_safe {
             o.laravel_safe = mode;
         }
+        if let Some(margin) = self.reply_timeout {
+            o.reply_timeout = margin;
+        }
         o.validate()?;
         Ok((url, o))
     }
@@ -337,7 +353,9 @@ impl RedisBuilder {
     pub async fn connect(self) -> Result<RedisTransport, RedisError> {
         let (url, options) = self.options()?;
         let (url, files) = tls::take_tls_files(&url, self.tls.clone());
-        let client = FredClient::connect_with_tls(&url, &files).await?;
+        let client = FredClient::connect_with_tls(&url, &files)
+            .await?
+            .with_reply_timeout(options.reply_timeout);
         Ok(RedisTransport::with_client(Arc::new(client), options))
     }
 }
@@ -361,7 +379,9 @@ impl RedisTransport {
         let (url, options) = RedisOptions::from_url_onto(url, options)?;
         options.validate()?;
         let (url, files) = tls::take_tls_files(&url, TlsFiles::default());
-        let client = FredClient::connect_with_tls(&url, &files).await?;
+        let client = FredClient::connect_with_tls(&url, &files)
+            .await?
+            .with_reply_timeout(options.reply_timeout);
         Ok(RedisTransport::with_client(Arc::new(client), options))
     }
 
@@ -376,6 +396,7 @@ impl RedisTransport {
             processing_suffix: None,
             block_for: None,
             laravel_safe: None,
+            reply_timeout: None,
             tls: TlsFiles::default(),
         }
     }

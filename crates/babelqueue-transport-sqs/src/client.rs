@@ -6,11 +6,57 @@
 //! feature).
 
 use std::fmt;
+use std::future::Future;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName};
 
 use crate::error::{SqsError, from_sdk};
+
+/// How long past the server's own wait (a long poll's `WaitTimeSeconds`) a response may take.
+/// The SDK sets no such bound: a connection whose packets vanish without a reset or a close
+/// held a worker's receive, and so the worker, for ever (chaos `sqs-silent`). Past it the call
+/// fails with a transient [`SqsError::Timeout`] and its connection is dropped; the next request
+/// opens a new one. 10 s leaves room for the SDK's own retries of a slow but live endpoint.
+pub(crate) const REPLY_MARGIN: Duration = Duration::from_secs(10);
+
+/// [`REPLY_MARGIN`] on top of the server's own `wait`.
+fn reply_limit(wait: Duration) -> Duration {
+    wait.saturating_add(REPLY_MARGIN)
+}
+
+/// A call of the SDK, bounded by [`reply_limit`].
+trait Within: Future + Sized {
+    async fn within(
+        self,
+        operation: &'static str,
+        wait: Duration,
+    ) -> Result<Self::Output, SqsError> {
+        deadline(self, operation, reply_limit(wait)).await
+    }
+}
+
+impl<F: Future> Within for F {}
+
+/// `call`, failed with a transient [`SqsError::Timeout`] when it takes longer than `limit`.
+async fn deadline<F: Future>(
+    call: F,
+    operation: &'static str,
+    limit: Duration,
+) -> Result<F::Output, SqsError> {
+    tokio::time::timeout(limit, call)
+        .await
+        .map_err(|_| SqsError::Timeout {
+            operation,
+            message: format!(
+                "no response within {:.1} s (the server's own wait plus {} s): the request is \
+                     abandoned and its connection dropped",
+                limit.as_secs_f64(),
+                REPLY_MARGIN.as_secs()
+            ),
+        })
+}
 use crate::projection::{AttributeValue, Attributes};
 
 /// A `SendMessage` request.
@@ -244,7 +290,8 @@ impl SqsClient for AwsSqs {
             .get_queue_url()
             .queue_name(name)
             .send()
-            .await
+            .within("GetQueueUrl", Duration::ZERO)
+            .await?
             .map_err(|e| from_sdk("GetQueueUrl", name, &self.endpoint, &e))?;
         out.queue_url()
             .map(str::to_owned)
@@ -267,7 +314,8 @@ impl SqsClient for AwsSqs {
             call = call.message_attributes(name, to_sdk(value)?);
         }
         call.send()
-            .await
+            .within("SendMessage", Duration::ZERO)
+            .await?
             .map_err(|e| from_sdk("SendMessage", &request.queue_url, &self.endpoint, &e))?;
         Ok(())
     }
@@ -276,6 +324,7 @@ impl SqsClient for AwsSqs {
         &self,
         request: ReceiveMessage,
     ) -> Result<Vec<ReceivedMessage>, SqsError> {
+        let wait = Duration::from_secs(u64::try_from(request.wait_time_seconds).unwrap_or(0));
         let out = self
             .client
             .receive_message()
@@ -286,7 +335,8 @@ impl SqsClient for AwsSqs {
             .message_attribute_names("All")
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
-            .await
+            .within("ReceiveMessage", wait)
+            .await?
             .map_err(|e| from_sdk("ReceiveMessage", &request.queue_url, &self.endpoint, &e))?;
         Ok(out
             .messages
@@ -319,7 +369,8 @@ impl SqsClient for AwsSqs {
         }
         let out = call
             .send()
-            .await
+            .within("SendMessageBatch", Duration::ZERO)
+            .await?
             .map_err(|e| from_sdk("SendMessageBatch", queue_url, &self.endpoint, &e))?;
         failed_entries("SendMessageBatch", out.failed())
     }
@@ -344,7 +395,8 @@ impl SqsClient for AwsSqs {
         }
         let out = call
             .send()
-            .await
+            .within("DeleteMessageBatch", Duration::ZERO)
+            .await?
             .map_err(|e| from_sdk("DeleteMessageBatch", queue_url, &self.endpoint, &e))?;
         failed_entries("DeleteMessageBatch", out.failed())
     }
@@ -355,7 +407,8 @@ impl SqsClient for AwsSqs {
             .queue_url(queue_url)
             .receipt_handle(receipt_handle)
             .send()
-            .await
+            .within("DeleteMessage", Duration::ZERO)
+            .await?
             .map_err(|e| from_sdk("DeleteMessage", queue_url, &self.endpoint, &e))?;
         Ok(())
     }
@@ -372,7 +425,8 @@ impl SqsClient for AwsSqs {
             .receipt_handle(receipt_handle)
             .visibility_timeout(visibility_timeout)
             .send()
-            .await
+            .within("ChangeMessageVisibility", Duration::ZERO)
+            .await?
             .map_err(|e| from_sdk("ChangeMessageVisibility", queue_url, &self.endpoint, &e))?;
         Ok(())
     }
@@ -382,7 +436,7 @@ impl SqsClient for AwsSqs {
 mod tests {
     use babelqueue_core::{TransportError, TransportErrorKind};
 
-    use super::{AwsSqs, SqsClient};
+    use super::{AwsSqs, SqsClient, Within, deadline, reply_limit};
     use crate::{SqsError, SqsOptions};
 
     /// A port on 127.0.0.1 that nothing listens on.
@@ -535,5 +589,29 @@ mod tests {
             assert!(!shown.contains("hunter2"), "{shown}");
             assert!(shown.contains("127.0.0.1"), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_response_may_take_the_long_polls_wait_plus_10_s() {
+        use std::time::Duration;
+        assert_eq!(reply_limit(Duration::ZERO), Duration::from_secs(10));
+        assert_eq!(
+            reply_limit(Duration::from_secs(20)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(reply_limit(Duration::MAX), Duration::MAX, "no overflow");
+    }
+
+    #[tokio::test]
+    async fn a_response_that_never_comes_is_a_transient_timeout() {
+        let never = std::future::pending::<()>();
+        let limit = std::time::Duration::from_millis(50);
+        let error = deadline(never, "ReceiveMessage", limit).await.unwrap_err();
+        assert!(error.is_transient(), "{error}");
+        assert!(error.to_string().contains("within 0.1 s"), "{error}");
+        let ok = async { 7 }
+            .within("DeleteMessage", std::time::Duration::ZERO)
+            .await;
+        assert_eq!(ok.ok(), Some(7));
     }
 }

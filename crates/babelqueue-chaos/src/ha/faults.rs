@@ -73,12 +73,8 @@ impl Toxic {
 pub(crate) enum Action {
     /// These toxics on the row's proxy, added in order and removed in reverse order.
     Toxics(Vec<Toxic>),
-    /// Something only the topology knows how to do (kill a leader, fail a primary over): its
-    /// deployment's `inject` and `clear` act on this name.
-    #[allow(
-        dead_code,
-        reason = "for the topologies with nodes of their own (a failover, a leader kill)"
-    )]
+    /// Something only the topology knows how to do (freeze its connections, kill a leader, fail
+    /// a primary over): its deployment's `inject` and `clear` act on this name.
     Topology(&'static str),
 }
 
@@ -93,6 +89,11 @@ pub(crate) enum RecoveryFrom {
         reason = "for the topologies with nodes of their own (a failover, a leader kill)"
     )]
     Inject,
+    /// From the injection to the first handler call of a message the broker confirmed after it:
+    /// a fault that silences the worker's connections without closing them (calls already under
+    /// way may still end after it; a message published after it only reaches the worker over a
+    /// connection opened since).
+    InjectFresh,
 }
 
 /// One fault of a row.
@@ -302,7 +303,7 @@ pub(crate) fn judge(fault: &Fault, measured: &Measured) -> Vec<String> {
     let mut failures = Vec::new();
     let clock = match fault.recovery_from {
         RecoveryFrom::Clear => "cleared",
-        RecoveryFrom::Inject => "was injected",
+        RecoveryFrom::Inject | RecoveryFrom::InjectFresh => "was injected",
     };
     match measured.recovery {
         None => failures.push(format!(

@@ -54,7 +54,9 @@ use crate::scenarios::{self, Ctx, Scenario};
 use crate::tally::Tally;
 
 pub(crate) mod faults;
+mod freezer;
 mod proxied;
+mod silent;
 pub(crate) mod toxiproxy;
 
 pub(crate) use faults::{Fault, Measured, RecoveryFrom};
@@ -107,6 +109,13 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::RedisLaravel, true)),
         Arc::new(proxied::Proxied::new(Broker::Rabbitmq, true)),
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
+        Arc::new(proxied::Proxied::new(Broker::Artemis, false)),
+        Arc::new(proxied::Proxied::new(Broker::Sqs, false)),
+        Arc::new(silent::Silent::new(Broker::Redis, true)),
+        Arc::new(silent::Silent::new(Broker::Rabbitmq, false)),
+        Arc::new(silent::Silent::new(Broker::Nats, false)),
+        Arc::new(silent::Silent::new(Broker::Artemis, false)),
+        Arc::new(silent::Silent::new(Broker::Sqs, false)),
     ]
 }
 
@@ -454,11 +463,19 @@ async fn exercise(
     scenarios::report_drain(row, "drain after the fault", &drained, missing);
     scenarios::report_fleet(row, &fleet);
     measured.connects_total = deployment.connects().await?;
-    let clock_ms = match fault.recovery_from {
-        RecoveryFrom::Clear => cleared_ms,
-        RecoveryFrom::Inject => injected_ms,
+    measured.recovery = match fault.recovery_from {
+        RecoveryFrom::Clear => first_call_after(&tally, cleared_ms),
+        RecoveryFrom::Inject => first_call_after(&tally, injected_ms),
+        RecoveryFrom::InjectFresh => {
+            let fresh: BTreeSet<&str> = published
+                .confirmed
+                .iter()
+                .filter(|(_, at)| **at >= injected)
+                .map(|(id, _)| id.as_str())
+                .collect();
+            first_fresh_call_after(&tally, injected_ms, &fresh)
+        }
     };
-    measured.recovery = first_call_after(&tally, clock_ms);
     row.recovery = measured.recovery;
     row.connects = measured.connects_total;
     match measured.connects_split() {
@@ -487,6 +504,22 @@ pub(crate) fn first_call_after(tally: &Tally, clock_ms: u64) -> Option<Duration>
     tally
         .all
         .iter()
+        .map(|c| c.at_ms)
+        .filter(|at| *at >= clock_ms)
+        .min()
+        .map(|at| Duration::from_millis(at - clock_ms))
+}
+
+/// From `clock_ms` to the first handler call at or after it of a message in `fresh`.
+pub(crate) fn first_fresh_call_after(
+    tally: &Tally,
+    clock_ms: u64,
+    fresh: &BTreeSet<&str>,
+) -> Option<Duration> {
+    tally
+        .all
+        .iter()
+        .filter(|c| fresh.contains(c.id.as_str()))
         .map(|c| c.at_ms)
         .filter(|at| *at >= clock_ms)
         .min()
@@ -551,6 +584,23 @@ mod tests {
     }
 
     #[test]
+    fn a_silent_fault_recovers_on_a_message_published_after_it() {
+        let mut tally = Tally::default();
+        let fresh: BTreeSet<&str> = ["id-6500", "id-4000"].into_iter().collect();
+        assert_eq!(first_fresh_call_after(&tally, 1_000, &fresh), None);
+        // id-1200 was published before the freeze and handled after it (a call under way).
+        tally.all = vec![call(1_200), call(6_500), call(4_000)];
+        assert_eq!(
+            first_fresh_call_after(&tally, 1_000, &fresh),
+            Some(Duration::from_millis(3_000))
+        );
+        assert_eq!(
+            first_fresh_call_after(&tally, 1_000, &BTreeSet::new()),
+            None
+        );
+    }
+
+    #[test]
     fn topologies_have_unique_names_and_the_ci_subset_is_the_network_faults() {
         let all = topologies();
         let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
@@ -558,12 +608,15 @@ mod tests {
         assert_eq!(names.len(), all.len());
         let short = select(&[], &[], true).unwrap();
         let short_names: Vec<&str> = short.iter().map(|(t, _)| t.name()).collect();
-        assert_eq!(short_names, ["redis", "redis-laravel", "rabbitmq"]);
+        assert_eq!(
+            short_names,
+            ["redis", "redis-laravel", "rabbitmq", "redis-silent"]
+        );
         let full = select(&[], &[], false).unwrap();
         assert!(full.len() > short.len(), "the full run has more");
         // Named, a topology runs in --short too.
         assert_eq!(select(&["nats".into()], &[], true).unwrap().len(), 1);
-        for (topology, faults) in &short {
+        for (topology, faults) in short.iter().filter(|(t, _)| !t.name().ends_with("-silent")) {
             assert!(topology.components().contains(&"toxiproxy"));
             assert_eq!(faults.len(), 4, "{}", topology.name());
         }
