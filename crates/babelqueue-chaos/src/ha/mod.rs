@@ -26,7 +26,8 @@
 //!                              Duration::ZERO, Duration::from_secs(30))]
 //!     }
 //!     fn in_short(&self) -> bool { true }
-//!     async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String> {
+//!     async fn deploy(&self, env: &Env, row: &str, queue: &str)
+//!     -> Result<Box<dyn Deployment>, String> {
 //!         // read the ports `scripts/brokers.sh env` exported; the worker's URL names the
 //!         // sentinels, the publisher's too (it must follow the failover as well)
 //!     }
@@ -54,7 +55,10 @@ use crate::scenarios::{self, Ctx, Scenario};
 use crate::tally::Tally;
 
 pub(crate) mod faults;
+mod nats_cluster;
+mod nodes;
 mod proxied;
+mod sentinel;
 pub(crate) mod toxiproxy;
 
 pub(crate) use faults::{Fault, Measured, RecoveryFrom};
@@ -73,8 +77,14 @@ pub(crate) trait Topology: Send + Sync + std::fmt::Debug {
     fn faults(&self, short: bool) -> Vec<Fault>;
     /// Whether `--ha --short` (CI) runs it.
     fn in_short(&self) -> bool;
-    /// Sets up one row (`row` is unique in the run: use it to name what the row creates).
-    async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String>;
+    /// Sets up one row (`row` is unique in the run: use it to name what the row creates;
+    /// `queue` is the row's queue, for a fault aimed at what serves it).
+    async fn deploy(
+        &self,
+        env: &Env,
+        row: &str,
+        queue: &str,
+    ) -> Result<Box<dyn Deployment>, String>;
 }
 
 /// One row's view of a topology.
@@ -93,7 +103,8 @@ pub(crate) trait Deployment: Send + Sync + std::fmt::Debug {
     async fn inject(&self, fault: &Fault) -> Result<(), String>;
     /// Ends it.
     async fn clear(&self, fault: &Fault) -> Result<(), String>;
-    /// Removes what the row made; runs after every row, also a failed or timed-out one.
+    /// Removes what the row made and leaves the topology whole for the next row; runs after
+    /// every row, also a failed or timed-out one.
     async fn teardown(&self);
 }
 
@@ -107,6 +118,8 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::RedisLaravel, true)),
         Arc::new(proxied::Proxied::new(Broker::Rabbitmq, true)),
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
+        Arc::new(sentinel::Sentinel),
+        Arc::new(nats_cluster::NatsCluster),
     ]
 }
 
@@ -258,7 +271,10 @@ async fn run_row(ctx: &Ctx, sizes: &HaSizes, topology: &dyn Topology, fault: &Fa
     }
     let queue = format!("chaos-ha-{id}");
     row.note(format!("fault: {}", fault.what));
-    let deployment = match topology.deploy(&ctx.env, &format!("chaos-{id}")).await {
+    let deployment = match topology
+        .deploy(&ctx.env, &format!("chaos-{id}"), &queue)
+        .await
+    {
         Ok(d) => d,
         Err(e) => {
             row.fail(format!("the topology could not be deployed: {e}"));
@@ -454,11 +470,10 @@ async fn exercise(
     scenarios::report_drain(row, "drain after the fault", &drained, missing);
     scenarios::report_fleet(row, &fleet);
     measured.connects_total = deployment.connects().await?;
-    let clock_ms = match fault.recovery_from {
-        RecoveryFrom::Clear => cleared_ms,
-        RecoveryFrom::Inject => injected_ms,
+    measured.recovery = match fault.recovery_from {
+        RecoveryFrom::Clear => first_call_after(&tally, cleared_ms),
+        RecoveryFrom::Inject => end_of_longest_pause(&tally, injected_ms, cleared_ms),
     };
-    measured.recovery = first_call_after(&tally, clock_ms);
     row.recovery = measured.recovery;
     row.connects = measured.connects_total;
     match measured.connects_split() {
@@ -491,6 +506,32 @@ pub(crate) fn first_call_after(tally: &Tally, clock_ms: u64) -> Option<Duration>
         .filter(|at| *at >= clock_ms)
         .min()
         .map(|at| Duration::from_millis(at - clock_ms))
+}
+
+/// From `from_ms` to the first handler call after the longest pause in handling that began
+/// at or after `from_ms` and before `until_ms` (a pause begins at `from_ms` itself or at a
+/// handler call; it ends at the next call, which may come after `until_ms`). `None`: no call
+/// came after `from_ms`.
+pub(crate) fn end_of_longest_pause(tally: &Tally, from_ms: u64, until_ms: u64) -> Option<Duration> {
+    let mut calls: Vec<u64> = tally
+        .all
+        .iter()
+        .map(|c| c.at_ms)
+        .filter(|at| *at >= from_ms)
+        .collect();
+    calls.sort_unstable();
+    let mut start = from_ms;
+    let mut longest: Option<(u64, u64)> = None;
+    for at in calls {
+        if start >= until_ms && longest.is_some() {
+            break;
+        }
+        if longest.is_none_or(|(s, e)| at - start > e - s) {
+            longest = Some((start, at));
+        }
+        start = at;
+    }
+    longest.map(|(_, end)| Duration::from_millis(end - from_ms))
 }
 
 /// The progress line of a finished row (stderr, as the other scenarios').
@@ -551,25 +592,91 @@ mod tests {
     }
 
     #[test]
-    fn topologies_have_unique_names_and_the_ci_subset_is_the_network_faults() {
+    fn a_kill_recovers_at_the_end_of_the_longest_pause_after_it() {
+        let mut tally = Tally::default();
+        assert_eq!(end_of_longest_pause(&tally, 1_000, 5_000), None);
+        // Held messages handled right after the kill (1 010, 1 020), then the failover (until
+        // 3 400), then the flow again; a call before the kill does not count.
+        tally.all = vec![
+            call(900),
+            call(1_020),
+            call(1_010),
+            call(3_400),
+            call(3_450),
+            call(3_500),
+        ];
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(2_400))
+        );
+        // A pause that begins after the clearing (the drain's tail) is not the fault's.
+        tally.all.extend([call(5_200), call(9_000)]);
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(2_400))
+        );
+        // One that began before the clearing and ended after it is.
+        tally.all = vec![call(1_010), call(7_000), call(7_010)];
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(6_000))
+        );
+        // Nothing handled before the first call after the kill: that call ends the pause.
+        tally.all = vec![call(4_000)];
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(3_000))
+        );
+    }
+
+    #[test]
+    fn topologies_have_unique_names_and_the_ci_subset_is_the_network_faults_a_failover_and_a_leader_kill()
+     {
         let all = topologies();
         let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
         names.dedup();
         assert_eq!(names.len(), all.len());
         let short = select(&[], &[], true).unwrap();
         let short_names: Vec<&str> = short.iter().map(|(t, _)| t.name()).collect();
-        assert_eq!(short_names, ["redis", "redis-laravel", "rabbitmq"]);
+        assert_eq!(
+            short_names,
+            [
+                "redis",
+                "redis-laravel",
+                "rabbitmq",
+                "redis-sentinel",
+                "nats-cluster"
+            ]
+        );
         let full = select(&[], &[], false).unwrap();
         assert!(full.len() > short.len(), "the full run has more");
         // Named, a topology runs in --short too.
         assert_eq!(select(&["nats".into()], &[], true).unwrap().len(), 1);
-        for (topology, faults) in &short {
+        for (topology, faults) in &short[..3] {
             assert!(topology.components().contains(&"toxiproxy"));
             assert_eq!(faults.len(), 4, "{}", topology.name());
         }
+        // The two topology rows of CI: one kill each.
+        let kills: Vec<(&str, &str)> = short[3..]
+            .iter()
+            .flat_map(|(t, faults)| faults.iter().map(|f| (t.name(), f.name)))
+            .collect();
+        assert_eq!(
+            kills,
+            [
+                ("redis-sentinel", "failover"),
+                ("nats-cluster", "leader-kill")
+            ]
+        );
         assert_eq!(
             components(&short),
-            ["redis", "toxiproxy", "rabbitmq"],
+            [
+                "redis",
+                "toxiproxy",
+                "rabbitmq",
+                "redis-sentinel",
+                "nats-cluster"
+            ],
             "each component once"
         );
     }
