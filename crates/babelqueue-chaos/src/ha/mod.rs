@@ -58,6 +58,7 @@ pub(crate) mod faults;
 mod nats_cluster;
 mod nodes;
 mod proxied;
+mod redis_cluster;
 mod sentinel;
 pub(crate) mod toxiproxy;
 
@@ -119,6 +120,7 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::Rabbitmq, true)),
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
         Arc::new(sentinel::Sentinel),
+        Arc::new(redis_cluster::RedisCluster),
         Arc::new(nats_cluster::NatsCluster),
     ]
 }

@@ -34,7 +34,7 @@ impl Topology for NatsCluster {
 
     /// The recovery bound: measured on the 2-core test machine (docs/ha.md), TODO.
     fn faults(&self, short: bool) -> Vec<Fault> {
-        let hold = Duration::from_secs(if short { 5 } else { 10 });
+        let hold = Duration::from_secs(if short { 10 } else { 15 });
         vec![Fault::topology(
             "leader-kill",
             format!(
