@@ -475,7 +475,7 @@ pub(crate) async fn broker_count(
             }
             Ok(total)
         }
-        Broker::Rabbitmq => rabbit_count(env, queue).await,
+        Broker::Rabbitmq => rabbit_count(env, url, queue).await,
         Broker::Sqs => sqs_depth(env, queue).await,
         Broker::Kafka => {
             let group = kafka_group(url);
@@ -518,10 +518,36 @@ async fn artemis_count(env: &Env, queue: &str) -> Result<u64, String> {
         .unwrap_or(0))
 }
 
-async fn rabbit_count(env: &Env, queue: &str) -> Result<u64, String> {
-    let mut cmd = env.command("rabbitmqctl");
-    cmd.args(["list_queues", "-q", "name", "messages"]);
-    let out = run(cmd, Duration::from_secs(60)).await?;
+async fn rabbit_count(env: &Env, url: &str, queue: &str) -> Result<u64, String> {
+    let out = match (
+        env.var("BQ_AMQP_CLUSTER_URL"),
+        env.var("BQ_AMQP_CLUSTER_CTL"),
+    ) {
+        // A queue of the HA cluster: its own rabbitmqctl (the cluster's cookie), on the first
+        // node that answers (one may have just been killed).
+        (Some(cluster), Some(ctl)) if url.starts_with(cluster) => {
+            let mut last = Err(format!("{ctl}: no node answered"));
+            for n in 1..=3 {
+                let mut cmd = env.command(ctl);
+                cmd.args(["-n", &format!("bq-ha-{n}@localhost")]).args([
+                    "list_queues",
+                    "-q",
+                    "name",
+                    "messages",
+                ]);
+                last = run(cmd, Duration::from_secs(60)).await;
+                if last.is_ok() {
+                    break;
+                }
+            }
+            last?
+        }
+        _ => {
+            let mut cmd = env.command("rabbitmqctl");
+            cmd.args(["list_queues", "-q", "name", "messages"]);
+            run(cmd, Duration::from_secs(60)).await?
+        }
+    };
     for line in out.lines() {
         let mut cols = line.split_whitespace();
         if cols.next() == Some(queue) {

@@ -58,6 +58,7 @@ pub(crate) mod faults;
 mod nats_cluster;
 mod nodes;
 mod proxied;
+mod rabbit_cluster;
 mod redis_cluster;
 mod sentinel;
 pub(crate) mod toxiproxy;
@@ -121,6 +122,7 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
         Arc::new(sentinel::Sentinel),
         Arc::new(redis_cluster::RedisCluster),
+        Arc::new(rabbit_cluster::RabbitCluster),
         Arc::new(nats_cluster::NatsCluster),
     ]
 }
