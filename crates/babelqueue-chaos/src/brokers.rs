@@ -661,6 +661,38 @@ fn kafka_admin(
         .map_err(|e| e.to_string())
 }
 
+/// The leader and the in-sync replicas (node ids) of each partition of `topic`, as the
+/// cluster's metadata has them (empty: the topic does not exist yet).
+pub(crate) async fn kafka_partitions(
+    url: &str,
+    topic: &str,
+) -> Result<Vec<(i32, Vec<i32>)>, String> {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let brokers = babelqueue::kafka::KafkaOptions::from_url(url)
+        .map_err(|e| e.to_string())?
+        .brokers;
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .create()
+            .map_err(|e| e.to_string())?;
+        let metadata = consumer
+            .fetch_metadata(Some(&topic), Duration::from_secs(10))
+            .map_err(|e| e.to_string())?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic && t.error().is_none())
+            .flat_map(|t| t.partitions())
+            .map(|p| (p.leader(), p.isr().to_vec()))
+            .collect())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
 /// Creates Kafka topics (one partition) up front, as the transport's documentation asks for the
 /// retry tier topics; an existing topic is fine.
 pub(crate) async fn kafka_create_topics(url: &str, topics: &[String]) -> Result<(), String> {

@@ -55,6 +55,7 @@ use crate::scenarios::{self, Ctx, Scenario};
 use crate::tally::Tally;
 
 pub(crate) mod faults;
+mod kafka_cluster;
 mod nats_cluster;
 mod nodes;
 mod proxied;
@@ -123,6 +124,7 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(sentinel::Sentinel),
         Arc::new(redis_cluster::RedisCluster),
         Arc::new(rabbit_cluster::RabbitCluster),
+        Arc::new(kafka_cluster::KafkaCluster),
         Arc::new(nats_cluster::NatsCluster),
     ]
 }
