@@ -709,7 +709,7 @@ mod tests {
     #[test]
     fn a_row_is_bounded() {
         for (sizes, short) in [(HaSizes::short(), true), (HaSizes::full(), false)] {
-            for fault in faults::network(short) {
+            for fault in topologies().iter().flat_map(|t| t.faults(short)) {
                 assert!(
                     sizes.row_limit(&fault) <= Duration::from_secs(360),
                     "{}",
