@@ -10,7 +10,7 @@
 //! [`Deployment`]: the worker's URL, the publisher's URL, how to inject and clear each fault,
 //! how to count connections). Adding one is a file in this directory and a line in
 //! [`topologies`]; its `scripts/brokers.sh` component is a `scripts/brokers.d/ha-NAME.sh`.
-//! In outline (a Sentinel whose primary is killed):
+//! In outline (a Sentinel whose master is killed; `sentinel.rs` is the whole of it):
 //!
 //! ```text
 //! #[derive(Debug)]
@@ -22,8 +22,8 @@
 //!     fn broker(&self) -> Broker { Broker::Redis }
 //!     fn components(&self) -> &'static [&'static str] { &["redis-sentinel"] }
 //!     fn faults(&self, _short: bool) -> Vec<Fault> {
-//!         vec![Fault::topology("failover", "SIGKILL of the primary", "kill-primary",
-//!                              Duration::ZERO, Duration::from_secs(30))]
+//!         vec![Fault::topology("failover", "SIGKILL of the master", "kill-master",
+//!                              Duration::from_secs(10), Duration::from_secs(15))]
 //!     }
 //!     fn in_short(&self) -> bool { true }
 //!     async fn deploy(&self, env: &Env, row: &str, queue: &str)
@@ -32,7 +32,7 @@
 //!         // sentinels, the publisher's too (it must follow the failover as well)
 //!     }
 //! }
-//! // and a Deployment whose inject("kill-primary") kills the primary's pid, whose clear
+//! // and a Deployment whose inject("kill-master") kills the master's pid, whose clear
 //! // starts it again as a replica, and whose connects() reads what it can count (or None)
 //! ```
 //!

@@ -139,7 +139,7 @@ impl SentinelRow {
             Duration::from_secs(60),
             || async move {
                 let named = self.named_masters().await?;
-                let master = named[0];
+                let master = *named.first().ok_or("no sentinel")?;
                 if named.iter().any(|m| *m != master) || Some(master) == not {
                     return Err(format!("the sentinels name {named:?}"));
                 }
@@ -162,10 +162,9 @@ impl SentinelRow {
             Duration::from_secs(60),
             || async move {
                 let named = self.named_masters().await?;
-                if named.iter().all(|m| *m == named[0]) && named[0] != port {
-                    Ok(named[0])
-                } else {
-                    Err(format!("the sentinels name {named:?}"))
+                match named.first() {
+                    Some(m) if *m != port && named.iter().all(|n| n == m) => Ok(*m),
+                    _ => Err(format!("the sentinels name {named:?}")),
                 }
             },
         )
