@@ -207,9 +207,16 @@ pub(crate) fn select(
     }
     for name in fault_names {
         if !matched.contains(name.as_str()) {
+            let mut every: Vec<&str> = topologies()
+                .iter()
+                .flat_map(|t| t.faults(short))
+                .map(|f| f.name)
+                .collect();
+            every.sort_unstable();
+            every.dedup();
             return Err(format!(
-                "no selected topology has the fault {name:?} (the network faults: latency, \
-                 reset, blackhole, bandwidth)"
+                "no selected topology has the fault {name:?} (the faults: {})",
+                every.join(", ")
             ));
         }
     }
