@@ -21,6 +21,11 @@ pub(crate) struct Target {
 /// The master of a `redis+sentinel://` URL's service, or the first node of a `redis+cluster://`
 /// URL; `None` for a plain `redis://` URL (the caller reads it itself).
 pub(crate) async fn target(env: &Env, url: &str) -> Result<Option<Target>, String> {
+    // A plain URL is the caller's to read, as before there were topologies.
+    let scheme = url.split_once("://").map_or("", |(s, _)| s);
+    if !scheme.contains('+') {
+        return Ok(None);
+    }
     // The topology alone: the parser takes only its own options, not the transport's
     // (`wait_replicas`, `retry_after` …), which do not change where a command goes.
     let bare = url.split('?').next().unwrap_or(url);
