@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use babelqueue::Transport;
 use babelqueue_testkit::StartError;
 
-/// One row's broker (the Redis layouts are two).
 pub(crate) mod nats;
 pub(crate) mod redis_topology;
+
+/// One row's broker (the Redis layouts are two).
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Broker {
