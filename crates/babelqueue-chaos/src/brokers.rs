@@ -14,7 +14,6 @@ pub(crate) mod nats;
 pub(crate) mod redis_topology;
 
 /// One row's broker (the Redis layouts are two).
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Broker {
     Redis,
