@@ -407,12 +407,16 @@ async fn exercise(
         ..Measured::default()
     };
     let calls_before = tally.all.len();
+    let injecting = Instant::now();
+    deployment.inject(fault).await?;
+    // The clock and the hold start once the fault is in place: finding what to kill can take
+    // seconds (a rabbitmqctl call on a loaded machine), and that is not the topology's recovery.
     let injected = Instant::now();
     let injected_ms = scenarios::now_ms();
-    deployment.inject(fault).await?;
     row.note(format!(
-        "injected at {:.1}s after {calls_before} handler calls",
-        injected.duration_since(start).as_secs_f64()
+        "injected at {:.1}s after {calls_before} handler calls (putting it in place took {:.1}s)",
+        injected.duration_since(start).as_secs_f64(),
+        injected.duration_since(injecting).as_secs_f64()
     ));
     // While it holds, the connection count is watched: the first connection the worker opens
     // shows when it noticed the fault by itself.
