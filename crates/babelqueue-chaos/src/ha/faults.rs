@@ -84,7 +84,7 @@ pub(crate) enum RecoveryFrom {
     /// When the fault was cleared (a toxic removed): the network faults.
     Clear,
     /// When the fault was in place (a killed node's process gone): the recovery is the end of
-    /// the longest pause in handling that began between the injection and the clearing (the messages a
+    /// the longest pause in handling that began within 2 s of the kill (the messages a
     /// worker already held are handled right after a kill, before the topology answers again:
     /// the first call after the injection would say nothing about the failover).
     Inject,
