@@ -37,8 +37,8 @@ impl Topology for KafkaCluster {
 
     /// The recovery bound: the controller fences a SIGKILLed node after
     /// `broker.session.timeout.ms` (9 s by default) and only then moves its partitions; the
-    /// worker's group notices its coordinator's death too. About three times the slowest
-    /// recovery measured on the 2-core test machine (13.3 s, docs/ha.md). The node stays down longer
+    /// worker's group notices its coordinator's death too. At least three times the slowest
+    /// recovery measured on the 2-core test machine (docs/ha.md). The node stays down longer
     /// than the fencing takes, so the recovery is the survivors', not the restart's.
     fn faults(&self, short: bool) -> Vec<Fault> {
         let hold = Duration::from_secs(if short { 10 } else { 15 });

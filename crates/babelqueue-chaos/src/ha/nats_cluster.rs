@@ -33,8 +33,8 @@ impl Topology for NatsCluster {
     }
 
     /// The recovery bound: nats-server's Raft election timeout is 4 to 9 s, and a pull lost
-    /// with a connection can wait out its expiry; about three times the slowest recovery
-    /// measured on the 2-core test machine (10.6 s, docs/ha.md).
+    /// with a connection can wait out its expiry; at least three times the slowest
+    /// recovery measured on the 2-core test machine (docs/ha.md).
     /// The server stays down longer than an election takes, so the recovery is the survivors',
     /// not the restart's.
     fn faults(&self, short: bool) -> Vec<Fault> {

@@ -41,8 +41,8 @@ impl Topology for RedisCluster {
         &["redis-cluster"]
     }
 
-    /// The recovery bound is about three times the slowest recovery measured on the 2-core test
-    /// machine (docs/ha.md): the nodes declare the master failed after `cluster-node-timeout`
+    /// The recovery bound is at least three times the slowest recovery measured on the 2-core
+    /// test machine (docs/ha.md): the nodes declare the master failed after `cluster-node-timeout`
     /// (2 s), its replica waits a moment before it asks for the votes, and the worker's
     /// reconnect back-off (capped at 5 s) finds it.
     fn faults(&self, short: bool) -> Vec<Fault> {

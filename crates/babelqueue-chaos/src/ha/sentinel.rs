@@ -42,8 +42,8 @@ impl Topology for Sentinel {
         &["redis-sentinel"]
     }
 
-    /// The recovery bound is about three times the slowest recovery measured on the 2-core test
-    /// machine (docs/ha.md): the sentinels declare the master down after 1 s, elect one of
+    /// The recovery bound is at least three times the slowest recovery measured on the 2-core
+    /// test machine (docs/ha.md): the sentinels declare the master down after 1 s, elect one of
     /// them, promote a replica, and the worker's reconnect back-off (capped at 5 s) finds it.
     fn faults(&self, short: bool) -> Vec<Fault> {
         let hold = Duration::from_secs(if short { 5 } else { 10 });
