@@ -43,9 +43,7 @@ impl Topology for RabbitCluster {
 
     /// The recovery bound is at least three times the slowest recovery measured on the 2-core
     /// test machine (docs/ha.md): the quorum queue's followers elect a new leader as soon as the
-    /// dead node's distribution link drops, and a client of the dead node reconnects to another
-    /// (after 5 s when its connection was less than 10 s old: the transport's back-off for a
-    /// connection that fails soon after it opened).
+    /// dead node's distribution link drops, and a client of the dead node reconnects to another.
     fn faults(&self, short: bool) -> Vec<Fault> {
         let hold = Duration::from_secs(if short { 5 } else { 10 });
         vec![Fault::topology(
