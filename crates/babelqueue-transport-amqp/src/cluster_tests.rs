@@ -264,10 +264,7 @@ async fn a_refusal_that_persists_fails_the_publish() {
     fake.world().log.clear();
     fake.world().nack_next = 1;
     let err = t.publish("q", &body(1)).await.unwrap_err();
-    assert!(
-        err.to_string().contains("negative publisher confirm"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("negative publisher confirm"), "{err}");
     assert_eq!(fake.world().log, ["nacked q", "new publishing channel"]);
     t.publish("q", &body(2)).await.unwrap();
     assert_eq!(fake.bodies("q"), [body(0), body(2)]);
@@ -278,26 +275,14 @@ async fn a_refusal_that_persists_fails_the_publish() {
     let started = std::time::Instant::now();
     let err = t.publish("full", &body(3)).await.unwrap_err();
     let took = started.elapsed();
-    assert!(
-        err.to_string().contains("negative publisher confirm"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("negative publisher confirm"), "{err}");
     assert!(
         took >= crate::topology::REFUSAL_RESEND_WINDOW
             && took < crate::topology::REFUSAL_RESEND_WINDOW + Duration::from_secs(2),
         "a quorum queue that refuses for good fails after the resend window: {took:?}"
     );
-    let refused = fake
-        .world()
-        .log
-        .iter()
-        .filter(|l| *l == "nacked full")
-        .count();
-    assert!(
-        refused > 1,
-        "sent again before failing: {:?}",
-        fake.world().log
-    );
+    let refused = fake.world().log.iter().filter(|l| *l == "nacked full").count();
+    assert!(refused > 1, "sent again before failing: {:?}", fake.world().log);
 }
 
 /// The fake's own refusal matches RabbitMQ's wording, so the transport reads it as it reads
