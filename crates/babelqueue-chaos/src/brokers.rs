@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use babelqueue::Transport;
 use babelqueue_testkit::StartError;
 
-/// One row's broker (the Redis layouts are two).
-mod nats;
+pub(crate) mod nats;
+pub(crate) mod redis_topology;
 
+/// One row's broker (the Redis layouts are two).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Broker {
     Redis,
@@ -148,7 +149,7 @@ impl Env {
         self.vars.get(key).map(String::as_str)
     }
 
-    fn brokers_dir(&self) -> PathBuf {
+    pub(crate) fn brokers_dir(&self) -> PathBuf {
         self.var("BQ_BROKERS_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| self.cache.join("brokers"))
@@ -171,7 +172,7 @@ impl Env {
     }
 
     /// A command run from the repository root with the broker environment.
-    fn command(&self, program: &str) -> Command {
+    pub(crate) fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);
         cmd.current_dir(&self.root).envs(&self.vars);
         cmd
@@ -387,9 +388,27 @@ fn redis_target(url: &str) -> (String, String, String) {
 
 /// One `redis-cli` command against the Redis of `url`.
 pub(crate) async fn redis_cli(env: &Env, url: &str, args: &[&str]) -> Result<String, String> {
-    let (host, port, db) = redis_target(url);
     let mut cmd = env.command("redis-cli");
-    cmd.args(["-h", &host, "-p", &port, "-n", &db]).args(args);
+    match redis_topology::target(env, url).await? {
+        Some(t) => {
+            cmd.args([
+                "-h",
+                &t.host,
+                "-p",
+                &t.port.to_string(),
+                "-n",
+                &t.db.to_string(),
+            ]);
+            if t.cluster {
+                cmd.arg("-c");
+            }
+        }
+        None => {
+            let (host, port, db) = redis_target(url);
+            cmd.args(["-h", &host, "-p", &port, "-n", &db]);
+        }
+    }
+    cmd.args(args);
     let out = run(cmd, Duration::from_secs(10)).await?;
     let out = out.trim().to_owned();
     if out.starts_with("ERR") || out.starts_with("WRONGTYPE") {
@@ -456,7 +475,7 @@ pub(crate) async fn broker_count(
             }
             Ok(total)
         }
-        Broker::Rabbitmq => rabbit_count(env, queue).await,
+        Broker::Rabbitmq => rabbit_count(env, url, queue).await,
         Broker::Sqs => sqs_depth(env, queue).await,
         Broker::Kafka => {
             let group = kafka_group(url);
@@ -499,10 +518,36 @@ async fn artemis_count(env: &Env, queue: &str) -> Result<u64, String> {
         .unwrap_or(0))
 }
 
-async fn rabbit_count(env: &Env, queue: &str) -> Result<u64, String> {
-    let mut cmd = env.command("rabbitmqctl");
-    cmd.args(["list_queues", "-q", "name", "messages"]);
-    let out = run(cmd, Duration::from_secs(60)).await?;
+async fn rabbit_count(env: &Env, url: &str, queue: &str) -> Result<u64, String> {
+    let out = match (
+        env.var("BQ_AMQP_CLUSTER_URL"),
+        env.var("BQ_AMQP_CLUSTER_CTL"),
+    ) {
+        // A queue of the HA cluster: its own rabbitmqctl (the cluster's cookie), on the first
+        // node that answers (one may have just been killed).
+        (Some(cluster), Some(ctl)) if url.starts_with(cluster) => {
+            let mut last = Err(format!("{ctl}: no node answered"));
+            for n in 1..=3 {
+                let mut cmd = env.command(ctl);
+                cmd.args(["-n", &format!("bq-ha-{n}@localhost")]).args([
+                    "list_queues",
+                    "-q",
+                    "name",
+                    "messages",
+                ]);
+                last = run(cmd, Duration::from_secs(60)).await;
+                if last.is_ok() {
+                    break;
+                }
+            }
+            last?
+        }
+        _ => {
+            let mut cmd = env.command("rabbitmqctl");
+            cmd.args(["list_queues", "-q", "name", "messages"]);
+            run(cmd, Duration::from_secs(60)).await?
+        }
+    };
     for line in out.lines() {
         let mut cols = line.split_whitespace();
         if cols.next() == Some(queue) {
@@ -614,6 +659,38 @@ fn kafka_admin(
         .set("bootstrap.servers", &brokers)
         .create()
         .map_err(|e| e.to_string())
+}
+
+/// The leader and the in-sync replicas (node ids) of each partition of `topic`, as the
+/// cluster's metadata has them (empty: the topic does not exist yet).
+pub(crate) async fn kafka_partitions(
+    url: &str,
+    topic: &str,
+) -> Result<Vec<(i32, Vec<i32>)>, String> {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let brokers = babelqueue::kafka::KafkaOptions::from_url(url)
+        .map_err(|e| e.to_string())?
+        .brokers;
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .create()
+            .map_err(|e| e.to_string())?;
+        let metadata = consumer
+            .fetch_metadata(Some(&topic), Duration::from_secs(10))
+            .map_err(|e| e.to_string())?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic && t.error().is_none())
+            .flat_map(|t| t.partitions())
+            .map(|p| (p.leader(), p.isr().to_vec()))
+            .collect())
+    })
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 /// Creates Kafka topics (one partition) up front, as the transport's documentation asks for the
@@ -905,26 +982,7 @@ pub(crate) async fn cleanup(env: &Env, broker: Broker, queue: &str) {
     if broker.is_redis()
         && let Ok(base) = env.base_url(broker)
     {
-        let url = if broker == Broker::RedisLaravel {
-            format!("{base}?laravel=1")
-        } else {
-            base
-        };
-        if let Ok((_, o)) = babelqueue::redis::RedisOptions::from_url(&url) {
-            for q in [queue.to_owned(), broker.dlq(queue)] {
-                let keys = [
-                    o.ready(&q),
-                    o.processing(&q),
-                    o.deadlines(&q),
-                    o.reserved(&q),
-                    o.delayed(&q),
-                    o.notify(&q),
-                ];
-                let mut args = vec!["DEL"];
-                args.extend(keys.iter().map(String::as_str));
-                let _ = redis_cli(env, &url, &args).await;
-            }
-        }
+        redis_cleanup(env, broker, &base, queue).await;
     }
     if broker == Broker::Artemis && queue.starts_with("chaos-dlq-") {
         let _ = artemis_manage(
@@ -939,6 +997,33 @@ pub(crate) async fn cleanup(env: &Env, broker: Broker, queue: &str) {
             let mut cmd = env.command("rabbitmqctl");
             cmd.args(["delete_queue", &q]);
             let _ = run(cmd, Duration::from_secs(30)).await;
+        }
+    }
+}
+
+/// Deletes the keys of `queue` and its dead-letter queue on the Redis of `base` (a plain URL or
+/// a topology's), in the layout of `broker`.
+pub(crate) async fn redis_cleanup(env: &Env, broker: Broker, base: &str, queue: &str) {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = if broker == Broker::RedisLaravel {
+        format!("{base}{sep}laravel=1")
+    } else {
+        base.to_owned()
+    };
+    if let Ok((_, o)) = babelqueue::redis::RedisOptions::from_url(&url) {
+        for q in [queue.to_owned(), broker.dlq(queue)] {
+            let keys = [
+                o.ready(&q),
+                o.processing(&q),
+                o.deadlines(&q),
+                o.reserved(&q),
+                o.delayed(&q),
+                o.notify(&q),
+            ];
+            // One key per command: a cluster refuses a DEL across slots.
+            for key in &keys {
+                let _ = redis_cli(env, &url, &["DEL", key]).await;
+            }
         }
     }
 }

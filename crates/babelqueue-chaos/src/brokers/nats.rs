@@ -99,3 +99,40 @@ pub(crate) async fn fix_dlq(url: &str, dlq: &str) -> Result<(), String> {
         .map(|_| ())
         .map_err(|e| format!("update stream {name}: {e}"))
 }
+
+/// The server that leads the stream of `queue`, and how many of its other replicas are current
+/// (`Err` while it has no leader, or before it exists).
+pub(crate) async fn stream_leader(url: &str, queue: &str) -> Result<(String, usize), String> {
+    let (options, js) = connect(url).await?;
+    let name = options.stream_name(queue).map_err(|e| e.to_string())?;
+    let mut stream = js
+        .get_stream(&name)
+        .await
+        .map_err(|e| format!("stream {name}: {e}"))?;
+    let info = stream
+        .info()
+        .await
+        .map_err(|e| format!("stream info {name}: {e}"))?;
+    let cluster = info
+        .cluster
+        .clone()
+        .ok_or_else(|| format!("stream {name}: no cluster information"))?;
+    let leader = cluster
+        .leader
+        .clone()
+        .ok_or_else(|| format!("stream {name} has no leader"))?;
+    Ok((
+        leader,
+        cluster.replicas.iter().filter(|r| r.current).count(),
+    ))
+}
+
+/// Deletes the stream of `queue` (a row's own).
+pub(crate) async fn delete_stream(url: &str, queue: &str) -> Result<(), String> {
+    let (options, js) = connect(url).await?;
+    let name = options.stream_name(queue).map_err(|e| e.to_string())?;
+    js.delete_stream(&name)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("delete stream {name}: {e}"))
+}

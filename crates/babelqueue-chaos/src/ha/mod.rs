@@ -10,7 +10,7 @@
 //! [`Deployment`]: the worker's URL, the publisher's URL, how to inject and clear each fault,
 //! how to count connections). Adding one is a file in this directory and a line in
 //! [`topologies`]; its `scripts/brokers.sh` component is a `scripts/brokers.d/ha-NAME.sh`.
-//! In outline (a Sentinel whose primary is killed):
+//! In outline (a Sentinel whose master is killed; `sentinel.rs` is the whole of it):
 //!
 //! ```text
 //! #[derive(Debug)]
@@ -22,16 +22,17 @@
 //!     fn broker(&self) -> Broker { Broker::Redis }
 //!     fn components(&self) -> &'static [&'static str] { &["redis-sentinel"] }
 //!     fn faults(&self, _short: bool) -> Vec<Fault> {
-//!         vec![Fault::topology("failover", "SIGKILL of the primary", "kill-primary",
-//!                              Duration::ZERO, Duration::from_secs(30))]
+//!         vec![Fault::topology("failover", "SIGKILL of the master", "kill-master",
+//!                              Duration::from_secs(10), Duration::from_secs(15))]
 //!     }
 //!     fn in_short(&self) -> bool { true }
-//!     async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String> {
+//!     async fn deploy(&self, env: &Env, row: &str, queue: &str)
+//!     -> Result<Box<dyn Deployment>, String> {
 //!         // read the ports `scripts/brokers.sh env` exported; the worker's URL names the
 //!         // sentinels, the publisher's too (it must follow the failover as well)
 //!     }
 //! }
-//! // and a Deployment whose inject("kill-primary") kills the primary's pid, whose clear
+//! // and a Deployment whose inject("kill-master") kills the master's pid, whose clear
 //! // starts it again as a replica, and whose connects() reads what it can count (or None)
 //! ```
 //!
@@ -55,7 +56,13 @@ use crate::tally::Tally;
 
 pub(crate) mod faults;
 mod freezer;
+mod kafka_cluster;
+mod nats_cluster;
+mod nodes;
 mod proxied;
+mod rabbit_cluster;
+mod redis_cluster;
+mod sentinel;
 mod silent;
 pub(crate) mod toxiproxy;
 
@@ -75,8 +82,14 @@ pub(crate) trait Topology: Send + Sync + std::fmt::Debug {
     fn faults(&self, short: bool) -> Vec<Fault>;
     /// Whether `--ha --short` (CI) runs it.
     fn in_short(&self) -> bool;
-    /// Sets up one row (`row` is unique in the run: use it to name what the row creates).
-    async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String>;
+    /// Sets up one row (`row` is unique in the run: use it to name what the row creates;
+    /// `queue` is the row's queue, for a fault aimed at what serves it).
+    async fn deploy(
+        &self,
+        env: &Env,
+        row: &str,
+        queue: &str,
+    ) -> Result<Box<dyn Deployment>, String>;
 }
 
 /// One row's view of a topology.
@@ -95,7 +108,8 @@ pub(crate) trait Deployment: Send + Sync + std::fmt::Debug {
     async fn inject(&self, fault: &Fault) -> Result<(), String>;
     /// Ends it.
     async fn clear(&self, fault: &Fault) -> Result<(), String>;
-    /// Removes what the row made; runs after every row, also a failed or timed-out one.
+    /// Removes what the row made and leaves the topology whole for the next row; runs after
+    /// every row, also a failed or timed-out one.
     async fn teardown(&self);
 }
 
@@ -116,6 +130,11 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(silent::Silent::new(Broker::Nats, false)),
         Arc::new(silent::Silent::new(Broker::Artemis, false)),
         Arc::new(silent::Silent::new(Broker::Sqs, false)),
+        Arc::new(sentinel::Sentinel),
+        Arc::new(redis_cluster::RedisCluster),
+        Arc::new(rabbit_cluster::RabbitCluster),
+        Arc::new(kafka_cluster::KafkaCluster),
+        Arc::new(nats_cluster::NatsCluster),
     ]
 }
 
@@ -197,9 +216,16 @@ pub(crate) fn select(
     }
     for name in fault_names {
         if !matched.contains(name.as_str()) {
+            let mut every: Vec<&str> = topologies()
+                .iter()
+                .flat_map(|t| t.faults(short))
+                .map(|f| f.name)
+                .collect();
+            every.sort_unstable();
+            every.dedup();
             return Err(format!(
-                "no selected topology has the fault {name:?} (the network faults: latency, \
-                 reset, blackhole, bandwidth)"
+                "no selected topology has the fault {name:?} (the faults: {})",
+                every.join(", ")
             ));
         }
     }
@@ -267,7 +293,10 @@ async fn run_row(ctx: &Ctx, sizes: &HaSizes, topology: &dyn Topology, fault: &Fa
     }
     let queue = format!("chaos-ha-{id}");
     row.note(format!("fault: {}", fault.what));
-    let deployment = match topology.deploy(&ctx.env, &format!("chaos-{id}")).await {
+    let deployment = match topology
+        .deploy(&ctx.env, &format!("chaos-{id}"), &queue)
+        .await
+    {
         Ok(d) => d,
         Err(e) => {
             row.fail(format!("the topology could not be deployed: {e}"));
@@ -387,12 +416,16 @@ async fn exercise(
         ..Measured::default()
     };
     let calls_before = tally.all.len();
+    let injecting = Instant::now();
+    deployment.inject(fault).await?;
+    // The clock and the hold start once the fault is in place: finding what to kill can take
+    // seconds (a rabbitmqctl call on a loaded machine), and that is not the topology's recovery.
     let injected = Instant::now();
     let injected_ms = scenarios::now_ms();
-    deployment.inject(fault).await?;
     row.note(format!(
-        "injected at {:.1}s after {calls_before} handler calls",
-        injected.duration_since(start).as_secs_f64()
+        "injected at {:.1}s after {calls_before} handler calls (putting it in place took {:.1}s)",
+        injected.duration_since(start).as_secs_f64(),
+        injected.duration_since(injecting).as_secs_f64()
     ));
     // While it holds, the connection count is watched: the first connection the worker opens
     // shows when it noticed the fault by itself.
@@ -465,7 +498,11 @@ async fn exercise(
     measured.connects_total = deployment.connects().await?;
     measured.recovery = match fault.recovery_from {
         RecoveryFrom::Clear => first_call_after(&tally, cleared_ms),
-        RecoveryFrom::Inject => first_call_after(&tally, injected_ms),
+        RecoveryFrom::Inject => end_of_longest_pause(
+            &tally,
+            injected_ms,
+            injected_ms + KILL_PAUSE_STARTS_WITHIN.as_millis() as u64,
+        ),
         RecoveryFrom::InjectFresh => {
             let fresh: BTreeSet<&str> = published
                 .confirmed
@@ -524,6 +561,37 @@ pub(crate) fn first_fresh_call_after(
         .filter(|at| *at >= clock_ms)
         .min()
         .map(|at| Duration::from_millis(at - clock_ms))
+}
+
+/// A kill's pause begins this soon after it: the worker handles what it held (a few messages
+/// of 20 ms at concurrency 8) and then waits for the topology. A pause that begins later is the
+/// machine's noise (a few hundred ms now and then) or the killed node's return, not the failover.
+const KILL_PAUSE_STARTS_WITHIN: Duration = Duration::from_secs(2);
+
+/// From `from_ms` to the first handler call after the longest pause in handling that began
+/// at or after `from_ms` and before `until_ms` (a pause begins at `from_ms` itself or at a
+/// handler call; it ends at the next call, which may come after `until_ms`). `None`: no call
+/// came after `from_ms`.
+pub(crate) fn end_of_longest_pause(tally: &Tally, from_ms: u64, until_ms: u64) -> Option<Duration> {
+    let mut calls: Vec<u64> = tally
+        .all
+        .iter()
+        .map(|c| c.at_ms)
+        .filter(|at| *at >= from_ms)
+        .collect();
+    calls.sort_unstable();
+    let mut start = from_ms;
+    let mut longest: Option<(u64, u64)> = None;
+    for at in calls {
+        if start >= until_ms && longest.is_some() {
+            break;
+        }
+        if longest.is_none_or(|(s, e)| at - start > e - s) {
+            longest = Some((start, at));
+        }
+        start = at;
+    }
+    longest.map(|(_, end)| Duration::from_millis(end - from_ms))
 }
 
 /// The progress line of a finished row (stderr, as the other scenarios').
@@ -601,7 +669,46 @@ mod tests {
     }
 
     #[test]
-    fn topologies_have_unique_names_and_the_ci_subset_is_the_network_faults() {
+    fn a_kill_recovers_at_the_end_of_the_longest_pause_after_it() {
+        let mut tally = Tally::default();
+        assert_eq!(end_of_longest_pause(&tally, 1_000, 5_000), None);
+        // Held messages handled right after the kill (1 010, 1 020), then the failover (until
+        // 3 400), then the flow again; a call before the kill does not count.
+        tally.all = vec![
+            call(900),
+            call(1_020),
+            call(1_010),
+            call(3_400),
+            call(3_450),
+            call(3_500),
+        ];
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(2_400))
+        );
+        // A pause that begins after the window (noise, the killed node's return) is not the
+        // failover's.
+        tally.all.extend([call(5_200), call(9_000)]);
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(2_400))
+        );
+        // One that began before the clearing and ended after it is.
+        tally.all = vec![call(1_010), call(7_000), call(7_010)];
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(6_000))
+        );
+        // Nothing handled before the first call after the kill: that call ends the pause.
+        tally.all = vec![call(4_000)];
+        assert_eq!(
+            end_of_longest_pause(&tally, 1_000, 5_000),
+            Some(Duration::from_millis(3_000))
+        );
+    }
+
+    #[test]
+    fn topologies_have_unique_names_and_the_ci_subset_is_network_faults_a_silence_and_two_kills() {
         let all = topologies();
         let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
         names.dedup();
@@ -610,19 +717,45 @@ mod tests {
         let short_names: Vec<&str> = short.iter().map(|(t, _)| t.name()).collect();
         assert_eq!(
             short_names,
-            ["redis", "redis-laravel", "rabbitmq", "redis-silent"]
+            [
+                "redis",
+                "redis-laravel",
+                "rabbitmq",
+                "redis-silent",
+                "redis-sentinel",
+                "nats-cluster"
+            ]
         );
         let full = select(&[], &[], false).unwrap();
         assert!(full.len() > short.len(), "the full run has more");
         // Named, a topology runs in --short too.
         assert_eq!(select(&["nats".into()], &[], true).unwrap().len(), 1);
-        for (topology, faults) in short.iter().filter(|(t, _)| !t.name().ends_with("-silent")) {
+        for (topology, faults) in &short[..3] {
             assert!(topology.components().contains(&"toxiproxy"));
             assert_eq!(faults.len(), 4, "{}", topology.name());
         }
+        // The silent fault on Redis, then the two topology rows of CI: one kill each.
+        let kills: Vec<(&str, &str)> = short[3..]
+            .iter()
+            .flat_map(|(t, faults)| faults.iter().map(|f| (t.name(), f.name)))
+            .collect();
+        assert_eq!(
+            kills,
+            [
+                ("redis-silent", "silent"),
+                ("redis-sentinel", "failover"),
+                ("nats-cluster", "leader-kill")
+            ]
+        );
         assert_eq!(
             components(&short),
-            ["redis", "toxiproxy", "rabbitmq"],
+            [
+                "redis",
+                "toxiproxy",
+                "rabbitmq",
+                "redis-sentinel",
+                "nats-cluster"
+            ],
             "each component once"
         );
     }
@@ -649,7 +782,7 @@ mod tests {
     #[test]
     fn a_row_is_bounded() {
         for (sizes, short) in [(HaSizes::short(), true), (HaSizes::full(), false)] {
-            for fault in faults::network(short) {
+            for fault in topologies().iter().flat_map(|t| t.faults(short)) {
                 assert!(
                     sizes.row_limit(&fault) <= Duration::from_secs(360),
                     "{}",

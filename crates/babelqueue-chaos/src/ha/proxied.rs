@@ -55,7 +55,12 @@ impl Topology for Proxied {
         self.in_short
     }
 
-    async fn deploy(&self, env: &Env, row: &str) -> Result<Box<dyn Deployment>, String> {
+    async fn deploy(
+        &self,
+        env: &Env,
+        row: &str,
+        _queue: &str,
+    ) -> Result<Box<dyn Deployment>, String> {
         let proxy = Toxiproxy::from_env(env)?;
         let direct = env.base_url(self.broker)?;
         let front = Front::of(self.broker, &direct)?;

@@ -106,7 +106,12 @@ impl Topology for Silent {
         self.in_short
     }
 
-    async fn deploy(&self, env: &Env, _row: &str) -> Result<Box<dyn Deployment>, String> {
+    async fn deploy(
+        &self,
+        env: &Env,
+        _row: &str,
+        _queue: &str,
+    ) -> Result<Box<dyn Deployment>, String> {
         let direct = env.base_url(self.broker)?;
         let front = Front::of(self.broker, &direct)?;
         let freezer = Freezer::start(&front.upstream).await?;
