@@ -233,7 +233,7 @@ fn ci() -> Result<(), String> {
     );
     chaos::chaos(&["--short".to_string()])?;
     println!(
-        "==> chaos --ha --short (Toxiproxy in front of Redis, both layouts, and RabbitMQ: latency, a reset, a 30 s black hole, a bandwidth cap; Redis Sentinel: the master SIGKILLed; the NATS cluster: an R3 stream's leader SIGKILLed)"
+        "==> chaos --ha --short (Toxiproxy in front of Redis, both layouts, and RabbitMQ: latency, a reset, a 30 s black hole, a bandwidth cap; Redis with its connections frozen without a close; Redis Sentinel: the master SIGKILLed; the NATS cluster: an R3 stream's leader SIGKILLed)"
     );
     chaos::chaos(&["--ha".to_string(), "--short".to_string()])?;
     println!("==> fuzz (the four core targets, 20 s each)");
