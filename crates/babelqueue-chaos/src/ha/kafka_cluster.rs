@@ -65,11 +65,7 @@ impl Topology for KafkaCluster {
         _row: &str,
         queue: &str,
     ) -> Result<Box<dyn Deployment>, String> {
-        let var = |key: &str| {
-            env.var(key)
-                .map(str::to_owned)
-                .ok_or_else(|| format!("{key} is not set: scripts/brokers.sh up kafka-cluster"))
-        };
+        let var = |key: &str| nodes::required(env, key, "kafka-cluster");
         let url = var("BQ_KAFKA_CLUSTER_URL")?;
         let dir = PathBuf::from(var("BQ_KAFKA_CLUSTER_DIR")?);
         env.brokers_sh(&["up", "kafka-cluster"], Duration::from_secs(300))

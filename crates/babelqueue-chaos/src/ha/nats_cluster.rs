@@ -61,11 +61,7 @@ impl Topology for NatsCluster {
         _row: &str,
         queue: &str,
     ) -> Result<Box<dyn Deployment>, String> {
-        let var = |key: &str| {
-            env.var(key)
-                .map(str::to_owned)
-                .ok_or_else(|| format!("{key} is not set: scripts/brokers.sh up nats-cluster"))
-        };
+        let var = |key: &str| nodes::required(env, key, "nats-cluster");
         let url = var("BQ_NATS_CLUSTER_URL")?;
         let dir = PathBuf::from(var("BQ_NATS_CLUSTER_DIR")?);
         // A row starts on a whole cluster (the previous row's kill may have left one missing).

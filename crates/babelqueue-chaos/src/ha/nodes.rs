@@ -1,5 +1,6 @@
-//! What the topology rows share about the nodes of a `scripts/brokers.sh` cluster: waiting for a
-//! condition within a bound, and starting a node again in the background.
+//! What the topology rows share about the nodes of a `scripts/brokers.sh` cluster: the
+//! variables its `env` exports, waiting for a condition within a bound, starting a node again in
+//! the background, and reading a Redis server's pid.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -49,4 +50,32 @@ pub(crate) fn live_pid(path: &std::path::Path) -> Option<u32> {
     std::path::Path::new(&format!("/proc/{pid}"))
         .exists()
         .then_some(pid)
+}
+
+/// The variable `key` that `scripts/brokers.sh env` exports while `component` runs, or an error
+/// saying how to start it.
+pub(crate) fn required(env: &brokers::Env, key: &str, component: &str) -> Result<String, String> {
+    env.var(key)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{key} is not set: scripts/brokers.sh up {component}"))
+}
+
+/// The `process_id` of a Redis server's `INFO server` reply.
+pub(crate) fn redis_pid(info: &str) -> Option<u32> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("process_id:"))
+        .and_then(|p| p.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redis_pid_is_read_from_info_server() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nprocess_id:4242\r\ntcp_port:7001\r\n";
+        assert_eq!(redis_pid(info), Some(4242));
+        assert_eq!(redis_pid("# Server\r\nprocess_id:\r\n"), None);
+        assert_eq!(redis_pid(""), None);
+    }
 }

@@ -68,11 +68,7 @@ impl Topology for RabbitCluster {
         _row: &str,
         queue: &str,
     ) -> Result<Box<dyn Deployment>, String> {
-        let var = |key: &str| {
-            env.var(key)
-                .map(str::to_owned)
-                .ok_or_else(|| format!("{key} is not set: scripts/brokers.sh up rabbitmq-cluster"))
-        };
+        let var = |key: &str| nodes::required(env, key, "rabbitmq-cluster");
         let url = var("BQ_AMQP_CLUSTER_URL")?;
         let ctl = var("BQ_AMQP_CLUSTER_CTL")?;
         env.brokers_sh(&["up", "rabbitmq-cluster"], Duration::from_secs(300))

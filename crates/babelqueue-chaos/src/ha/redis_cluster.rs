@@ -70,10 +70,7 @@ impl Topology for RedisCluster {
         _row: &str,
         queue: &str,
     ) -> Result<Box<dyn Deployment>, String> {
-        let url = env
-            .var("BQ_REDIS_CLUSTER_URL")
-            .ok_or("BQ_REDIS_CLUSTER_URL is not set: scripts/brokers.sh up redis-cluster")?
-            .to_owned();
+        let url = nodes::required(env, "BQ_REDIS_CLUSTER_URL", "redis-cluster")?;
         let RedisTopology::Cluster(parsed) = topology::parse(&url).map_err(|e| e.to_string())?
         else {
             return Err(format!("{url}: not a redis+cluster:// URL"));
@@ -227,11 +224,7 @@ impl Deployment for ClusterRow {
         }
         let master = self.slot_master(None).await?;
         let info = self.cli(master, &["INFO", "server"]).await?;
-        let pid = info
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("process_id:"))
-            .and_then(|p| p.parse::<u32>().ok())
-            .ok_or_else(|| format!(":{master} gave no process_id"))?;
+        let pid = nodes::redis_pid(&info).ok_or_else(|| format!(":{master} gave no process_id"))?;
         *self.killed.lock().map_err(|e| e.to_string())? = Some(master);
         brokers::kill9(pid).await
     }
