@@ -57,6 +57,7 @@ use crate::tally::Tally;
 pub(crate) mod faults;
 mod freezer;
 mod kafka_cluster;
+mod kafka_proxied;
 mod nats_cluster;
 mod nodes;
 mod proxied;
@@ -125,6 +126,7 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
         Arc::new(proxied::Proxied::new(Broker::Artemis, false)),
         Arc::new(proxied::Proxied::new(Broker::Sqs, false)),
+        Arc::new(kafka_proxied::KafkaProxied),
         Arc::new(silent::Silent::new(Broker::Redis, true)),
         Arc::new(silent::Silent::new(Broker::Rabbitmq, false)),
         Arc::new(silent::Silent::new(Broker::Nats, false)),

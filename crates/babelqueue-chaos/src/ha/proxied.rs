@@ -64,7 +64,9 @@ impl Topology for Proxied {
         let proxy = Toxiproxy::from_env(env)?;
         let direct = env.base_url(self.broker)?;
         let front = Front::of(self.broker, &direct)?;
-        let listen = proxy.create_proxy(row, &front.upstream).await?;
+        let listen = proxy
+            .create_proxy(row, "127.0.0.1:0", &front.upstream)
+            .await?;
         let worker = front.worker(&listen)?;
         Ok(Box::new(ProxiedRow {
             proxy,
@@ -129,7 +131,7 @@ fn sqs_endpoint(url: &str) -> Result<&str, String> {
 
 /// One row's proxy.
 #[derive(Debug)]
-struct ProxiedRow {
+pub(super) struct ProxiedRow {
     proxy: Toxiproxy,
     name: String,
     listen: String,
@@ -142,6 +144,25 @@ struct ProxiedRow {
 }
 
 impl ProxiedRow {
+    /// A row of a proxy `name` that listens on `listen`: the worker connects to `worker`, the
+    /// rest to `direct`; the proxy's accepted clients are the worker's connections.
+    pub(super) fn new(
+        proxy: Toxiproxy,
+        name: &str,
+        listen: &str,
+        direct: &str,
+        worker: &str,
+    ) -> ProxiedRow {
+        ProxiedRow {
+            proxy,
+            name: name.to_owned(),
+            listen: listen.to_owned(),
+            direct: direct.to_owned(),
+            worker: worker.to_owned(),
+            per_request: false,
+        }
+    }
+
     fn toxics(fault: &Fault) -> Result<&[faults::Toxic], String> {
         match &fault.action {
             Action::Toxics(toxics) => Ok(toxics),
