@@ -730,6 +730,13 @@ mod tests {
         );
         let full = select(&[], &[], false).unwrap();
         assert!(full.len() > short.len(), "the full run has more");
+        // Kafka's network faults: the full run only, on a node of their own behind Toxiproxy.
+        let (kafka, faults) = full
+            .iter()
+            .find(|(t, _)| t.name() == "kafka")
+            .expect("the kafka topology");
+        assert_eq!(kafka.components(), ["kafka-proxied", "toxiproxy"]);
+        assert_eq!(faults.len(), 4);
         // Named, a topology runs in --short too.
         assert_eq!(select(&["nats".into()], &[], true).unwrap().len(), 1);
         for (topology, faults) in &short[..3] {
