@@ -46,7 +46,7 @@ impl Topology for KafkaProxied {
     /// worker's group session (`session.timeout.ms=2000`, the chaos workers' setting), so the
     /// coordinator evicts the member; after the clearing the worker waits out librdkafka's
     /// reconnect back-off to the coordinator, rejoins the group and fetches from the committed
-    /// offset. Measured on the 2-core test machine: 5.6 to 9.9 s over seven rows (docs/ha.md);
+    /// offset. Measured on the 2-core test machine: 5.6 to 9.9 s over eight rows (docs/ha.md);
     /// the bound is about three times the slowest. The other single brokers keep theirs.
     fn faults(&self, short: bool) -> Vec<Fault> {
         let mut faults = faults::network(short);
