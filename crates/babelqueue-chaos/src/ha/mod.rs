@@ -57,6 +57,7 @@ use crate::tally::Tally;
 pub(crate) mod faults;
 mod freezer;
 mod kafka_cluster;
+mod kafka_proxied;
 mod nats_cluster;
 mod nodes;
 mod proxied;
@@ -125,6 +126,7 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
         Arc::new(proxied::Proxied::new(Broker::Artemis, false)),
         Arc::new(proxied::Proxied::new(Broker::Sqs, false)),
+        Arc::new(kafka_proxied::KafkaProxied),
         Arc::new(silent::Silent::new(Broker::Redis, true)),
         Arc::new(silent::Silent::new(Broker::Rabbitmq, false)),
         Arc::new(silent::Silent::new(Broker::Nats, false)),
@@ -728,6 +730,13 @@ mod tests {
         );
         let full = select(&[], &[], false).unwrap();
         assert!(full.len() > short.len(), "the full run has more");
+        // Kafka's network faults: the full run only, on a node of their own behind Toxiproxy.
+        let (kafka, faults) = full
+            .iter()
+            .find(|(t, _)| t.name() == "kafka")
+            .expect("the kafka topology");
+        assert_eq!(kafka.components(), ["kafka-proxied", "toxiproxy"]);
+        assert_eq!(faults.len(), 4);
         // Named, a topology runs in --short too.
         assert_eq!(select(&["nats".into()], &[], true).unwrap().len(), 1);
         for (topology, faults) in &short[..3] {

@@ -1,7 +1,8 @@
 //! A single broker of `scripts/brokers.sh` behind a Toxiproxy proxy of the row's own: the worker
 //! connects through the proxy, the publisher, the broker-side count and the probe go straight to
 //! the broker. The network faults are toxics on that proxy; the worker's connections are the
-//! proxy's accepted clients (nothing else connects through it).
+//! proxy's accepted clients (nothing else connects through it). The `kafka` topology
+//! (`kafka_proxied.rs`) uses the same row on a proxy at the port its broker advertises.
 
 use async_trait::async_trait;
 
@@ -12,8 +13,9 @@ use crate::brokers::{Broker, Env};
 
 /// `redis`, `redis-laravel` (the same Redis, the Laravel layout), `rabbitmq`, `nats`, `artemis`
 /// (AMQP 1.0) or `sqs` (moto, HTTP: the proxy is in front of the URL's `endpoint=`), behind
-/// Toxiproxy. (Kafka and Pulsar cannot sit behind a plain TCP proxy: their clients are sent on
-/// to the address the broker advertises, so the worker's traffic would go around the proxy.)
+/// Toxiproxy. (Kafka and Pulsar cannot sit behind a proxy in front of a plain broker: their
+/// clients are sent on to the address the broker advertises, so the worker's traffic would go
+/// around it. Kafka has its own topology, whose broker advertises the proxy.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Proxied {
     broker: Broker,
@@ -64,7 +66,9 @@ impl Topology for Proxied {
         let proxy = Toxiproxy::from_env(env)?;
         let direct = env.base_url(self.broker)?;
         let front = Front::of(self.broker, &direct)?;
-        let listen = proxy.create_proxy(row, &front.upstream).await?;
+        let listen = proxy
+            .create_proxy(row, "127.0.0.1:0", &front.upstream)
+            .await?;
         let worker = front.worker(&listen)?;
         Ok(Box::new(ProxiedRow {
             proxy,
@@ -129,7 +133,7 @@ fn sqs_endpoint(url: &str) -> Result<&str, String> {
 
 /// One row's proxy.
 #[derive(Debug)]
-struct ProxiedRow {
+pub(super) struct ProxiedRow {
     proxy: Toxiproxy,
     name: String,
     listen: String,
@@ -142,6 +146,25 @@ struct ProxiedRow {
 }
 
 impl ProxiedRow {
+    /// A row of a proxy `name` that listens on `listen`: the worker connects to `worker`, the
+    /// rest to `direct`; the proxy's accepted clients are the worker's connections.
+    pub(super) fn new(
+        proxy: Toxiproxy,
+        name: &str,
+        listen: &str,
+        direct: &str,
+        worker: &str,
+    ) -> ProxiedRow {
+        ProxiedRow {
+            proxy,
+            name: name.to_owned(),
+            listen: listen.to_owned(),
+            direct: direct.to_owned(),
+            worker: worker.to_owned(),
+            per_request: false,
+        }
+    }
+
     fn toxics(fault: &Fault) -> Result<&[faults::Toxic], String> {
         match &fault.action {
             Action::Toxics(toxics) => Ok(toxics),

@@ -59,12 +59,17 @@ impl Toxiproxy {
         }
     }
 
-    /// Creates proxy `name` on a port of 127.0.0.1 the server picks, in front of `upstream`
-    /// (`host:port`); the address it listens on.
-    pub(crate) async fn create_proxy(&self, name: &str, upstream: &str) -> Result<String, String> {
+    /// Creates proxy `name` listening on `listen` (`127.0.0.1:0`: a port the server picks), in
+    /// front of `upstream` (`host:port`); the address it listens on.
+    pub(crate) async fn create_proxy(
+        &self,
+        name: &str,
+        listen: &str,
+        upstream: &str,
+    ) -> Result<String, String> {
         let body = json!({
             "name": name,
-            "listen": "127.0.0.1:0",
+            "listen": listen,
             "upstream": upstream,
             "enabled": true,
         });
@@ -79,6 +84,25 @@ impl Toxiproxy {
             return Err(format!("toxiproxy: proxy {name} listens on {listen}"));
         }
         Ok(listen.to_owned())
+    }
+
+    /// Deletes every proxy that listens on `listen` (one an interrupted run left behind holds
+    /// the port).
+    pub(crate) async fn free_listen(&self, listen: &str) -> Result<(), String> {
+        let text = self.call("GET", "/proxies", None).await?;
+        let proxies: Value =
+            serde_json::from_str(&text).map_err(|e| format!("toxiproxy: {e}: {text}"))?;
+        let holders: Vec<String> = proxies
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, p)| p.get("listen").and_then(Value::as_str) == Some(listen))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in holders {
+            self.delete_proxy(&name).await?;
+        }
+        Ok(())
     }
 
     pub(crate) async fn delete_proxy(&self, name: &str) -> Result<(), String> {
