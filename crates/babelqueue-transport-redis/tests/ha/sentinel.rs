@@ -271,7 +271,7 @@ async fn a_worker_consumes_across_a_failover_and_loses_nothing() {
 /// docs/transports/redis.md). A measurement, not a check: run it with
 /// `cargo test --release -p babelqueue-transport-redis --test ha publish_rate -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement"]
+#[ignore = "a measurement of publish rates that prints figures and asserts none; run it by hand with --release"]
 async fn publish_rate_with_and_without_wait_replicas() {
     let Some(url) = topology_url("BQ_REDIS_SENTINEL_URL", "Redis Sentinel") else {
         return;
