@@ -63,6 +63,7 @@ mod nodes;
 mod proxied;
 mod rabbit_cluster;
 mod redis_cluster;
+mod redis_kills;
 mod sentinel;
 mod silent;
 pub(crate) mod toxiproxy;

@@ -10,7 +10,6 @@
 //! master had would go with it.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,6 +17,7 @@ use babelqueue::redis::topology::{self, Topology as RedisTopology};
 
 use super::faults::{Action, Fault};
 use super::nodes;
+use super::redis_kills::RedisKills;
 use super::{Deployment, Topology};
 use crate::brokers::{self, Broker, Env};
 
@@ -83,7 +83,7 @@ impl Topology for RedisCluster {
             nodes: parsed.nodes.into_iter().map(|(_, p)| p).collect(),
             key,
             dir: env.brokers_dir().join("redis-cluster"),
-            killed: Mutex::new(None),
+            kills: RedisKills::new(env.clone()),
         };
         row.whole().await?;
         Ok(Box::new(row))
@@ -101,30 +101,27 @@ struct ClusterRow {
     key: String,
     /// The nodes' directories (`<port>/redis.conf`).
     dir: PathBuf,
-    /// The port of the master this row killed, until it runs again.
-    killed: Mutex<Option<u16>>,
+    /// `redis-cli`, and the master this row killed.
+    kills: RedisKills,
 }
 
 impl ClusterRow {
-    async fn cli(&self, port: u16, args: &[&str]) -> Result<String, String> {
-        let mut cmd = self.env.command("redis-cli");
-        cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()])
-            .args(args);
-        brokers::run(cmd, Duration::from_secs(5)).await
-    }
-
     /// The live master that owns the queue's slot, as the first node that answers sees it.
     async fn slot_master(&self, not: Option<u16>) -> Result<u16, String> {
         let mut last = String::from("no node answered");
         for port in self.nodes.iter().filter(|p| Some(**p) != not) {
-            let slot = match self.cli(*port, &["CLUSTER", "KEYSLOT", &self.key]).await {
+            let slot = match self
+                .kills
+                .cli(*port, &["CLUSTER", "KEYSLOT", &self.key])
+                .await
+            {
                 Ok(s) => s.trim().parse::<u16>().map_err(|e| format!("{s:?}: {e}"))?,
                 Err(e) => {
                     last = e;
                     continue;
                 }
             };
-            let nodes = self.cli(*port, &["CLUSTER", "NODES"]).await?;
+            let nodes = self.kills.cli(*port, &["CLUSTER", "NODES"]).await?;
             return master_of_slot(&nodes, slot)
                 .ok_or_else(|| format!("no live master owns slot {slot}"));
         }
@@ -138,12 +135,12 @@ impl ClusterRow {
             Duration::from_secs(60),
             || async {
                 for port in &self.nodes {
-                    let info = self.cli(*port, &["CLUSTER", "INFO"]).await?;
+                    let info = self.kills.cli(*port, &["CLUSTER", "INFO"]).await?;
                     if !info.contains("cluster_state:ok") || !info.contains("cluster_known_nodes:6")
                     {
                         return Err(format!(":{port} is not ok"));
                     }
-                    let replication = self.cli(*port, &["INFO", "replication"]).await?;
+                    let replication = self.kills.cli(*port, &["INFO", "replication"]).await?;
                     if replication.contains("role:slave")
                         && !replication.contains("master_link_status:up")
                     {
@@ -172,7 +169,7 @@ impl ClusterRow {
         .await?;
         let conf = self.dir.join(port.to_string()).join("redis.conf");
         nodes::spawn_detached("redis-server", &[&conf.display().to_string()]).await?;
-        *self.killed.lock().map_err(|e| e.to_string())? = None;
+        self.kills.restarted()?;
         self.whole().await
     }
 }
@@ -223,23 +220,18 @@ impl Deployment for ClusterRow {
             return Err(format!("{:?}: not a fault of redis-cluster", fault.action));
         }
         let master = self.slot_master(None).await?;
-        let info = self.cli(master, &["INFO", "server"]).await?;
-        let pid = nodes::redis_pid(&info).ok_or_else(|| format!(":{master} gave no process_id"))?;
-        *self.killed.lock().map_err(|e| e.to_string())? = Some(master);
-        brokers::kill9(pid).await
+        self.kills.kill(master).await
     }
 
     async fn clear(&self, _fault: &Fault) -> Result<(), String> {
-        let killed = *self.killed.lock().map_err(|e| e.to_string())?;
-        match killed {
+        match self.kills.killed()? {
             Some(port) => self.restart(port).await,
             None => Ok(()),
         }
     }
 
     async fn teardown(&self) {
-        let killed = self.killed.lock().ok().and_then(|k| *k);
-        if let Some(port) = killed {
+        if let Ok(Some(port)) = self.kills.killed() {
             let _ = self.restart(port).await;
         }
         brokers::redis_cleanup(&self.env, Broker::Redis, &self.url, &self.queue).await;

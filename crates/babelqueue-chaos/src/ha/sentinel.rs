@@ -10,7 +10,6 @@
 //! sentinels promote the replica with the most data).
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,6 +17,7 @@ use babelqueue::redis::topology::{self, Topology as RedisTopology};
 
 use super::faults::{Action, Fault};
 use super::nodes;
+use super::redis_kills::RedisKills;
 use super::{Deployment, Topology};
 use crate::brokers::{self, Broker, Env, redis_topology};
 
@@ -82,7 +82,7 @@ impl Topology for Sentinel {
             sentinels: parsed.sentinels,
             service: parsed.service,
             dir: env.brokers_dir().join("redis-sentinel"),
-            killed: Mutex::new(None),
+            kills: RedisKills::new(env.clone()),
         };
         // A row starts on a whole topology: a master with both replicas in sync.
         row.settled(None).await?;
@@ -99,23 +99,17 @@ struct SentinelRow {
     service: String,
     /// The servers' directories (`<port>/redis.conf`).
     dir: PathBuf,
-    /// The port of the master this row killed, until it runs again.
-    killed: Mutex<Option<u16>>,
+    /// `redis-cli`, and the master this row killed.
+    kills: RedisKills,
 }
 
 impl SentinelRow {
-    async fn cli(&self, port: u16, args: &[&str]) -> Result<String, String> {
-        let mut cmd = self.env.command("redis-cli");
-        cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()])
-            .args(args);
-        brokers::run(cmd, Duration::from_secs(5)).await
-    }
-
     /// The master each sentinel names (all must answer).
     async fn named_masters(&self) -> Result<Vec<u16>, String> {
         let mut out = Vec::new();
         for (_, port) in &self.sentinels {
             let reply = self
+                .kills
                 .cli(
                     *port,
                     &["SENTINEL", "get-master-addr-by-name", &self.service],
@@ -140,7 +134,7 @@ impl SentinelRow {
                 if named.iter().any(|m| *m != master) || Some(master) == not {
                     return Err(format!("the sentinels name {named:?}"));
                 }
-                let info = self.cli(master, &["INFO", "replication"]).await?;
+                let info = self.kills.cli(master, &["INFO", "replication"]).await?;
                 if replicas_online(&info) >= 2 {
                     Ok(master)
                 } else {
@@ -170,7 +164,7 @@ impl SentinelRow {
         // sentinels still took for the master would have its replicas copy nothing.
         let conf = self.dir.join(port.to_string()).join("redis.conf");
         nodes::spawn_detached("redis-server", &[&conf.display().to_string()]).await?;
-        *self.killed.lock().map_err(|e| e.to_string())? = None;
+        self.kills.restarted()?;
         let master = self.settled(Some(port)).await?;
         if master != new {
             return Err(format!("the master moved again, from :{new} to :{master}"));
@@ -211,23 +205,18 @@ impl Deployment for SentinelRow {
             return Err(format!("{:?}: not a fault of redis-sentinel", fault.action));
         }
         let master = self.settled(None).await?;
-        let info = self.cli(master, &["INFO", "server"]).await?;
-        let pid = nodes::redis_pid(&info).ok_or_else(|| format!(":{master} gave no process_id"))?;
-        *self.killed.lock().map_err(|e| e.to_string())? = Some(master);
-        brokers::kill9(pid).await
+        self.kills.kill(master).await
     }
 
     async fn clear(&self, _fault: &Fault) -> Result<(), String> {
-        let killed = *self.killed.lock().map_err(|e| e.to_string())?;
-        match killed {
+        match self.kills.killed()? {
             Some(port) => self.restart(port).await,
             None => Ok(()),
         }
     }
 
     async fn teardown(&self) {
-        let killed = self.killed.lock().ok().and_then(|k| *k);
-        if let Some(port) = killed {
+        if let Ok(Some(port)) = self.kills.killed() {
             let _ = self.restart(port).await;
         }
         brokers::redis_cleanup(&self.env, Broker::Redis, &self.url, &self.queue).await;
