@@ -62,7 +62,6 @@ pub(crate) fn facts(facts: &Facts) -> String {
             "{{\"carried\":{},\"redelivered\":{redelivered}}}",
             carried.map_or_else(|| "null".to_owned(), |c| c.to_string())
         ),
-        Some(other) => format!("{{\"native\":{}}}", other.native()),
     };
     format!(
         "{{\"urn\":{},\"declared_version\":{declared},\"count\":{count},\"native_attempts\":{},\

@@ -169,11 +169,9 @@ mod tests {
     #[test]
     fn the_gate_comes_first_whatever_the_body() {
         for body in [ORDER, b"not json"] {
-            let f = Facts {
-                declared_version: Declared::Text("2".into()),
-                attempts_not_counted: true,
-                ..facts()
-            };
+            let mut f = facts();
+            f.declared_version = Declared::Text("2".into());
+            f.attempts_not_counted = true;
             assert_eq!(
                 classify(body, &f, "q"),
                 Class::Gated {
@@ -181,10 +179,8 @@ mod tests {
                 }
             );
         }
-        let f = Facts {
-            declared_version: Declared::Integer(1),
-            ..facts()
-        };
+        let mut f = facts();
+        f.declared_version = Declared::Integer(1);
         assert!(matches!(classify(ORDER, &f, "q"), Class::Readable { .. }));
     }
 
@@ -197,12 +193,10 @@ mod tests {
         assert_eq!((p.attempts, p.original_queue.as_str()), (4, "orders"));
         assert!(!p.always_dead_lettered);
 
-        let f = Facts {
-            count: Some(Count::Carried(2)),
-            original_queue: Some("orders".into()),
-            poison_always_dead_lettered: true,
-            ..facts()
-        };
+        let mut f = facts();
+        f.count = Some(Count::Carried(2));
+        f.original_queue = Some("orders".into());
+        f.poison_always_dead_lettered = true;
         let Class::Poison(p) = classify(b"\xff", &f, "orders.retry.1") else {
             panic!()
         };
@@ -216,10 +210,8 @@ mod tests {
 
     #[test]
     fn an_uncounted_attempt_is_poison_even_for_a_readable_body() {
-        let f = Facts {
-            attempts_not_counted: true,
-            ..facts()
-        };
+        let mut f = facts();
+        f.attempts_not_counted = true;
         let Class::Poison(p) = classify(ORDER, &f, "q") else {
             panic!()
         };
@@ -234,11 +226,9 @@ mod tests {
 
     #[test]
     fn readable_bodies_are_reconciled_and_routed() {
-        let f = Facts {
-            count: Some(Count::Redelivered(3)),
-            urn: Some(" urn:routed ".into()),
-            ..facts()
-        };
+        let mut f = facts();
+        f.count = Some(Count::Redelivered(3));
+        f.urn = Some(" urn:routed ".into());
         let Class::Readable {
             body,
             envelope,

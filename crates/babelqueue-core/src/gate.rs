@@ -1,43 +1,13 @@
-//! The schema-version gate every property-carrying transport applies before decoding a body
-//! (SQS, ASB, Pulsar, Kafka, Artemis), and the reserved route it hands the delivery over with.
+//! The schema-version gate every property-carrying transport's deliveries go through before a
+//! body is decoded (the rule itself, [`gated`], lives in the envelope crate), and the escaped
+//! form of a declared version the runtime logs and routes with.
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// The longest declared version kept in logs and routes (longer ones are cut and `...` added).
 pub const DECLARED_VERSION_MAX_CHARS: usize = 64;
 
-/// A schema-version property as the broker carried it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum GateValue<'a> {
-    /// No such property.
-    Absent,
-    /// A present property holding null.
-    Null,
-    /// A string property.
-    Text(&'a str),
-    /// An integral property (any AMQP width, signed or unsigned).
-    Integer(i128),
-    /// A floating-point property.
-    Float(f64),
-    /// A boolean property.
-    Bool(bool),
-}
-
-/// Whether the gate rejects a delivery, and the declared version it rejects.
-///
-/// Absent, null or ASCII-blank: not gated. Exactly the text `1` (untrimmed), or the integer 1:
-/// not gated. Anything else (`2`, `01`, ` 1`, `1.0`, U+00A0, a float, a boolean): gated.
-pub fn gated(value: GateValue<'_>) -> Option<String> {
-    match value {
-        GateValue::Absent | GateValue::Null => None,
-        GateValue::Text(text) if babelqueue_envelope::ascii::is_blank(text) || text == "1" => None,
-        GateValue::Text(text) => Some(text.to_owned()),
-        GateValue::Integer(1) => None,
-        GateValue::Integer(n) => Some(n.to_string()),
-        GateValue::Float(f) => Some(format!("{f:?}")),
-        GateValue::Bool(b) => Some(b.to_string()),
-    }
-}
+pub use babelqueue_envelope::gate::{GateValue, gated};
 
 /// The declared version cut to 64 characters plus `...` when `cap`, then percent-escaped with
 /// only the RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`) left as they are.
@@ -97,42 +67,6 @@ mod tests {
     }
 
     use super::*;
-
-    #[test]
-    fn trigger() {
-        for blank in ["", " \t", " ", "\n\u{b}\u{c}\r"] {
-            assert_eq!(gated(GateValue::Text(blank)), None);
-        }
-        assert_eq!(gated(GateValue::Text("1")), None);
-        assert_eq!(gated(GateValue::Absent), None);
-        assert_eq!(gated(GateValue::Null), None);
-        assert_eq!(gated(GateValue::Integer(1)), None);
-        for rejected in [
-            "2",
-            "01",
-            " 1",
-            "1 ",
-            "\t1\n",
-            "\u{a0}",
-            "\u{85}",
-            "\u{3000}",
-            "\u{feff}",
-            "\u{a0}1",
-            "1\u{3000}",
-            "x",
-        ] {
-            assert_eq!(
-                gated(GateValue::Text(rejected)),
-                Some(rejected.to_owned()),
-                "{rejected:?}"
-            );
-        }
-        assert!(gated(GateValue::Integer(2)).is_some());
-        assert!(gated(GateValue::Integer(0)).is_some());
-        assert!(gated(GateValue::Float(1.0)).is_some());
-        assert!(gated(GateValue::Float(1.5)).is_some());
-        assert!(gated(GateValue::Bool(true)).is_some());
-    }
 
     #[test]
     fn escaping() {

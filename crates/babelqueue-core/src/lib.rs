@@ -57,18 +57,17 @@ pub mod app;
 pub mod attempts;
 pub mod classify;
 pub mod decide;
-pub mod delivery;
 mod error;
 pub mod gate;
 pub mod handler;
 pub mod idempotency;
 pub mod memory;
-pub mod options;
 pub mod policy;
-pub mod redact;
 pub mod redrive;
 pub mod schema;
 pub mod transport;
+
+pub use babelqueue_transport::{delivery, options, redact};
 
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;

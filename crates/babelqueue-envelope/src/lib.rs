@@ -64,6 +64,7 @@ pub mod cjson;
 mod dead_letter;
 mod envelope;
 mod error;
+pub mod gate;
 pub mod json;
 mod outgoing;
 mod verdict;

@@ -27,7 +27,7 @@
 //! password.
 //!
 //! ```
-//! use babelqueue_core::options::{Component, decode, decode_lossy, is_true, parse_bool};
+//! use babelqueue_transport::options::{Component, decode, decode_lossy, is_true, parse_bool};
 //!
 //! assert_eq!(parse_bool("Yes"), Some(true));
 //! assert_eq!(parse_bool("off"), Some(false));

@@ -19,7 +19,7 @@
 //! message of a client library that quotes the URL it was given.
 //!
 //! ```
-//! use babelqueue_core::redact::{redact, scrub};
+//! use babelqueue_transport::redact::{redact, scrub};
 //!
 //! assert_eq!(redact("amqp://guest:hunter2@127.0.0.1:5672/%2f"), "amqp://guest:***@127.0.0.1:5672/%2f");
 //! assert_eq!(redact("amqp:/guest:hunter2@127.0.0.1"), "amqp:/guest:***@127.0.0.1");

@@ -4,8 +4,7 @@
 //! A transport describes; it never decides. It says what the broker carried beside the body
 //! (an out-of-band URN, the schema-version property, a delivery count and how that count relates
 //! to the body's `attempts`, the queue a retried record was first published to …) and the
-//! runtime alone turns those facts into a verdict ([`classify`](crate::classify)) and a settle
-//! plan ([`decide`](crate::decide)).
+//! runtime alone turns those facts into a verdict and a settle plan.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -14,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::gate::GateValue;
+use babelqueue_envelope::gate::GateValue;
 
 /// Out-of-band headers that ride beside the envelope (never inside it): `traceparent`,
 /// `bq-replay-bypass`, … String keys and values.
@@ -54,17 +53,19 @@ impl Declared {
     }
 
     /// The declared version the gate rejects, or `None` when the delivery may be decoded (see
-    /// [`gate::gated`](crate::gate::gated)).
+    /// [`gated`](babelqueue_envelope::gate::gated)).
     pub fn rejected(&self) -> Option<String> {
-        crate::gate::gated(self.gate_value())
+        babelqueue_envelope::gate::gated(self.gate_value())
     }
 }
 
 /// What the broker knows about how often a message was delivered, and how that count
 /// reconciles with the body's `attempts` (the runtime applies the rule, see
-/// [`attempts`](crate::attempts)).
+/// `babelqueue_core::attempts`).
+///
+/// A closed set, not `#[non_exhaustive]`: the runtime applies a rule to every variant, so a new
+/// kind of count is a change of the contract, made in both crates at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Count {
     /// The broker counts earlier deliveries, 0 on the first (SQS `ApproximateReceiveCount - 1`,
     /// Service Bus `DeliveryCount - 1`, Artemis `delivery-count`): `attempts` is raised to at
@@ -86,7 +87,7 @@ pub enum Count {
 
 impl Count {
     /// The deliveries the broker knows of without reading the body: what a poison body is
-    /// counted by, and what [`Context::native_attempts`](crate::Context::native_attempts)
+    /// counted by, and what the handler context's `native_attempts`
     /// reports.
     pub fn native(&self) -> i64 {
         match *self {
@@ -266,7 +267,7 @@ impl Delivery {
     }
 
     /// The queue's name, shared (a clone is a reference-count increment).
-    pub(crate) fn queue_shared(&self) -> &Arc<str> {
+    pub fn queue_shared(&self) -> &Arc<str> {
         &self.queue
     }
 
