@@ -1,11 +1,16 @@
 //! A `cargo xtask tidy` check: the repository describes the product as it is, so no tracked text
-//! file names a work session or an issue number ("session 27", "sessions 23 to 26", "Session
-//! 31's run", "issue 17's targets", "issue #14"). A figure is dated instead, and the history of
-//! the benchmark figures lives in `docs/benchmarks.md` and `CHANGELOG.md`.
+//! file names a work period or an issue number: a work session ("session 27", "sessions 23 to
+//! 26", "Session 31's run"), an issue ("issue 17's targets", "issue #14"), a wave of work ("wave
+//! 2", "the second wave", "2nd wave"), a numbered stop or round of work ("stop 39", "round 3") or
+//! a numbered defect of a review ("defect 6"). A figure is dated instead, a fix says what it
+//! fixed, and the history of the benchmark figures lives in `docs/benchmarks.md` and
+//! `CHANGELOG.md`.
 //!
 //! Kafka's session timeout written as a duration ("session 6 s") is not a label, nor is a
 //! `Session` type's possessive ("the session's standard error"): neither has a number after it
-//! that is not a duration.
+//! that is not a duration. "stop 5 s" and "round 2 ms" are durations too; "round 3 of 7" counts
+//! measurement rounds; "round trip", "a retry round", "phase 1" of a chaos scenario and "the
+//! second round" of a benchmark carry no label.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,7 +21,8 @@ const CHECKED: &[&str] = &["md", "rs", "sh", "toml"];
 /// The one file not checked: it holds the matcher's test rows, half of which must match.
 const THIS_FILE: &str = "xtask/src/labels.rs";
 
-/// A unit after "session N" that makes it a duration (a session timeout), not a label.
+/// A unit after "session N" (a session timeout), "stop N" or "round N" that makes it a
+/// duration, not a label.
 const DURATION_UNITS: &[&str] = &[
     "s", "ms", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes",
 ];
@@ -25,7 +31,7 @@ fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
-/// Whether `rest`, the text after "session N", starts with a space and a duration unit.
+/// Whether `rest`, the text after "session N" (or "stop N", "round N"), starts with a space and a duration unit.
 fn duration_follows(rest: &str) -> bool {
     let trimmed = rest.trim_start_matches([' ', '\t']);
     if trimmed.len() == rest.len() {
@@ -38,15 +44,60 @@ fn duration_follows(rest: &str) -> bool {
     DURATION_UNITS.contains(&unit.as_str())
 }
 
-/// The byte offsets in `text` where a label starts: "session" or "issue" as a word (case
-/// insensitive, "sessions" and "issues" too), then spaces or a line break and an optional `#`,
-/// or a `#` alone, then a number that is a word of its own; "session N" followed by a duration
-/// unit is left alone.
+/// The words a number after which makes a label, and whether a duration unit after the number
+/// (and, for "round", " of " and a count) makes it something else.
+const NUMBERED: &[(&str, bool)] = &[
+    ("session", true),
+    ("issue", false),
+    ("wave", false),
+    ("defect", false),
+    ("stop", true),
+    ("round", true),
+];
+
+/// The ordinals that make "<ordinal> wave" a label ("the second wave"), besides "2nd", "3rd", ….
+const ORDINALS: &[&str] = &[
+    "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+    "eleventh", "twelfth",
+];
+
+/// Whether `rest`, the text after "round N", counts rounds of a measurement: " of " and a number.
+fn count_follows(rest: &str) -> bool {
+    rest.strip_prefix(" of ")
+        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Whether the word before byte `end` of `lower` (spaces skipped) is an ordinal: one of
+/// [`ORDINALS`], or digits and "st", "nd", "rd" or "th".
+fn ordinal_before(lower: &str, end: usize) -> bool {
+    let before = lower[..end].trim_end_matches([' ', '\t', '\n']);
+    if before.len() == end {
+        return false;
+    }
+    let start = before
+        .rfind(|c: char| !c.is_ascii_alphanumeric())
+        .map_or(0, |i| i + 1);
+    let word = &before[start..];
+    if ORDINALS.contains(&word) {
+        return true;
+    }
+    let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &word[digits.len()..];
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && ["st", "nd", "rd", "th"].contains(&suffix)
+}
+
+/// The byte offsets in `text` where a label starts: one of the [`NUMBERED`] words as a word
+/// (case insensitive, plurals too but "rounds"), then spaces or a line break and an optional `#`, or a `#`
+/// alone, then a number that is a word of its own, unless a duration (or for "round", a count)
+/// follows; and "wave" or "waves" after an ordinal ("second wave", "3rd wave"), where the
+/// offset is the ordinal's.
 pub(crate) fn labels(text: &str) -> Vec<usize> {
     let lower = text.to_ascii_lowercase();
     let bytes = lower.as_bytes();
     let mut found = Vec::new();
-    for word in ["session", "issue"] {
+    for &(word, durations) in NUMBERED {
         let mut from = 0;
         while let Some(at) = lower[from..].find(word).map(|i| i + from) {
             from = at + word.len();
@@ -55,7 +106,21 @@ pub(crate) fn labels(text: &str) -> Vec<usize> {
             }
             let mut i = at + word.len();
             if bytes.get(i) == Some(&b's') {
+                // "rounds 266 351" is a figure of measurement rounds, not a label.
+                if word == "round" {
+                    continue;
+                }
                 i += 1;
+            }
+            if word == "wave" && bytes.get(i).copied().is_none_or(|b| !is_word(b)) {
+                let before = lower[..at].trim_end_matches([' ', '\t', '\n']);
+                if ordinal_before(&lower, at) {
+                    let start = before
+                        .rfind(|c: char| !c.is_ascii_alphanumeric())
+                        .map_or(0, |i| i + 1);
+                    found.push(start);
+                    continue;
+                }
             }
             let gap = i;
             while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
@@ -74,7 +139,10 @@ pub(crate) fn labels(text: &str) -> Vec<usize> {
             if i == digits || bytes.get(i).copied().is_some_and(is_word) {
                 continue;
             }
-            if word == "session" && duration_follows(&lower[i..]) {
+            if durations && duration_follows(&lower[i..]) {
+                continue;
+            }
+            if word == "round" && count_follows(&lower[i..]) {
                 continue;
             }
             found.push(at);
@@ -130,7 +198,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>, String> {
                 .take(24)
                 .collect();
             problems.push(format!(
-                "{path}:{line}: names a work session or an issue ({shown:?}): state the fact, dated \
+                "{path}:{line}: names a work period or an issue ({shown:?}): state the fact, dated \
                  where it is a measurement (benchmark history: docs/benchmarks.md)"
             ));
         }
@@ -165,6 +233,66 @@ mod tests {
             assert_eq!(labels(row).len(), 1, "must match: {row:?}");
         }
         assert_eq!(labels("session 28 then issue 17").len(), 2);
+    }
+
+    #[test]
+    fn waves_stops_rounds_and_defects_of_work_are_found() {
+        for row in [
+            "fixed in wave 2",
+            "Wave 3's regression tests",
+            "waves 2 and 3",
+            "wave #4",
+            "defect 1 of the run",
+            "(defect 6)",
+            "the adversarial run's defect 3:",
+            "defects 4 and 5",
+            "since stop 39",
+            "Stop 12's figures",
+            "measured in round 3",
+            "(round 2)",
+            "the second wave",
+            "the regression tests of the Third Wave:",
+            "a 2nd wave",
+            "the first\nwave of fixes",
+            "(twelfth waves)",
+        ] {
+            assert_eq!(labels(row).len(), 1, "must match: {row:?}");
+        }
+        assert_eq!(labels("defect 1 of the second wave").len(), 2);
+        let text = "x the second wave";
+        assert_eq!(labels(text), vec![6]);
+    }
+
+    #[test]
+    fn trips_phases_durations_and_measurement_rounds_are_left_alone() {
+        for row in [
+            "a round trip byte for byte",
+            "round-trips",
+            "the retry round",
+            "round 3 of 7",
+            "the best of seven rounds",
+            "run 3's rounds",
+            "best rounds 266 351 -> 305 983 msg/s",
+            "the second round of each",
+            "a round 45 ms long",
+            "stop 5 s after the kill",
+            "stop 2 seconds later",
+            "nonstop 3",
+            "stops",
+            "stop_2",
+            "phase 1 (DLQ broken)",
+            "Phase 2: the DLQ works again",
+            "a sine wave",
+            "microwave 2",
+            "wavelength 3",
+            "the wave of retries",
+            "a second waveform",
+            "defective 2",
+            "no defect",
+            "round2",
+        ] {
+            assert!(labels(row).is_empty(), "must not match: {row:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
 //! cargo xtask tidy                     # repository invariants, rust-version floors, no
-//!                                      # session or issue labels in tracked text
+//!                                      # work-period or issue labels in tracked text
 //! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
 //! cargo xtask chaos --ha [--short] [--topology NAME]... [--fault NAME]...  # network faults, HA
 //! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,

@@ -1602,8 +1602,8 @@ mod tests {
         assert_eq!(left, [body(1)], "nothing lost");
     }
 
-    /// Defect 3 of the adversarial run: after a hard kill of the node the worker wedged (no
-    /// log, no idle timeout, SIGTERM ignored) on an operation that never completed. Every
+    /// A worker must not wedge after a hard kill of the node (no log, no idle timeout, SIGTERM
+    /// ignored) on an operation that never completes, as it once did. Every
     /// operation is bounded: a connect and an acknowledgement that never answer are dropped,
     /// the connection is re-established, nothing is lost, and the loop reaches its idle
     /// timeout.

@@ -520,16 +520,16 @@ async fn a_broker_restart_mid_stream_loses_nothing_and_the_worker_keeps_running(
     restart_mid_stream(Outage::StopApp).await;
 }
 
-/// The adversarial run's defect 3: after a hard crash of the node (SIGKILL, restart 3 s later)
-/// the worker wedged in 2 of 3 runs (no log, no idle timeout, SIGTERM ignored). It must
-/// reconnect, finish the stream, and stop when asked.
+/// After a hard crash of the node (SIGKILL, restart 3 s later) the worker once wedged in 2 of
+/// 3 runs (no log, no idle timeout, SIGTERM ignored). It must reconnect, finish the stream,
+/// and stop when asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hard_broker_kill_mid_stream_loses_nothing_and_the_worker_recovers_and_stops() {
     restart_mid_stream(Outage::HardKill).await;
 }
 
 async fn restart_mid_stream(outage: Outage) {
-    // The hard kill runs the adversarial run's shape: eight handlers at once, so acks and
+    // The hard kill runs with eight handlers at once, the shape that wedged, so acks and
     // prefetched deliveries are in flight on the connection when the node dies.
     let (n, concurrency, pace) = match outage {
         Outage::StopApp => (1_000, 2, 30),

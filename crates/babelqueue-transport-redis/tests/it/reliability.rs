@@ -1,6 +1,6 @@
-//! Regression tests for the settle scripts: a write that fails never loses the message
-//! (defect 1 of the second wave), and the Laravel reserve keeps every byte but `attempts`
-//! (defect 6). Both need a real Redis: Lua errors and cjson are server behaviour.
+//! Regression tests for the settle scripts: a write that fails (a dead-letter key of the wrong
+//! type) never loses the message, and the Laravel reserve keeps every byte but `attempts`.
+//! Both need a real Redis: Lua errors and cjson are server behaviour.
 
 use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{Delivery, Redeliver, Redelivery};
