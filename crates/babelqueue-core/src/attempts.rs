@@ -85,6 +85,34 @@ pub fn poison_attempts(body: &[u8], count: Option<Count>) -> i64 {
     count.map_or(0, |c| c.native()).max(body_attempts).max(0)
 }
 
+/// The count the broker reports for the next delivery of the same message: one more earlier
+/// delivery; a carried count stays as it was carried.
+pub fn one_more_delivery(count: Count) -> Count {
+    match count {
+        Count::Redelivered(n) => Count::Redelivered(n.saturating_add(1)),
+        Count::Carried(v) => Count::Carried(v),
+        Count::CarriedOrBody {
+            carried,
+            redelivered,
+        } => Count::CarriedOrBody {
+            carried,
+            redelivered: redelivered.saturating_add(1),
+        },
+    }
+}
+
+/// The count the broker reports for the first delivery of a fresh copy of a message: no
+/// earlier delivery, nothing carried (the copy is read from its body).
+pub fn first_delivery(count: Count) -> Count {
+    match count {
+        Count::Redelivered(_) => Count::Redelivered(0),
+        Count::Carried(_) | Count::CarriedOrBody { .. } => Count::CarriedOrBody {
+            carried: None,
+            redelivered: 0,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

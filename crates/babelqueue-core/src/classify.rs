@@ -155,6 +155,39 @@ pub fn classify<'a>(body: &'a [u8], facts: &Facts, queue: &str) -> Class<'a> {
     }
 }
 
+/// Whether a broker redelivery that [keeps the original](crate::Redeliverer::keeps_original)
+/// (its bytes, with the delivery's count raised by one) brings `body` back as the runtime asked
+/// with `redeliver`: the next delivery must read as the same kind of message (readable, or
+/// poison) carrying the `attempts` counted, and so must the runtime's own body read as a fresh
+/// copy. A request that counted nothing (a release) always may: the broker counts the
+/// redelivery, as every broker with a native count does. A body whose `attempts` is ahead of
+/// the broker's count (a copy another SDK re-published) may not: its next delivery would read
+/// the same `attempts` again.
+pub fn redelivery_reproduces(
+    body: &[u8],
+    facts: &Facts,
+    queue: &str,
+    redeliver: &crate::Redeliver<'_>,
+) -> bool {
+    let Some(wanted) = redeliver.attempts else {
+        return true;
+    };
+    let mut next = facts.clone();
+    next.count = facts.count.map(attempts::one_more_delivery);
+    let mut copy = facts.clone();
+    copy.count = facts.count.map(attempts::first_delivery);
+    match (
+        classify(body, &next, queue),
+        classify(redeliver.body, &copy, queue),
+    ) {
+        (Class::Readable { envelope: a, .. }, Class::Readable { envelope: b, .. }) => {
+            a.attempts() == wanted && b.attempts() == wanted
+        }
+        (Class::Poison(a), Class::Poison(b)) => a.attempts == wanted && b.attempts == wanted,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,5 +283,63 @@ mod tests {
         };
         assert!(matches!(body, Cow::Borrowed(_)));
         assert_eq!((urn.as_str(), routed), ("urn:babel:orders:created", false));
+    }
+
+    #[test]
+    fn a_redelivery_keeping_the_original_is_used_when_the_next_count_gives_what_was_counted() {
+        use crate::{Count, Redeliver};
+        use std::time::Duration;
+        // JetStream: num_delivered 1 on the first delivery, reported as 0 earlier deliveries.
+        let facts = |earlier| {
+            let mut f = Facts::default();
+            f.count = Some(Count::Redelivered(earlier));
+            f
+        };
+        let retry = |body, attempts| Redeliver::new(body, Some(attempts), None);
+        // First delivery of a fresh message, retried with attempts 1: it comes back with one
+        // earlier delivery, which reads as attempts 1.
+        let body = br#"{"job":"urn:x","data":{},"attempts":0}"#;
+        let counted = br#"{"job":"urn:x","data":{},"attempts":1}"#;
+        assert!(redelivery_reproduces(
+            body,
+            &facts(0),
+            "q",
+            &retry(counted, 1)
+        ));
+        // Third delivery, the body never rewritten: attempts 2 now, 3 next.
+        let third = br#"{"job":"urn:x","data":{},"attempts":3}"#;
+        assert!(redelivery_reproduces(
+            body,
+            &facts(2),
+            "q",
+            &retry(third, 3)
+        ));
+        // A body ahead of the broker's count (a copy another SDK re-published with attempts
+        // 4): the next delivery would still read 4, not 5.
+        let ahead = br#"{"job":"urn:x","data":{},"attempts":4}"#;
+        let five = br#"{"job":"urn:x","data":{},"attempts":5}"#;
+        assert!(!redelivery_reproduces(
+            ahead,
+            &facts(0),
+            "q",
+            &retry(five, 5)
+        ));
+        // A release counts nothing: always the broker's mechanism.
+        let release = Redeliver::new(ahead, None, Some(Duration::from_secs(2)));
+        assert!(redelivery_reproduces(ahead, &facts(0), "q", &release));
+        // The bounded retry of a poison body: the broker keeps the poison bytes and counts.
+        let poison = b"\xffnot json";
+        assert!(redelivery_reproduces(
+            poison,
+            &facts(1),
+            "q",
+            &retry(br#"{"attempts":2}"#, 2)
+        ));
+        assert!(!redelivery_reproduces(
+            br#"{"attempts":7}"#,
+            &facts(0),
+            "q",
+            &retry(br#"{"attempts":8}"#, 8)
+        ));
     }
 }

@@ -82,8 +82,8 @@ pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
-    NativeSettler, Redeliver, Redeliverer, Redelivery, Rewinder, RoutedPublisher, SettlePublisher,
-    Transport,
+    NativeSettler, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder, RoutedPublisher,
+    SettlePublisher, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

@@ -36,7 +36,8 @@ use tokio::time::Instant;
 use crate::error::TransportError;
 use crate::transport::{
     BatchAcker, BatchPublisher, BrokerView, Browser, Capabilities, DelayedPublisher, Delivery,
-    HeaderPublisher, Headers, Inspector, Redeliver, Redeliverer, Redelivery, Rewinder, Transport,
+    HeaderPublisher, Headers, Inspector, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder,
+    Transport,
 };
 
 #[derive(Debug, Clone)]
@@ -411,7 +412,7 @@ impl Redeliverer for MemoryTransport {
         &self,
         delivery: &Delivery,
         redeliver: Redeliver<'_>,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Redelivered, TransportError> {
         let (body, delay) = (redeliver.body, redeliver.delay_or_zero());
         if self.state().failing.contains(delivery.queue()) {
             return Err(TransportError::connection(format!(
@@ -434,7 +435,8 @@ impl Redeliverer for MemoryTransport {
             headers: held.message.headers,
             visible_at,
         };
-        self.enqueue(delivery.queue(), message)
+        self.enqueue(delivery.queue(), message)?;
+        Ok(Redelivered::Settled)
     }
 }
 

@@ -1154,7 +1154,11 @@ impl Rewinder for AmqpTransport {
     /// the queue (confirmed) and the original is acknowledged; when the copy cannot be sent,
     /// the original is requeued as before. A failed acknowledgement after the copy leaves a
     /// duplicate, never a loss.
-    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+    async fn rewind_behind(
+        &self,
+        delivery: &Delivery,
+        _counted: &[u8],
+    ) -> Result<(), TransportError> {
         if self.inner.is_stale(delivery) {
             // Its channel closed: RabbitMQ has requeued it already; a copy would be a duplicate.
             return Ok(());

@@ -291,7 +291,11 @@ impl Rewinder for ArtemisTransport {
     /// Instead an unchanged copy is sent to the end of the queue (confirmed), then the original
     /// is accepted; when the copy cannot be sent, the original is released as before. A failed
     /// accept after a stored copy leaves a duplicate, never a loss.
-    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+    async fn rewind_behind(
+        &self,
+        delivery: &Delivery,
+        _counted: &[u8],
+    ) -> Result<(), TransportError> {
         let message =
             projection::with_headers(projection::message(delivery.body()), delivery.headers());
         match self.client.send(delivery.queue(), message).await {
@@ -341,7 +345,7 @@ mod tests {
         t.publish("orders", &order(7)).await.unwrap();
         let first = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         let rewinder = t.capabilities().rewinder().unwrap();
-        rewinder.rewind_behind(&first).await.unwrap();
+        rewinder.rewind_behind(&first, first.body()).await.unwrap();
         let next = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
         assert_eq!(
             next.body(),

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use babelqueue_core::{
     BatchAcker, BatchPopper, BatchPublisher, Capabilities, DelayedPublisher, Delivery,
-    HeaderPublisher, Headers, Redeliver, Redeliverer, Redelivery, Rewinder, SettlePublisher,
-    Transport, TransportError, TransportErrorKind,
+    HeaderPublisher, Headers, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder,
+    SettlePublisher, Transport, TransportError, TransportErrorKind,
 };
 
 use crate::book::Book;
@@ -679,7 +679,7 @@ impl DelayedPublisher for KafkaTransport {
 /// multiplier, jitter, `retry_after`, the release delay); the record parks on the tier that
 /// delay maps to ([`RetryTiers::for_redelivery`]), with `bq-attempts` = the runtime's count
 /// when it counted one, `bq-delay` and `bq-original-topic`, and the key kept. Once that write
-/// is confirmed the original is committed. Offered only with tiers (without them the runtime's
+/// is confirmed the runtime commits the original ([`Redelivered::Copied`]). Offered only with tiers (without them the runtime's
 /// [`Redelivery::Impossible`] applies).
 #[async_trait]
 impl Redeliverer for KafkaTransport {
@@ -687,7 +687,7 @@ impl Redeliverer for KafkaTransport {
         &self,
         delivery: &Delivery,
         redeliver: Redeliver<'_>,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Redelivered, TransportError> {
         let tiers = &self.inner.tiers;
         let Some((n, delay_ms)) = tiers.for_redelivery(redeliver.delay, redeliver.attempts) else {
             return Err(KafkaError::NoRetryTiers { operation: "retry" }.into());
@@ -707,12 +707,7 @@ impl Redeliverer for KafkaTransport {
             delivery.key(),
         );
         self.send(record).await?;
-        if let Err(e) = self.ack(delivery).await {
-            // The copy is on the tier; the original comes again (at-least-once).
-            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
-                "Committing a record after parking its retry copy failed; the record will be redelivered");
-        }
-        Ok(())
+        Ok(Redelivered::Copied)
     }
 }
 

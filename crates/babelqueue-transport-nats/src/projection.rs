@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
-use babelqueue_core::classify::{Class, classify};
-use babelqueue_core::{Count, Declared, Facts, Headers, Redeliver, options, redact};
+use babelqueue_core::{Count, Declared, Facts, Headers, options, redact};
 
 use crate::error::NatsError;
 use crate::servers;
@@ -529,40 +528,6 @@ pub fn header_map(headers: &Headers) -> Result<HeaderMap, NatsError> {
     Ok(map)
 }
 
-/// Whether a `Nak` of a delivery (its body, facts and JetStream `num_delivered`) brings it back
-/// as the runtime asked: the broker keeps the original body, and its next delivery reports
-/// `num_delivered` earlier deliveries, so the runtime will read what it reads now with that
-/// count. True when that reads as the same kind of message (readable or poison) carrying the
-/// `attempts` the runtime counted, or when the runtime counted nothing (a release: the broker
-/// counts the redelivery, as every broker with a native count does). Otherwise (a body whose
-/// `attempts` is ahead of the broker's count, such as a copy another SDK re-published) the
-/// transport publishes the runtime's body instead.
-pub fn nak_is_exact(
-    body: &[u8],
-    facts: &Facts,
-    queue: &str,
-    num_delivered: i64,
-    redeliver: &Redeliver<'_>,
-) -> bool {
-    let Some(wanted) = redeliver.attempts else {
-        return true;
-    };
-    let mut next = facts.clone();
-    next.count = Some(count(num_delivered.saturating_add(1)));
-    let mut copy = facts.clone();
-    copy.count = Some(count(1));
-    match (
-        classify(body, &next, queue),
-        classify(redeliver.body, &copy, queue),
-    ) {
-        (Class::Readable { envelope: a, .. }, Class::Readable { envelope: b, .. }) => {
-            a.attempts() == wanted && b.attempts() == wanted
-        }
-        (Class::Poison(a), Class::Poison(b)) => a.attempts == wanted && b.attempts == wanted,
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -841,52 +806,5 @@ mod tests {
                 "{bad:?}"
             );
         }
-    }
-
-    #[test]
-    fn a_nak_is_used_when_the_next_count_gives_what_the_runtime_counted() {
-        let facts = |delivered| {
-            let mut f = Facts::default();
-            f.count = Some(count(delivered));
-            f
-        };
-        let retry = |body, attempts| Redeliver::new(body, Some(attempts), None);
-        // First delivery of a fresh message, retried with attempts 1: the Nak'd message comes
-        // back with num_delivered 2, which the runtime reads as attempts 1.
-        let body = br#"{"job":"urn:x","data":{},"attempts":0}"#;
-        let counted = br#"{"job":"urn:x","data":{},"attempts":1}"#;
-        assert!(nak_is_exact(body, &facts(1), "q", 1, &retry(counted, 1)));
-        // Third delivery, the body never rewritten: attempts 2 now, 3 next.
-        let third = br#"{"job":"urn:x","data":{},"attempts":3}"#;
-        assert!(nak_is_exact(body, &facts(3), "q", 3, &retry(third, 3)));
-        // A body ahead of the broker's count (a copy another SDK re-published with attempts 4):
-        // the next delivery would still read 4, not 5, so the runtime's body is published.
-        let ahead = br#"{"job":"urn:x","data":{},"attempts":4}"#;
-        let five = br#"{"job":"urn:x","data":{},"attempts":5}"#;
-        assert!(!nak_is_exact(ahead, &facts(1), "q", 1, &retry(five, 5)));
-        // A release counts nothing: always a Nak.
-        assert!(nak_is_exact(
-            ahead,
-            &facts(1),
-            "q",
-            1,
-            &Redeliver::new(ahead, None, Some(Duration::from_secs(2)))
-        ));
-        // The bounded retry of a poison body: the broker keeps the poison bytes and counts.
-        let poison = b"\xffnot json";
-        assert!(nak_is_exact(
-            poison,
-            &facts(2),
-            "q",
-            2,
-            &retry(br#"{"attempts":2}"#, 2)
-        ));
-        assert!(!nak_is_exact(
-            br#"{"attempts":7}"#,
-            &facts(1),
-            "q",
-            1,
-            &retry(br#"{"attempts":8}"#, 8)
-        ));
     }
 }

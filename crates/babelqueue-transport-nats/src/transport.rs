@@ -13,8 +13,8 @@ use async_nats::jetstream::{self, AckKind, ErrorCode};
 use async_nats::{Event, HeaderMap};
 use async_trait::async_trait;
 use babelqueue_core::{
-    Browser, Capabilities, Delivery, Facts, HeaderPublisher, Headers, Redeliver, Redeliverer,
-    Redelivery, Rewinder, RoutedPublisher, Transport, TransportError,
+    Browser, Capabilities, Delivery, Facts, HeaderPublisher, Headers, Redeliver, Redelivered,
+    Redeliverer, Redelivery, Rewinder, RoutedPublisher, Transport, TransportError,
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -509,39 +509,22 @@ impl RoutedPublisher for NatsTransport {
 
 #[async_trait]
 impl Redeliverer for NatsTransport {
-    /// `-NAK` with the delay (JetStream redelivers the original, which keeps its bytes and its
-    /// headers, and counts the delivery) when the next delivery will read as the runtime
-    /// asked ([`projection::nak_is_exact`]); otherwise the runtime's body is published (with
-    /// the delivery's headers, at once: JetStream 2.9 has no delayed publish) and the original
-    /// acknowledged.
+    /// `-NAK` with the delay: JetStream redelivers the original, which keeps its bytes and its
+    /// headers, and counts the delivery. The runtime asks for it only when that next delivery
+    /// reads as it counted ([`keeps_original`](Redeliverer::keeps_original)); otherwise it
+    /// publishes its own body (at once: JetStream 2.9 has no delayed publish) and acknowledges
+    /// the original.
     async fn redeliver(
         &self,
         delivery: &Delivery,
         redeliver: Redeliver<'_>,
-    ) -> Result<(), TransportError> {
-        let held = handle(delivery)?;
-        let exact = projection::nak_is_exact(
-            delivery.body(),
-            delivery.facts(),
-            delivery.queue(),
-            held.wire.delivered,
-            &redeliver,
-        );
-        if exact {
-            return Ok(self.nak(delivery, redeliver.delay).await?);
-        }
-        let headers = projection::header_map(delivery.headers())?;
-        self.send(delivery.queue(), redeliver.body, Some(headers))
-            .await?;
-        if let Some(delay) = redeliver.delay.filter(|d| !d.is_zero()) {
-            tracing::debug!(target: LOG, queue = delivery.queue(), ?delay,
-                "The retry of a message whose attempts are ahead of JetStream's count was published as a copy, at once");
-        }
-        if let Err(e) = held.acker.double_ack().await {
-            tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
-                "Failed to acknowledge a message after publishing its retry; JetStream will deliver it again after ack_wait");
-        }
-        Ok(())
+    ) -> Result<Redelivered, TransportError> {
+        self.nak(delivery, redeliver.delay).await?;
+        Ok(Redelivered::Settled)
+    }
+
+    fn keeps_original(&self) -> bool {
+        true
     }
 }
 
@@ -553,10 +536,9 @@ impl Rewinder for NatsTransport {
     }
 
     /// A copy at the tail of the stream, then `+ACK`: every message waiting now is delivered
-    /// before it. The copy keeps the headers, and its body carries the attempts JetStream
-    /// counted (the runtime's [`reconcile`](babelqueue_core::attempts::reconcile) of the body
-    /// with the delivery count, which the copy starts again from 0); an unreadable body is
-    /// copied byte for byte.
+    /// before it. The copy keeps the headers, and its body is `counted`: the attempts JetStream
+    /// counted, as the runtime reconciled them (the copy's delivery count starts again from 0);
+    /// an unreadable body is copied byte for byte.
     ///
     /// Why not a delayed `-NAK`: JetStream hands a NAKed message out before newer ones once its
     /// delay is over, and the runtime pauses 1 s after each failed settle write, so the
@@ -566,11 +548,14 @@ impl Rewinder for NatsTransport {
     ///
     /// When the acknowledgement fails after the copy was stored, the original comes back after
     /// `ack_wait` as well: a duplicate, never a loss.
-    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+    async fn rewind_behind(
+        &self,
+        delivery: &Delivery,
+        counted: &[u8],
+    ) -> Result<(), TransportError> {
         let held = handle(delivery)?;
-        let body = babelqueue_core::attempts::reconcile(delivery.body(), delivery.facts().count);
         let headers = projection::header_map(delivery.headers())?;
-        self.send(delivery.queue(), &body, Some(headers)).await?;
+        self.send(delivery.queue(), counted, Some(headers)).await?;
         if let Err(e) = held.acker.double_ack().await {
             tracing::error!(target: LOG, queue = delivery.queue(), error = %e,
                 "Failed to acknowledge a message after copying it behind the waiting ones; JetStream will deliver it again after ack_wait (a duplicate)");

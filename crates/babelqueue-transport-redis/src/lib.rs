@@ -134,7 +134,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::{
     Browser, Capabilities, DeadLetterWriter, DelayedPublisher, Delivery, HeaderPublisher, Headers,
-    HoldChecker, Redeliver, Redeliverer, Redelivery, Transport, TransportError,
+    HoldChecker, Redeliver, Redelivered, Redeliverer, Redelivery, Transport, TransportError,
 };
 
 mod batch;
@@ -1044,7 +1044,7 @@ impl Redeliverer for RedisTransport {
         &self,
         delivery: &Delivery,
         redeliver: Redeliver<'_>,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Redelivered, TransportError> {
         let (body, delay) = (redeliver.body, redeliver.delay_or_zero());
         let o = &self.options;
         match o.layout {
@@ -1069,7 +1069,7 @@ impl Redeliverer for RedisTransport {
                     .await?;
             }
         }
-        Ok(())
+        Ok(Redelivered::Settled)
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::{
     BatchAcker, BatchPublisher, Capabilities, DeadLetterNamer, DelayedPublisher, Delivery,
-    HeaderPublisher, Headers, NativeSettler, Redeliver, Redeliverer, Redelivery, Transport,
-    TransportError,
+    HeaderPublisher, Headers, NativeSettler, Redeliver, Redelivered, Redeliverer, Redelivery,
+    Transport, TransportError,
 };
 use tokio::sync::OnceCell;
 
@@ -438,14 +438,14 @@ impl Redeliverer for SqsTransport {
         &self,
         delivery: &Delivery,
         redeliver: Redeliver<'_>,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Redelivered, TransportError> {
         let delay = redeliver.delay_or_zero();
         let queue = delivery.queue();
         let receipt = delivery.handle::<Receipt>();
         if receipt.and_then(|r| r.handle.as_deref()).is_none() {
             tracing::warn!(target: LOG, queue,
                 "SQS message on queue {queue:?} has no receipt handle: it cannot be released and comes back after the queue's visibility timeout");
-            return Ok(());
+            return Ok(Redelivered::Settled);
         }
         if receipt.is_some_and(|r| r.receive_count.is_none()) {
             tracing::warn!(target: LOG, queue,
@@ -456,7 +456,8 @@ impl Redeliverer for SqsTransport {
             tracing::warn!(target: LOG, queue, requested = ?delay, seconds = visibility.seconds,
                 "SQS release delay {delay:?} is outside 0..=43200 s; clamped to {} s", visibility.seconds);
         }
-        Ok(self.change_visibility(delivery, visibility.seconds).await?)
+        self.change_visibility(delivery, visibility.seconds).await?;
+        Ok(Redelivered::Settled)
     }
 }
 

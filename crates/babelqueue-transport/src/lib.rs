@@ -78,6 +78,6 @@ pub use error::{TransportError, TransportErrorKind};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
-    NativeSettler, Redeliver, Redeliverer, Redelivery, Rewinder, RoutedPublisher, SettlePublisher,
-    Transport,
+    NativeSettler, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder, RoutedPublisher,
+    SettlePublisher, Transport,
 };

@@ -9,7 +9,7 @@
 //!
 //! | the plan | first | then | else |
 //! |---|---|---|---|
-//! | retry / release | [`Redelivery::Native`] (`Redeliverer`: SQS visibility, Redis scripts, Kafka tiers) | [`Redelivery::Impossible`]: left unsettled and rewound | a copy (delayed through [`DelayedPublisher`] when there is a delay), then `ack` |
+//! | retry / release | [`Redelivery::Native`] (`Redeliverer`: SQS visibility, Redis scripts, Kafka tiers, a JetStream `-NAK` when [it reproduces the count](Redeliverer::keeps_original)) | [`Redelivery::Impossible`]: left unsettled and rewound | a copy (delayed through [`DelayedPublisher`] when there is a delay), then `ack` |
 //! | dead-letter | [`DeadLetterWriter`] (the Redis scripts: write and settle in one step) | | the record, then `ack` |
 //! | a copy on behalf of a delivery | [`SettlePublisher`] (confirmed, with the record key) | [`RoutedPublisher`] when the delivery carries an out-of-band URN or was gated | `publish` |
 //! | leave unsettled (a settle write failed) | [`Rewinder::rewind_behind`] | [`Abandoner`] for a gated delivery on a broker that cannot rewind | nothing: the broker's lock or visibility timeout brings it back |
@@ -384,16 +384,42 @@ impl<'a> Redeliver<'a> {
     }
 }
 
+/// What a [`Redeliverer`] did with a delivery it was asked to send back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redelivered {
+    /// The broker's own mechanism took the delivery back and settles it (SQS visibility, a
+    /// JetStream `-NAK`, the Redis scripts): the runtime does nothing more.
+    Settled,
+    /// The transport stored the message to be delivered next somewhere of its own (a Kafka
+    /// retry tier) and left the original unsettled: the runtime acknowledges the original, as
+    /// it does after a copy of its own.
+    Copied,
+}
+
 /// Give a delivery back to the broker for redelivery through its own mechanism (SQS
-/// visibility, the Redis scripts, Kafka retry tiers); the original is settled by it.
+/// visibility, the Redis scripts, Kafka retry tiers, a JetStream `-NAK`).
+///
+/// The runtime decides whether the mechanism may be used: when it
+/// [keeps the original](Redeliverer::keeps_original), the runtime checks that the next
+/// delivery will read as it counted, and publishes its own copy instead when not.
 #[async_trait]
 pub trait Redeliverer: Send + Sync {
-    /// Hands `delivery` back as `redeliver` says.
+    /// Hands `delivery` back as `redeliver` says, and says what it did.
     async fn redeliver(
         &self,
         delivery: &Delivery,
         redeliver: Redeliver<'_>,
-    ) -> Result<(), TransportError>;
+    ) -> Result<Redelivered, TransportError>;
+
+    /// Whether the mechanism delivers the original bytes and headers again, ignoring
+    /// [`Redeliver::body`], with the delivery's [`Count`](crate::Count) raised by one
+    /// delivery (a JetStream `-NAK`). `false` by default. When `true`, the runtime asks for
+    /// the mechanism only when that next delivery reads as carrying the `attempts` it counted
+    /// (a body whose `attempts` is ahead of the broker's count does not); otherwise it
+    /// publishes its own body, with the delivery's headers, and acknowledges the original.
+    fn keeps_original(&self) -> bool {
+        false
+    }
 }
 
 /// Write a dead-letter record and settle the delivery as one guarded step (the Redis scripts):
@@ -422,7 +448,16 @@ pub trait Rewinder: Send + Sync {
     /// message does not block the queue behind it at concurrency 1. The default is
     /// [`rewind`](Rewinder::rewind); a broker whose rewind puts the message back at the head
     /// (RabbitMQ's `basic.nack` with requeue, Artemis `released`) overrides it.
-    async fn rewind_behind(&self, delivery: &Delivery) -> Result<(), TransportError> {
+    ///
+    /// `counted` is the body with the `attempts` the broker counted so far (the runtime's
+    /// reconciliation of the body with the delivery's count): what a transport that moves the
+    /// message behind by publishing a copy publishes, since the copy's own count starts again.
+    async fn rewind_behind(
+        &self,
+        delivery: &Delivery,
+        counted: &[u8],
+    ) -> Result<(), TransportError> {
+        let _ = counted;
         self.rewind(delivery).await
     }
 }

@@ -11,7 +11,10 @@ use crate::decide::{
     self, DropReason, Failure, OnWriteFailure, Plan, QueueFacts, ReleaseBody, Unsettle,
 };
 use crate::error::{Error, TransportError};
-use crate::transport::{Delivery, Redeliver, Redelivery, publish_keeping_route, publish_on_behalf};
+use crate::transport::{
+    Delivery, Redeliver, Redelivered, Redelivery, publish_keeping_route, publish_on_behalf,
+};
+use crate::{attempts, classify};
 
 /// What the runtime holds of a delivery while it settles it: the decoded envelope and the body
 /// with `attempts` reconciled, for a readable one.
@@ -191,7 +194,23 @@ impl Inner {
         redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError> {
         match self.transport.capabilities().redelivery_mode() {
-            Redelivery::Native(redeliverer) => redeliverer.redeliver(delivery, redeliver).await,
+            Redelivery::Native(redeliverer) => {
+                if redeliverer.keeps_original()
+                    && !classify::redelivery_reproduces(
+                        delivery.body(),
+                        delivery.facts(),
+                        delivery.queue(),
+                        &redeliver,
+                    )
+                {
+                    return self.copy_in_place_of(delivery, redeliver).await;
+                }
+                match redeliverer.redeliver(delivery, redeliver).await? {
+                    Redelivered::Settled => {}
+                    Redelivered::Copied => self.ack(delivery).await,
+                }
+                Ok(())
+            }
             Redelivery::Impossible => Err(TransportError::unsupported(format!(
                 "the {} transport cannot redeliver a message with this configuration",
                 self.transport.name()
@@ -209,6 +228,34 @@ impl Inner {
                 Ok(())
             }
         }
+    }
+
+    /// The runtime's body in place of a broker redelivery that would not read as counted:
+    /// published at once with the delivery's headers (the broker's own redelivery would have
+    /// kept them), then the original acknowledged. Sent at once because the brokers whose
+    /// redelivery keeps the original (JetStream) have no delayed publish.
+    async fn copy_in_place_of(
+        &self,
+        delivery: &Delivery,
+        redeliver: Redeliver<'_>,
+    ) -> Result<(), TransportError> {
+        let transport = self.transport.as_ref();
+        match transport.capabilities().header_publisher() {
+            Some(publisher) if !delivery.headers().is_empty() => {
+                publisher
+                    .publish_with_headers(delivery.queue(), redeliver.body, delivery.headers())
+                    .await?;
+            }
+            _ => {
+                publish_keeping_route(transport, delivery, delivery.queue(), redeliver.body).await?
+            }
+        }
+        if let Some(delay) = redeliver.delay.filter(|d| !d.is_zero()) {
+            tracing::debug!(target: LOG, queue = delivery.queue(), ?delay,
+                "The retry of a message whose attempts are ahead of the broker's count was published as a copy, at once");
+        }
+        self.ack(delivery).await;
+        Ok(())
     }
 
     async fn write_dead_letter(
@@ -244,7 +291,10 @@ impl Inner {
             // settle write failed moves behind the others where the broker can.
             let rewound = match unsettle {
                 Unsettle::AbandonOrRewind => rewinder.rewind(delivery).await,
-                Unsettle::Rewind => rewinder.rewind_behind(delivery).await,
+                Unsettle::Rewind => {
+                    let counted = attempts::reconcile(delivery.body(), delivery.facts().count);
+                    rewinder.rewind_behind(delivery, &counted).await
+                }
             };
             if let Err(e) = rewound {
                 tracing::error!(target: LOG, queue = delivery.queue(), error = %e, "Failed to rewind an unsettled message");

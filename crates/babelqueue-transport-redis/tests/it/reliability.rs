@@ -3,7 +3,7 @@
 //! Both need a real Redis: Lua errors and cjson are server behaviour.
 
 use babelqueue_core::classify::{Class, classify};
-use babelqueue_core::{Delivery, Redeliver, Redelivery};
+use babelqueue_core::{Delivery, Redeliver, Redelivered, Redelivery};
 use babelqueue_transport_redis::RedisClient;
 use babelqueue_transport_redis::fred::interfaces::SortedSetsInterface;
 use babelqueue_transport_redis::scripts;
@@ -165,9 +165,11 @@ async fn redeliver(
     let Redelivery::Native(redeliverer) = t.capabilities().redelivery_mode() else {
         panic!("Redis redelivers natively")
     };
-    redeliverer
+    let done = redeliverer
         .redeliver(d, Redeliver::new(body, Some(1), delay))
-        .await
+        .await?;
+    assert_eq!(done, Redelivered::Settled, "the scripts settle it");
+    Ok(())
 }
 
 /// Whether the runtime would classify `d` as poison.
