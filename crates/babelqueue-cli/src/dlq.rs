@@ -165,7 +165,7 @@ fn dlq_name(
         .queue(target.queue.clone())
         .build()
         .map_err(|e| e.to_string())?;
-    Ok(babelqueue::decide::dead_letter_queue(
+    Ok(babelqueue::dead_letter_queue(
         app.policy(),
         &target.queue,
         app.transport().capabilities().dead_letter_namer(),

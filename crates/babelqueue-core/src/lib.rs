@@ -2,7 +2,7 @@
 //!
 //! An [`App`] publishes envelopes and consumes them: each delivery is classified (poison,
 //! version-gated, readable), routed by its URN to a [`Handler`], and settled according to the
-//! [`decide`] tables: acknowledged, retried with back-off, dead-lettered with the right record,
+//! decision tables: acknowledged, retried with back-off, dead-lettered with the right record,
 //! left to the broker, or left unsettled to come back. A [`Transport`] moves the bytes;
 //! [`MemoryTransport`] is the in-process one, and each broker has its own crate.
 //!
@@ -36,10 +36,10 @@
 //!
 //! * [`transport`]: the broker contract and its optional capabilities; a transport hands out a
 //!   [`Delivery`] carrying the [`Facts`] its broker reported, and decides nothing;
-//! * [`classify`]: the first decision, pure: the schema-version gate, poison (with its typed
-//!   cause and count), or a readable envelope with its reconciled `attempts` and its route;
-//! * [`decide`]: every retry, poison, unknown-URN and schema-version-gate rule, as pure
-//!   functions from what was classified to a [`Plan`](decide::Plan);
+//! * `classify` (internal): the first decision, pure: the schema-version gate, poison (with its
+//!   typed cause and count), or a readable envelope with its reconciled `attempts` and its route;
+//! * `decide` (internal): every retry, poison, unknown-URN and schema-version-gate rule, as
+//!   pure functions from what was classified to a settle plan;
 //! * [`app`]: runs handlers (up to `concurrency` at once), carries out plans through the
 //!   transport's capabilities, shuts down gracefully.
 //!
@@ -54,8 +54,13 @@
 //!   empty target.
 
 pub mod app;
+// The rules below are the runtime's own, not its API: public only for the conformance
+// runner, the fuzz targets and the testkit (`babelqueue_testkit::reading`), and hidden.
+#[doc(hidden)]
 pub mod attempts;
+#[doc(hidden)]
 pub mod classify;
+#[doc(hidden)]
 pub mod decide;
 mod error;
 pub mod gate;
@@ -72,6 +77,7 @@ pub use babelqueue_transport::{delivery, options, redact};
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
 pub use babelqueue_envelope::{Envelope, Message, RawJson};
+pub use decide::dead_letter_queue;
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use error::{Error, ErrorKind, Result, TransportError, TransportErrorKind};
 pub use handler::{

@@ -100,6 +100,7 @@ mod features;
 mod latency;
 mod ports;
 mod python;
+pub mod reading;
 mod report;
 mod suite;
 pub mod tls;

@@ -318,8 +318,8 @@ pub fn body_bytes(body: &Body<Value>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use babelqueue_core::Delivery;
-    use babelqueue_core::attempts;
-    use babelqueue_core::classify::{Class, classify};
+    use babelqueue_testkit::reading as attempts;
+    use babelqueue_testkit::reading::{Class, classify};
 
     use super::*;
 

@@ -319,8 +319,8 @@ impl Rewinder for ArtemisTransport {
 mod tests {
     use std::sync::Arc;
 
-    use babelqueue_core::classify::{Class, classify};
     use babelqueue_core::{App, Consume, Context, Count, Declared, HandlerError, Redelivery};
+    use babelqueue_testkit::reading::{Class, classify};
     use fe2o3_amqp::types::primitives::SimpleValue;
 
     use super::*;

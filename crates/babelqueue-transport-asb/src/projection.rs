@@ -336,7 +336,7 @@ mod tests {
     /// own reconciliation of the reported count.
     #[test]
     fn reconciliation_table() {
-        use babelqueue_core::attempts::reconcile;
+        use babelqueue_testkit::reading::reconcile;
         for (body, dc, want) in [
             (0, 1, 0),
             (0, 3, 2),

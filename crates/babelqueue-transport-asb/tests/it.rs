@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{
     App, Capabilities, Consume, Context, Count, Declared, HandlerError, Redelivery, Transport,
     UnknownUrn,
 };
+use babelqueue_testkit::reading::{Class, classify};
 use babelqueue_transport_asb::fake::FakeServiceBus;
 use babelqueue_transport_asb::{AmqpValue, AsbTransport};
 use serde_json::Value;

@@ -351,8 +351,8 @@ fn criterion_runs() {
             let facts = projection::facts(record);
             let body = record.value.as_deref().unwrap_or_default();
             matches!(
-                babelqueue_core::classify::classify(body, &facts, "orders"),
-                babelqueue_core::classify::Class::Readable { .. }
+                babelqueue_testkit::reading::classify(body, &facts, "orders"),
+                babelqueue_testkit::reading::Class::Readable { .. }
             )
         });
     });

@@ -62,7 +62,7 @@
 //! a readable body with no `job`/`urn` identity: it never reaches a handler) and reconciles
 //! `attempts`.
 //!
-//! The runtime decides what happens next (the `babelqueue_core::decide` tables) and this
+//! The runtime decides what happens next (its decision tables) and this
 //! transport carries it out: dead letters, including the ADR-0035 poison record the runtime
 //! builds, go to `<queue>.dlq` with a confirmed write and then a commit; a failed write
 //! commits nothing and seeks the partition back to the record, which comes again after the

@@ -474,7 +474,7 @@ mod tests {
 
     #[test]
     fn the_count_is_authoritative() {
-        use babelqueue_core::attempts::reconcile;
+        use babelqueue_testkit::reading::reconcile;
         let body = br#"{"job":"urn:x","attempts":5}"#;
         let carried = |v: &str| count(&[RecordHeader::text(HEADER_ATTEMPTS, v)]);
         assert_eq!(carried("1"), Some(Count::Carried(1)));
@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn facts_of_a_record() {
-        use babelqueue_core::classify::{Class, classify};
+        use babelqueue_testkit::reading::{Class, classify};
         let f = facts(&record(
             br#"{"job":"urn:x","attempts":0}"#,
             vec![RecordHeader::text(HEADER_ATTEMPTS, "2")],

@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{
     App, Consume, Context, Count, DelayedPublisher, HandlerError, Redelivery, Transport,
     TransportErrorKind,
 };
 use babelqueue_envelope::Envelope;
+use babelqueue_testkit::reading::{Class, classify};
 
 use crate::client::{Record, RecordHeader, TimestampType, TopicPartition};
 use crate::config::{KafkaOptions, RetryTiers};
@@ -691,7 +691,7 @@ async fn negative_attempts_are_settled_without_tiers() {
                 let case = format!("attempts {attempts}, header {with_header}, dlq {dead_letter}");
                 let kafka = FakeKafka::new();
                 let t = transport(&kafka, &[]);
-                let body = babelqueue_core::attempts::reconcile(
+                let body = babelqueue_testkit::reading::reconcile(
                     &envelope(1),
                     Some(Count::Carried(attempts)),
                 )
@@ -742,7 +742,7 @@ async fn negative_attempts_with_tiers_run_the_handler_max_attempts_times() {
         let kafka = FakeKafka::new();
         let t = transport(&kafka, &[1000, 2000]);
         let body =
-            babelqueue_core::attempts::reconcile(&envelope(1), Some(Count::Carried(attempts)))
+            babelqueue_testkit::reading::reconcile(&envelope(1), Some(Count::Carried(attempts)))
                 .into_owned();
         kafka.append("orders", 0, record(&body, None, vec![]));
         let calls = Arc::new(AtomicUsize::new(0));

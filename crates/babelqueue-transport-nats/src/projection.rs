@@ -531,7 +531,7 @@ pub fn header_map(headers: &Headers) -> Result<HeaderMap, NatsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use babelqueue_core::attempts;
+    use babelqueue_testkit::reading as attempts;
 
     #[test]
     fn defaults_and_every_option() {

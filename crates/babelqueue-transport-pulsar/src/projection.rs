@@ -136,7 +136,7 @@ pub fn property_attempts(props: &Properties) -> Option<i64> {
 
 /// The delivery count and its rule: a valid `bq-attempts` when there is one, else the body's
 /// integer `attempts`, raised to the 0-based redelivery count (no -1). The runtime applies it
-/// ([`attempts::reconcile`](babelqueue_core::attempts::reconcile)); a poison body is counted
+/// (the runtime's reconciliation of `attempts`); a poison body is counted
 /// by `max(valid bq-attempts or 0, redelivery count)`.
 pub fn count(props: &Properties, redelivery_count: u32) -> Count {
     Count::CarriedOrBody {
@@ -178,8 +178,8 @@ pub fn check_size(topic: &str, len: usize) -> Result<(), crate::PulsarError> {
 
 #[cfg(test)]
 mod tests {
-    use babelqueue_core::attempts;
-    use babelqueue_core::classify::{Class, classify};
+    use babelqueue_testkit::reading as attempts;
+    use babelqueue_testkit::reading::{Class, classify};
 
     use super::*;
 

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{App, Consume, Context, Count, HandlerError, Transport};
+use babelqueue_testkit::reading::{Class, classify};
 use babelqueue_transport_pulsar::{
     NativeClient, Properties, PulsarClient, PulsarOptions, PulsarTransport, projection,
 };

@@ -27,8 +27,8 @@
 //! a routable view of it as message attributes, releases with the visibility timeout, and
 //! reports what SQS says beside each body it receives (the `bq-schema-version` attribute, the
 //! receive count). It decides nothing: the runtime applies the schema-version gate, reconciles
-//! `attempts`, classifies poison (`babelqueue_core::classify`) and takes every retry, poison,
-//! unknown-URN and gate decision (`babelqueue_core::decide`); this crate carries them out on
+//! `attempts`, classifies poison and takes every retry, poison,
+//! unknown-URN and gate decision; this crate carries them out on
 //! SQS.
 //!
 //! # URL

@@ -474,7 +474,7 @@ mod tests {
     /// runtime's own reconciliation of the reported count.
     #[test]
     fn reconciliation() {
-        use babelqueue_core::attempts::reconcile;
+        use babelqueue_testkit::reading::reconcile;
         for (body, receive_count, want) in [
             (0, Some("1"), 0),
             (0, Some("2"), 1),

@@ -490,8 +490,8 @@ mod tests {
     use super::*;
     use crate::fake::FakeSqs;
     use crate::projection::{AttributeValue, Attributes};
-    use babelqueue_core::classify::{Class, classify};
     use babelqueue_core::{Count, Declared};
+    use babelqueue_testkit::reading::{Class, classify};
 
     const ORDER: &str = r#"{"job":"urn:babel:orders:created","trace_id":"t-1","data":{"order_id":1042},"meta":{"id":"m-1","queue":"orders","lang":"rust","schema_version":1,"created_at":1749132727000},"attempts":0}"#;
 

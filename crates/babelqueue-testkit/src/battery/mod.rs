@@ -398,7 +398,7 @@ impl Ctx {
 
     /// The dead-letter queue the runtime writes for `app`'s `queue`.
     pub(crate) fn dead_letter_queue(&self, app: &App, queue: &str) -> String {
-        babelqueue_core::decide::dead_letter_queue(
+        babelqueue_core::dead_letter_queue(
             app.policy(),
             queue,
             app.transport().capabilities().dead_letter_namer(),

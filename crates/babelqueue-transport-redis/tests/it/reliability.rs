@@ -2,8 +2,8 @@
 //! type) never loses the message, and the Laravel reserve keeps every byte but `attempts`.
 //! Both need a real Redis: Lua errors and cjson are server behaviour.
 
-use babelqueue_core::classify::{Class, classify};
 use babelqueue_core::{Delivery, Redeliver, Redelivered, Redelivery};
+use babelqueue_testkit::reading::{Class, classify};
 use babelqueue_transport_redis::RedisClient;
 use babelqueue_transport_redis::fred::interfaces::SortedSetsInterface;
 use babelqueue_transport_redis::scripts;

@@ -242,7 +242,7 @@ async fn retries_and_dead_letters_cross_the_sdks() {
 
     // The Rust side reads Python's dead-letter record from the queue its own namer names.
     let (_, transport) = env.transport(env.config.clone());
-    let dlq = babelqueue_core::decide::dead_letter_queue(
+    let dlq = babelqueue_core::dead_letter_queue(
         app.policy(),
         &queue,
         transport.capabilities().dead_letter_namer(),
