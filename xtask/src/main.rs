@@ -195,6 +195,30 @@ fn ci() -> Result<(), String> {
             vec![],
         ),
         (
+            // A transport outside the workspace, depending on the contract crate, the envelope
+            // and the testkit only, passes the contract suite.
+            "a transport outside the workspace",
+            vec![
+                "clippy",
+                "--manifest-path",
+                "fixtures/outside-transport/Cargo.toml",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            vec![],
+        ),
+        (
+            "its contract suite",
+            vec![
+                "test",
+                "--manifest-path",
+                "fixtures/outside-transport/Cargo.toml",
+            ],
+            vec![],
+        ),
+        (
             "no_std build",
             vec![
                 "build",
