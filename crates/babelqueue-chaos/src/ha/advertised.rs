@@ -113,7 +113,10 @@ impl Topology for Advertised {
     ) -> Result<Box<dyn Deployment>, String> {
         let var = |key: &str| {
             env.var(key).map(str::to_owned).ok_or_else(|| {
-                format!("{key} is not set: scripts/brokers.sh up {}", self.components[0])
+                format!(
+                    "{key} is not set: scripts/brokers.sh up {}",
+                    self.components[0]
+                )
             })
         };
         let direct = var(self.direct)?;

@@ -54,8 +54,8 @@ use crate::report::{self, Row};
 use crate::scenarios::{self, Ctx, Scenario};
 use crate::tally::Tally;
 
-pub(crate) mod faults;
 mod advertised;
+pub(crate) mod faults;
 mod freezer;
 mod kafka_cluster;
 mod nats_cluster;
