@@ -481,7 +481,7 @@ pub(crate) async fn broker_count(
             let group = kafka_group(url);
             kafka_lag(url, &group, queue).await
         }
-        Broker::Pulsar => pulsar_backlog(env, queue).await,
+        Broker::Pulsar => pulsar_backlog(env, url, queue).await,
         Broker::Artemis => artemis_count(env, queue).await,
         Broker::Nats => nats::count(url, queue).await,
     })
@@ -560,9 +560,22 @@ async fn rabbit_count(env: &Env, url: &str, queue: &str) -> Result<u64, String> 
     Ok(0)
 }
 
-fn pulsar_admin(env: &Env) -> String {
-    let port = env.var("BQ_PULSAR_HTTP_PORT").unwrap_or("8080");
-    format!("http://127.0.0.1:{port}/admin/v2/persistent/public/default")
+/// The admin REST base of public/default on the Pulsar broker of `url`: the pulsar-proxied
+/// standalone's own (`BQ_PULSAR_PROXIED_ADMIN_URL`) for its direct URL, else the shared
+/// broker's.
+fn pulsar_admin(env: &Env, url: &str) -> String {
+    let node = url.split('?').next().unwrap_or(url);
+    let root = match (
+        env.var("BQ_PULSAR_PROXIED_URL"),
+        env.var("BQ_PULSAR_PROXIED_ADMIN_URL"),
+    ) {
+        (Some(proxied), Some(admin)) if proxied == node => admin.trim_end_matches('/').to_owned(),
+        _ => format!(
+            "http://127.0.0.1:{}",
+            env.var("BQ_PULSAR_HTTP_PORT").unwrap_or("8080")
+        ),
+    };
+    format!("{root}/admin/v2/persistent/public/default")
 }
 
 async fn curl(env: &Env, method: &str, url: &str) -> Result<String, String> {
@@ -577,8 +590,9 @@ async fn curl(env: &Env, method: &str, url: &str) -> Result<String, String> {
     }
 }
 
-async fn pulsar_backlog(env: &Env, topic: &str) -> Result<u64, String> {
-    let body = match curl(env, "GET", &format!("{}/{topic}/stats", pulsar_admin(env))).await {
+async fn pulsar_backlog(env: &Env, url: &str, topic: &str) -> Result<u64, String> {
+    let admin = pulsar_admin(env, url);
+    let body = match curl(env, "GET", &format!("{admin}/{topic}/stats")).await {
         Ok(body) => body,
         Err(e) if e.contains("HTTP 404") => return Ok(0),
         Err(e) => return Err(e),
@@ -832,7 +846,7 @@ pub(crate) async fn break_dlq(
             ))
         }
         Broker::Pulsar => {
-            let base = pulsar_admin(env);
+            let base = pulsar_admin(env, url);
             curl(env, "PUT", &format!("{base}/{dlq}")).await?;
             curl(env, "POST", &format!("{base}/{dlq}/terminate")).await?;
             Ok(format!(
@@ -912,7 +926,7 @@ pub(crate) async fn fix_dlq(
         Broker::Pulsar => curl(
             env,
             "DELETE",
-            &format!("{}/{dlq}?force=true", pulsar_admin(env)),
+            &format!("{}/{dlq}?force=true", pulsar_admin(env, url)),
         )
         .await
         .map(|_| ()),

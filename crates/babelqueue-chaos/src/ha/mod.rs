@@ -54,10 +54,10 @@ use crate::report::{self, Row};
 use crate::scenarios::{self, Ctx, Scenario};
 use crate::tally::Tally;
 
+mod advertised;
 pub(crate) mod faults;
 mod freezer;
 mod kafka_cluster;
-mod kafka_proxied;
 mod nats_cluster;
 mod nodes;
 mod proxied;
@@ -127,7 +127,8 @@ pub(crate) fn topologies() -> Vec<Arc<dyn Topology>> {
         Arc::new(proxied::Proxied::new(Broker::Nats, false)),
         Arc::new(proxied::Proxied::new(Broker::Artemis, false)),
         Arc::new(proxied::Proxied::new(Broker::Sqs, false)),
-        Arc::new(kafka_proxied::KafkaProxied),
+        Arc::new(advertised::KAFKA),
+        Arc::new(advertised::PULSAR),
         Arc::new(silent::Silent::new(Broker::Redis, true)),
         Arc::new(silent::Silent::new(Broker::Rabbitmq, false)),
         Arc::new(silent::Silent::new(Broker::Nats, false)),
@@ -737,6 +738,13 @@ mod tests {
             .find(|(t, _)| t.name() == "kafka")
             .expect("the kafka topology");
         assert_eq!(kafka.components(), ["kafka-proxied", "toxiproxy"]);
+        assert_eq!(faults.len(), 4);
+        // Pulsar's likewise, on a standalone of their own.
+        let (pulsar, faults) = full
+            .iter()
+            .find(|(t, _)| t.name() == "pulsar")
+            .expect("the pulsar topology");
+        assert_eq!(pulsar.components(), ["pulsar-proxied", "toxiproxy"]);
         assert_eq!(faults.len(), 4);
         // Named, a topology runs in --short too.
         assert_eq!(select(&["nats".into()], &[], true).unwrap().len(), 1);

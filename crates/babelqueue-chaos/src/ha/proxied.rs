@@ -1,8 +1,8 @@
 //! A single broker of `scripts/brokers.sh` behind a Toxiproxy proxy of the row's own: the worker
 //! connects through the proxy, the publisher, the broker-side count and the probe go straight to
 //! the broker. The network faults are toxics on that proxy; the worker's connections are the
-//! proxy's accepted clients (nothing else connects through it). The `kafka` topology
-//! (`kafka_proxied.rs`) uses the same row on a proxy at the port its broker advertises.
+//! proxy's accepted clients (nothing else connects through it). The `kafka` and `pulsar`
+//! topologies (`advertised.rs`) use the same row on a proxy at the port their broker advertises.
 
 use async_trait::async_trait;
 
@@ -15,7 +15,7 @@ use crate::brokers::{Broker, Env};
 /// (AMQP 1.0) or `sqs` (moto, HTTP: the proxy is in front of the URL's `endpoint=`), behind
 /// Toxiproxy. (Kafka and Pulsar cannot sit behind a proxy in front of a plain broker: their
 /// clients are sent on to the address the broker advertises, so the worker's traffic would go
-/// around it. Kafka has its own topology, whose broker advertises the proxy.)
+/// around it. Kafka and Pulsar have topologies of their own, whose brokers advertise the proxy.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Proxied {
     broker: Broker,
