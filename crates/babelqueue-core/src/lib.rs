@@ -73,7 +73,7 @@ pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, Stop
 pub use babelqueue_envelope as envelope;
 pub use babelqueue_envelope::{Envelope, Message, RawJson};
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
-pub use error::{Error, ErrorKind, Result, TransportError, TransportErrorKind};
+pub use error::{BrokerError, Error, ErrorKind, Result, TransportError, TransportErrorKind};
 pub use handler::{
     Action, Context, HEADER_REPLAY_BYPASS, Handler, HandlerError, HandlerFuture, typed,
 };

@@ -59,7 +59,8 @@
 //! * [`Delivery`], the [`Facts`] a broker reports about it, and its attempts [`Count`]
 //!   ([`delivery`]);
 //! * [`TransportError`] and its [`TransportErrorKind`]: the runtime decides retry and
-//!   reconnect on the kind, never on the text;
+//!   reconnect on the kind, never on the text; a transport's own error type converts into it
+//!   by implementing [`BrokerError`];
 //! * URL option parsing ([`options`]) and secret redaction for logs and errors ([`redact`]).
 //!
 //! The runtime (`babelqueue-core`) depends on this crate and re-exports all of it under the
@@ -74,7 +75,7 @@ pub mod redact;
 pub mod transport;
 
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
-pub use error::{TransportError, TransportErrorKind};
+pub use error::{BrokerError, TransportError, TransportErrorKind};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
