@@ -1,24 +1,32 @@
-//! What the broker examples share: the message they exchange and the command line each of
-//! them takes. The examples themselves (`redis.rs`, `kafka.rs`, ...) show the library; this
-//! file only keeps them short.
-//!
-//! Every example is one program with two modes:
+//! What the examples share: the message they exchange and their command line. The examples
+//! themselves (`producer.rs`, `worker.rs`) show the library; this file only keeps them short.
 //!
 //! ```text
-//! <example> produce [--url URL] [--queue NAME] [--count N]
-//! <example> work    [--url URL] [--queue NAME] [--count N] [--timeout SECONDS]
+//! producer [--url URL] [--queue NAME] [--count N]
+//! worker   [--url URL] [--queue NAME] [--count N] [--timeout SECONDS]
 //! ```
 //!
-//! `produce` publishes `N` orders. `work` handles orders until it has handled `N`, then exits
-//! with status 0; when the queue stays idle for `--timeout` seconds (default 60) first, it exits
-//! with status 1. The URL defaults to the broker's `BQ_*_URL` variable (what
-//! `scripts/brokers.sh env` prints), else to the broker's usual local address.
+//! `producer` publishes `N` orders (default 10) to the queue (default `examples-orders`).
+//! `worker` handles orders until it has handled `N`, then exits with status 0; when the queue
+//! stays idle for `--timeout` seconds (default 60) first, it exits with status 1. The URL is
+//! `--url`, else the `BQ_URL` variable; `scripts/brokers.sh env` prints each local broker's as
+//! `BQ_<BROKER>_URL`. The same two programs run on every broker; only the URL differs:
+//!
+//! | broker | URL (feature) | what to know |
+//! |---|---|---|
+//! | Redis | `redis://host:port`, `rediss://` for TLS (`redis`) | the reliable layout: a worker reserves each message, and a worker that dies leaves its reservation to be swept back to the queue |
+//! | RabbitMQ | `amqp://user:password@host:port/vhost`, `amqps://` for TLS, `%2f` is the vhost `/` (`amqp`) | a publish returns once the broker confirmed it (publisher confirms) |
+//! | Amazon SQS | `sqs://REGION`, `?endpoint=URL` for a local server (`sqs`) | credentials from the usual AWS chain (environment, profile, web identity, instance role); queues are infrastructure: create the queue and its `<queue>-dlq` before the first publish (`cargo xtask examples` creates them on moto) |
+//! | Apache Kafka | `kafka://host:port[?group_id=NAME]` (`kafka`) | the queue is the topic; workers share the consumer group (default `babelqueue`) and commit an offset only after the record was handled; a retry needs retry tiers (`?retry_tiers_ms=default`, see the transport's docs), without them the worker allows one attempt and a failed record goes to the dead-letter topic |
+//! | ActiveMQ Artemis | `artemis://user:password@host:port`, `artemis+ssl://` for TLS (`artemis`) | the queue is an anycast address; a redelivery carries the broker's delivery count, which the runtime reconciles with the envelope's `attempts` |
+//! | Apache Pulsar | `pulsar://host:port`, `pulsar+ssl://` for TLS (`pulsar`) | the queue is a topic; workers share one subscription (default `babelqueue`) that starts at the earliest retained message, so the worker sees what was produced before it subscribed; retries wait through delayed delivery |
+//! | NATS JetStream | `nats://host:port` (`nats`) | each queue is a JetStream stream with a durable pull consumer that workers share; a retry is a delayed negative acknowledgement |
+//! | Azure Service Bus | `sb://NAMESPACE.servicebus.windows.net` (`asb`) | the key comes from `AZURE_SERVICEBUS_CONNECTION_STRING`, or from the URL (`sb://KEY_NAME:URL_ENCODED_KEY@NAMESPACE...`); messages are received in PeekLock mode and settled after the handler. CI builds this but cannot run it: no Service Bus is reachable there, and the transport is tested through its client trait with a PeekLock fake instead |
 //!
 //! ```
-//! use babelqueue_examples::{Args, Mode};
+//! use babelqueue_examples::{Args, Role};
 //!
-//! let args = Args::parse(["work", "--count", "3"], "BQ_EXAMPLE_UNSET_URL", "redis://127.0.0.1:6379")?;
-//! assert_eq!(args.mode, Mode::Work);
+//! let args = Args::parse(["--count", "3"], Role::Worker, Some("redis://127.0.0.1:6379".into()))?;
 //! assert_eq!((args.count, args.url.as_str()), (3, "redis://127.0.0.1:6379"));
 //! # Ok::<(), String>(())
 //! ```
@@ -43,20 +51,19 @@ impl babelqueue::Message for Order {
     const URN: &'static str = "urn:babel:orders:created";
 }
 
-/// Which half of the example runs.
+/// Which program is parsing its command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Publish `count` orders.
-    Produce,
-    /// Handle `count` orders, or fail after `timeout` without one.
-    Work,
+pub enum Role {
+    /// Publishes `count` orders.
+    Producer,
+    /// Handles `count` orders, or fails after `timeout` without one; the only one that takes
+    /// `--timeout`.
+    Worker,
 }
 
 /// The parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Args {
-    /// Produce or work.
-    pub mode: Mode,
     /// The broker URL handed to [`babelqueue::connect`].
     pub url: String,
     /// The queue (a topic on Kafka and Pulsar, a stream's subject on NATS).
@@ -67,38 +74,45 @@ pub struct Args {
     pub timeout: Duration,
 }
 
-const USAGE: &str =
-    "usage: <example> produce|work [--url URL] [--queue NAME] [--count N] [--timeout SECONDS]";
+/// The variable the URL comes from when there is no `--url`.
+pub const URL_VAR: &str = "BQ_URL";
+
+impl Role {
+    fn usage(self) -> &'static str {
+        match self {
+            Role::Producer => "usage: producer [--url URL] [--queue NAME] [--count N]",
+            Role::Worker => {
+                "usage: worker [--url URL] [--queue NAME] [--count N] [--timeout SECONDS]"
+            }
+        }
+    }
+}
 
 impl Args {
-    /// Reads the process's arguments; prints the usage and exits with status 2 when they are
-    /// wrong.
-    pub fn from_env(url_var: &str, default_url: &str) -> Args {
-        match Args::parse(std::env::args().skip(1), url_var, default_url) {
+    /// Reads the process's arguments and `BQ_URL`; prints the usage and exits with status 2
+    /// when they are wrong.
+    pub fn from_env(role: Role) -> Args {
+        let env_url = std::env::var(URL_VAR).ok().filter(|u| !u.is_empty());
+        match Args::parse(std::env::args().skip(1), role, env_url) {
             Ok(args) => args,
             Err(e) => {
-                eprintln!("{e}\n{USAGE}");
+                eprintln!("{e}\n{}", role.usage());
                 std::process::exit(2)
             }
         }
     }
 
-    /// Parses `args` (without the program name). The URL is `--url`, else the environment
-    /// variable `url_var`, else `default_url`.
-    pub fn parse<I, S>(args: I, url_var: &str, default_url: &str) -> Result<Args, String>
+    /// Parses `args` (without the program name) for `role`. The URL is `--url`, else
+    /// `env_url`; there is no default broker.
+    pub fn parse<I, S>(args: I, role: Role, env_url: Option<String>) -> Result<Args, String>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
         let mut it = args.into_iter().map(Into::into);
-        let mode = match it.next().as_deref() {
-            Some("produce") => Mode::Produce,
-            Some("work") => Mode::Work,
-            other => return Err(format!("expected `produce` or `work`, got {other:?}")),
-        };
+        let mut url = env_url;
         let mut args = Args {
-            mode,
-            url: std::env::var(url_var).unwrap_or_else(|_| default_url.to_owned()),
+            url: String::new(),
             queue: "examples-orders".to_owned(),
             count: 10,
             timeout: Duration::from_secs(60),
@@ -111,13 +125,16 @@ impl Args {
                     .map_err(|_| format!("{flag} takes a whole number, got {value:?}"))
             };
             match flag.as_str() {
-                "--url" => args.url.clone_from(&value),
+                "--url" => url = Some(value.clone()),
                 "--queue" => args.queue.clone_from(&value),
                 "--count" => args.count = number()?,
-                "--timeout" => args.timeout = Duration::from_secs(number()?),
+                "--timeout" if role == Role::Worker => {
+                    args.timeout = Duration::from_secs(number()?);
+                }
                 _ => return Err(format!("unknown argument {flag:?}")),
             }
         }
+        args.url = url.ok_or_else(|| format!("no broker URL: pass --url or set {URL_VAR}"))?;
         Ok(args)
     }
 }
@@ -158,7 +175,6 @@ mod tests {
     fn parses_every_flag() {
         let args = Args::parse(
             [
-                "produce",
                 "--url",
                 "nats://h:1",
                 "--queue",
@@ -168,14 +184,13 @@ mod tests {
                 "--timeout",
                 "5",
             ],
-            "BQ_EXAMPLE_UNSET_URL",
-            "redis://d",
+            Role::Worker,
+            Some("redis://d".into()),
         )
         .unwrap();
         assert_eq!(
             args,
             Args {
-                mode: Mode::Produce,
                 url: "nats://h:1".into(),
                 queue: "q".into(),
                 count: 7,
@@ -185,13 +200,22 @@ mod tests {
     }
 
     #[test]
-    fn rejects_a_missing_mode_an_unknown_flag_and_a_bad_number() {
-        let parse = |a: &[&str]| Args::parse(a.iter().copied(), "BQ_EXAMPLE_UNSET_URL", "x://");
-        assert!(parse(&[]).is_err());
-        assert!(parse(&["consume"]).is_err());
-        assert!(parse(&["work", "--max", "1"]).is_err());
-        assert!(parse(&["work", "--count", "ten"]).is_err());
-        assert!(parse(&["work", "--count"]).is_err());
+    fn the_url_comes_from_the_flag_else_the_variable() {
+        let from_var = Args::parse(["--count", "1"], Role::Producer, Some("kafka://k".into()));
+        assert_eq!(from_var.unwrap().url, "kafka://k");
+        let nowhere = Args::parse(["--count", "1"], Role::Producer, None);
+        assert!(nowhere.unwrap_err().contains("BQ_URL"));
+    }
+
+    #[test]
+    fn rejects_an_unknown_flag_a_bad_number_and_a_producer_timeout() {
+        let parse = |a: &[&str], role| Args::parse(a.iter().copied(), role, Some("x://".into()));
+        assert!(parse(&[], Role::Worker).is_ok());
+        assert!(parse(&["work"], Role::Worker).is_err());
+        assert!(parse(&["--max", "1"], Role::Worker).is_err());
+        assert!(parse(&["--count", "ten"], Role::Worker).is_err());
+        assert!(parse(&["--count"], Role::Worker).is_err());
+        assert!(parse(&["--timeout", "3"], Role::Producer).is_err());
     }
 
     #[test]

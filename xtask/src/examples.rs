@@ -1,13 +1,13 @@
-//! `cargo xtask examples [--broker NAME]...`: runs the broker examples of `examples/` against
-//! the real brokers of `scripts/brokers.sh` (up first; their URLs from
+//! `cargo xtask examples [--broker NAME]...`: runs the examples of `examples/`, one producer and
+//! one worker, against every real broker of `scripts/brokers.sh` (up first; their URLs from
 //! `eval "$(scripts/brokers.sh env)"`).
 //!
-//! For each broker: the example's producer publishes [`COUNT`] orders to a queue of its own,
-//! then its worker must handle all of them and exit with status 0 within [`DEADLINE`]. A broker
-//! whose URL variable is unset is skipped with a line saying so, or fails the command when
-//! `BQ_REQUIRE_BROKERS=1` (as in `.ci/run`). One more run proves the worker's check can fail:
-//! a worker on an empty queue must exit non-zero. The Service Bus example is compiled (by the
-//! workspace build) but not run: no Service Bus is reachable from CI.
+//! For each broker: the producer publishes [`COUNT`] orders to a queue of its own on the
+//! broker's URL, then the worker must handle all of them and exit with status 0 within
+//! [`DEADLINE`]. A broker whose URL variable is unset is skipped with a line saying so, or fails
+//! the command when `BQ_REQUIRE_BROKERS=1` (as in `.ci/run`). One more run proves the worker's
+//! check can fail: a worker on an empty queue must exit non-zero. Service Bus (`sb://`) is
+//! compiled into both (all features) but not run: no Service Bus is reachable from CI.
 
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -19,7 +19,8 @@ const COUNT: &str = "25";
 /// How long one producer or worker may take, connecting included.
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Each example that runs here, and the variable `scripts/brokers.sh env` sets for it.
+/// Each broker the examples run against, and the variable `scripts/brokers.sh env` sets to its
+/// URL.
 const BROKERS: [(&str, &str); 7] = [
     ("redis", "BQ_REDIS_URL"),
     ("amqp", "BQ_AMQP_URL"),
@@ -38,7 +39,7 @@ pub(crate) fn examples(args: &[String]) -> Result<(), String> {
             "--broker" => {
                 let name = it.next().ok_or("examples: --broker needs a value")?;
                 if !BROKERS.iter().any(|(b, _)| b == name) {
-                    return Err(format!("examples: no example runs against {name:?}"));
+                    return Err(format!("examples: no broker {name:?} to run against"));
                 }
                 only.push(name.clone());
             }
@@ -87,10 +88,10 @@ pub(crate) fn examples(args: &[String]) -> Result<(), String> {
             checked_failure = true;
             let empty = format!("{queue}-empty");
             prepare(broker, &url, &empty)?;
-            let args = ["work", "--queue", &empty, "--count", "1", "--timeout", "3"];
+            let args = ["--queue", &empty, "--count", "1", "--timeout", "3"];
             match wait(
                 &format!("the {broker} worker"),
-                example(broker, &url, &args),
+                example("worker", &url, &args),
             ) {
                 Ok(s) if !s.success() => println!(
                     "examples: {broker}: a worker on an empty queue exits with {s}, as it must"
@@ -114,11 +115,7 @@ fn run_pair(broker: &str, url: &str, queue: &str) -> Result<(), String> {
     prepare(broker, url, queue)?;
     let produced = wait(
         &format!("the {broker} producer"),
-        example(
-            broker,
-            url,
-            &["produce", "--queue", queue, "--count", COUNT],
-        ),
+        example("producer", url, &["--queue", queue, "--count", COUNT]),
     )?;
     if !produced.success() {
         return Err(format!("the producer exited with {produced}"));
@@ -126,17 +123,9 @@ fn run_pair(broker: &str, url: &str, queue: &str) -> Result<(), String> {
     let worked = wait(
         &format!("the {broker} worker"),
         example(
-            broker,
+            "worker",
             url,
-            &[
-                "work",
-                "--queue",
-                queue,
-                "--count",
-                COUNT,
-                "--timeout",
-                "60",
-            ],
+            &["--queue", queue, "--count", COUNT, "--timeout", "60"],
         ),
     )?;
     if !worked.success() {
@@ -145,13 +134,13 @@ fn run_pair(broker: &str, url: &str, queue: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// One example's binary, built by the `cargo build` above, with these arguments. It runs
-/// from the target directory rather than through `cargo run`, so a worker's time limit is not
-/// spent waiting for a build lock another cargo holds.
-fn example(broker: &str, url: &str, args: &[&str]) -> Command {
+/// The example `name` (`producer` or `worker`), built by the `cargo build` above, on `url` with
+/// these arguments. It runs from the target directory rather than through `cargo run`, so a
+/// worker's time limit is not spent waiting for a build lock another cargo holds.
+fn example(name: &str, url: &str, args: &[&str]) -> Command {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root().join("target"), |dir| root().join(dir));
-    let mut cmd = Command::new(target.join("debug").join("examples").join(broker));
+    let mut cmd = Command::new(target.join("debug").join("examples").join(name));
     cmd.current_dir(root()).args(args).args(["--url", url]);
     cmd
 }

@@ -4,7 +4,7 @@
 //! cargo xtask conformance [--manifest PATH] [--results PATH] [--verbose]
 //! cargo xtask conformance --all        # the project's vectors, then the official suite
 //! cargo xtask suite                    # where the official suite is (fetched from PyPI if need be)
-//! cargo xtask examples [--broker NAME]...  # each broker's example: producer, then worker
+//! cargo xtask examples [--broker NAME]...  # the example producer, then worker, on each broker
 //! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
 //! cargo xtask bench runtime            # codec and runtime side by side with the Python SDK
 //! cargo xtask fuzz [--seconds N]       # the four core cargo-fuzz targets, on stable
@@ -250,7 +250,7 @@ fn ci() -> Result<(), String> {
     let result = conformance(&["--all".to_string()]);
     disk_report();
     result?;
-    println!("==> examples (each broker's producer, then its worker, on the real broker)");
+    println!("==> examples (the producer, then the worker, on each real broker)");
     examples::examples(&[])?;
     println!(
         "==> chaos --short (every broker: worker SIGKILLs, broker restarts, a broken DLQ, malformed bodies)"

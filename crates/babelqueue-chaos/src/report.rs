@@ -327,25 +327,21 @@ pub(crate) fn utc_now() -> String {
     utc(secs)
 }
 
-/// Seconds since the epoch as an RFC 3339 UTC timestamp (proleptic Gregorian calendar).
+/// Seconds since the epoch as an RFC 3339 UTC timestamp (proleptic Gregorian calendar). An
+/// instant past the year 9999, which `time` does not represent, is shown as the epoch.
 pub(crate) fn utc(secs: u64) -> String {
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Days to civil date (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let at = i64::try_from(secs)
+        .ok()
+        .and_then(|secs| time::OffsetDateTime::from_unix_timestamp(secs).ok())
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
     )
 }
 
@@ -450,5 +446,8 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(utc(1_796_139_988), "2026-12-01T15:46:28Z");
+        assert_eq!(utc(4_107_542_399), "2100-02-28T23:59:59Z");
+        assert_eq!(utc(4_107_542_400), "2100-03-01T00:00:00Z");
+        assert_eq!(utc(253_402_300_799), "9999-12-31T23:59:59Z");
     }
 }

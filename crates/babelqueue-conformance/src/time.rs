@@ -1,4 +1,4 @@
-//! UTC timestamps for the results file, without a date library.
+//! UTC timestamps for the results file.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,25 +10,22 @@ pub(crate) fn rfc3339_now() -> String {
     rfc3339(secs)
 }
 
-/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ` (proleptic Gregorian, UTC).
+/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ` (proleptic Gregorian, UTC). An instant
+/// past the year 9999, which `time` does not represent, is shown as the epoch.
 pub(crate) fn rfc3339(secs: u64) -> String {
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Howard Hinnant's days-from-civil, inverted.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    // `::time`, the crate: this module is `time` too.
+    let at = i64::try_from(secs)
+        .ok()
+        .and_then(|secs| ::time::OffsetDateTime::from_unix_timestamp(secs).ok())
+        .unwrap_or(::time::OffsetDateTime::UNIX_EPOCH);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
     )
 }
 
@@ -40,5 +37,9 @@ mod tests {
         assert_eq!(super::rfc3339(1_749_132_727), "2025-06-05T14:12:07Z");
         assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(super::rfc3339(1_798_675_200), "2026-12-31T00:00:00Z");
+        assert_eq!(super::rfc3339(1_709_208_000), "2024-02-29T12:00:00Z");
+        assert_eq!(super::rfc3339(4_107_542_399), "2100-02-28T23:59:59Z");
+        assert_eq!(super::rfc3339(4_107_542_400), "2100-03-01T00:00:00Z");
+        assert_eq!(super::rfc3339(253_402_300_799), "9999-12-31T23:59:59Z");
     }
 }

@@ -1,4 +1,4 @@
-pub use babelqueue_transport::{TransportError, TransportErrorKind};
+pub use babelqueue_transport::{BrokerError, TransportError, TransportErrorKind};
 
 /// Everything the runtime can report to its caller.
 ///

@@ -72,19 +72,20 @@ pub mod redrive;
 pub mod schema;
 pub mod transport;
 
-pub use babelqueue_transport::{delivery, options, redact};
+pub use babelqueue_transport::{delivery, options, reconnect, redact};
 
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
 pub use babelqueue_envelope::{Envelope, Message, RawJson};
 pub use decide::dead_letter_queue;
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
-pub use error::{Error, ErrorKind, Result, TransportError, TransportErrorKind};
+pub use error::{BrokerError, Error, ErrorKind, Result, TransportError, TransportErrorKind};
 pub use handler::{
     Action, Context, HEADER_REPLAY_BYPASS, Handler, HandlerError, HandlerFuture, typed,
 };
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
+pub use reconnect::ReconnectBackoff;
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,

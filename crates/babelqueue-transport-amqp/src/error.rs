@@ -1,7 +1,7 @@
 //! The crate's one error type, [`AmqpError`], and how it maps onto the runtime's
 //! [`TransportError`](babelqueue_core::TransportError).
 
-use babelqueue_core::{TransportError, TransportErrorKind};
+use babelqueue_core::{BrokerError, TransportErrorKind};
 
 use crate::topology::QueueType;
 
@@ -159,16 +159,19 @@ impl From<lapin::Error> for AmqpError {
     }
 }
 
-impl From<AmqpError> for TransportError {
-    fn from(e: AmqpError) -> Self {
-        // The message names only the transport: `Display` of a `TransportError` appends its
-        // source, so the cause is shown once.
-        TransportError::new(e.kind(), "amqp").with_source(e)
+// The conversion into the runtime's `TransportError` is the contract's one blanket `From`:
+// the transport's name as the message, this error as the source.
+impl BrokerError for AmqpError {
+    const NAME: &'static str = "amqp";
+    fn transport_kind(&self) -> TransportErrorKind {
+        self.kind()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::TransportError;
+
     use super::*;
 
     #[test]

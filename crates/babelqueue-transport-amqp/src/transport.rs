@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use babelqueue_core::reconnect::ReconnectBackoff;
 use babelqueue_core::{
     BatchAcker, BatchPublisher, Capabilities, Delivery, HeaderPublisher, Headers, HoldChecker,
     Rewinder, SettlePublisher, Transport, TransportError,
@@ -423,17 +424,8 @@ fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Inner {
     fn backoff(&self, failures: u32) -> Duration {
-        let min = self.options.reconnect_min.as_secs_f64();
-        let max = self.options.reconnect_max.as_secs_f64();
-        let exp = min
-            * 2f64.powi(
-                i32::try_from(failures.saturating_sub(1))
-                    .unwrap_or(30)
-                    .min(30),
-            );
-        let capped = exp.min(max);
-        // Jitter in [50 %, 100 %] so a fleet of workers does not reconnect in lock step.
-        Duration::from_secs_f64(capped * (0.5 + 0.5 * fastrand::f64()))
+        ReconnectBackoff::new(self.options.reconnect_min, self.options.reconnect_max)
+            .pause(failures)
     }
 
     /// The live connection, reconnecting (with back-off) until `deadline` when there is none.

@@ -48,6 +48,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use babelqueue_core::reconnect::ReconnectBackoff;
 use fe2o3_amqp::connection::ConnectionHandle;
 use fe2o3_amqp::link::delivery::DeliveryInfo;
 use fe2o3_amqp::link::receiver::{CreditMode, ReceiverDisposer};
@@ -82,8 +83,9 @@ const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 const IDLE_TIMEOUT_MS: u32 = 10_000;
 /// How long a send waits for credit on an address whose previous send got none.
 pub const BLOCKED_PROBE: Duration = Duration::from_millis(250);
-const BACKOFF_START: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// The pause between a send's reconnect attempts: 100 ms, doubling up to 2 s, jittered.
+const RECONNECT_BACKOFF: ReconnectBackoff =
+    ReconnectBackoff::new(Duration::from_millis(100), Duration::from_secs(2));
 
 /// The real AMQP 1.0 client (see the module documentation).
 pub struct AmqpClient {
@@ -607,7 +609,7 @@ impl Client for AmqpClient {
     async fn send(&self, address: &str, message: AmqpMessage) -> Result<(), ArtemisError> {
         let sendable = Sendable::builder().message(message).settled(false).build();
         let deadline = Instant::now() + self.config.reconnect_timeout;
-        let mut backoff = BACKOFF_START;
+        let mut failures: u32 = 1;
         loop {
             match self.try_send(address, &sendable).await {
                 Ok(()) => return Ok(()),
@@ -617,15 +619,13 @@ impl Client for AmqpClient {
                     if e.is_transient()
                         && !matches!(e, ArtemisError::AddressBlocked { .. })
                         && !self.closed.load(Ordering::SeqCst)
-                        && Instant::now() + backoff < deadline =>
+                        && Instant::now() + RECONNECT_BACKOFF.ceiling(failures) < deadline =>
                 {
-                    // Jitter in [50 %, 100 %], so a fleet of workers does not reconnect in
-                    // lock step after a broker restart.
-                    let pause = backoff.mul_f64(0.5 + 0.5 * fastrand::f64());
+                    let pause = RECONNECT_BACKOFF.pause(failures);
                     tracing::warn!(target: LOG, address, error = %e,
                         "Sending to {address:?} failed; retrying in {pause:?} on a new connection");
                     tokio::time::sleep(pause).await;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    failures = failures.saturating_add(1);
                 }
                 Err(e) => return Err(e),
             }

@@ -1,6 +1,6 @@
-//! The crate's one error type, and how it maps onto the runtime's [`TransportError`].
+//! The crate's one error type, and how it maps onto the runtime's [`TransportError`](babelqueue_core::TransportError).
 
-use babelqueue_core::{TransportError, TransportErrorKind};
+use babelqueue_core::{BrokerError, TransportErrorKind};
 
 /// Everything the Artemis transport can fail with.
 ///
@@ -114,16 +114,19 @@ impl ArtemisError {
     }
 }
 
-impl From<ArtemisError> for TransportError {
-    fn from(error: ArtemisError) -> TransportError {
-        // The message names only the transport: `Display` of a `TransportError` appends its
-        // source, so the cause is shown once.
-        TransportError::new(error.kind(), "artemis").with_source(error)
+// The conversion into the runtime's `TransportError` is the contract's one blanket `From`:
+// the transport's name as the message, this error as the source.
+impl BrokerError for ArtemisError {
+    const NAME: &'static str = "artemis";
+    fn transport_kind(&self) -> TransportErrorKind {
+        self.kind()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::TransportError;
+
     use super::*;
 
     #[test]

@@ -1,6 +1,6 @@
-//! The crate's error type and its mapping into the runtime's [`TransportError`].
+//! The crate's error type and its mapping into the runtime's [`TransportError`](babelqueue_core::TransportError).
 
-use babelqueue_core::{TransportError, TransportErrorKind};
+use babelqueue_core::{BrokerError, TransportErrorKind};
 
 /// What can go wrong talking to Azure Service Bus.
 #[derive(Debug, thiserror::Error)]
@@ -87,16 +87,19 @@ impl AsbError {
     }
 }
 
-impl From<AsbError> for TransportError {
-    fn from(e: AsbError) -> TransportError {
-        // The message names only the transport: `Display` of a `TransportError` appends its
-        // source, so the cause is shown once.
-        TransportError::new(e.kind(), "asb").with_source(e)
+// The conversion into the runtime's `TransportError` is the contract's one blanket `From`:
+// the transport's name as the message, this error as the source.
+impl BrokerError for AsbError {
+    const NAME: &'static str = "asb";
+    fn transport_kind(&self) -> TransportErrorKind {
+        self.kind()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::TransportError;
+
     use super::*;
 
     #[test]

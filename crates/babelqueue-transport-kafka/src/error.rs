@@ -1,8 +1,8 @@
-//! The crate's error type and its mapping onto the runtime's [`TransportError`].
+//! The crate's error type and its mapping onto the runtime's [`TransportError`](babelqueue_core::TransportError).
 
 use std::time::Duration;
 
-use babelqueue_core::{TransportError, TransportErrorKind};
+use babelqueue_core::{BrokerError, TransportErrorKind};
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
 
 /// Everything the Kafka transport and the re-injector can fail with.
@@ -291,14 +291,19 @@ fn classify(error: &RdError) -> TransportErrorKind {
     }
 }
 
-impl From<KafkaError> for TransportError {
-    fn from(error: KafkaError) -> TransportError {
-        TransportError::new(error.kind(), "kafka").with_source(error)
+// The conversion into the runtime's `TransportError` is the contract's one blanket `From`:
+// the transport's name as the message, this error as the source.
+impl BrokerError for KafkaError {
+    const NAME: &'static str = "kafka";
+    fn transport_kind(&self) -> TransportErrorKind {
+        self.kind()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::TransportError;
+
     use super::*;
 
     #[test]

@@ -6,7 +6,7 @@ use async_nats::jetstream::consumer::pull::BatchErrorKind;
 use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind, PublishErrorKind};
 use async_nats::jetstream::stream::{ConsumerErrorKind, LastRawMessageErrorKind};
 use async_nats::{ConnectError, ConnectErrorKind};
-use babelqueue_core::{TransportError, TransportErrorKind, redact};
+use babelqueue_core::{BrokerError, TransportErrorKind, redact};
 
 /// What the NATS transport can fail with. Each variant is one [`TransportErrorKind`]
 /// ([`NatsError::kind`]); no message shows a password or a token.
@@ -259,16 +259,19 @@ impl NatsError {
     }
 }
 
-impl From<NatsError> for TransportError {
-    fn from(e: NatsError) -> TransportError {
-        // `Display` of a `TransportError` appends its source: the message only names the
-        // transport, so the text is not said twice.
-        TransportError::new(e.kind(), "nats").with_source(e)
+// The conversion into the runtime's `TransportError` is the contract's one blanket `From`:
+// the transport's name as the message, this error as the source.
+impl BrokerError for NatsError {
+    const NAME: &'static str = "nats";
+    fn transport_kind(&self) -> TransportErrorKind {
+        self.kind()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::TransportError;
+
     use super::*;
 
     #[test]

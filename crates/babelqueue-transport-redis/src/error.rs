@@ -1,7 +1,7 @@
 //! [`RedisError`]: what the Redis transport can fail with, and its mapping onto the runtime's
-//! [`TransportError`].
+//! [`TransportError`](babelqueue_core::TransportError).
 
-use babelqueue_core::{TransportError, TransportErrorKind};
+use babelqueue_core::{BrokerError, TransportErrorKind};
 use babelqueue_envelope::CjsonFinding;
 
 /// What the Redis transport can fail with.
@@ -171,11 +171,12 @@ fn not_replicated(
     )
 }
 
-impl From<RedisError> for TransportError {
-    fn from(e: RedisError) -> Self {
-        // The message names only the transport: `Display` of a `TransportError` appends its
-        // source, so the cause is shown once.
-        TransportError::new(e.kind(), "redis").with_source(e)
+// The conversion into the runtime's `TransportError` is the contract's one blanket `From`:
+// the transport's name as the message, this error as the source.
+impl BrokerError for RedisError {
+    const NAME: &'static str = "redis";
+    fn transport_kind(&self) -> TransportErrorKind {
+        self.kind()
     }
 }
 
@@ -300,6 +301,8 @@ fn at(endpoint: &Option<String>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::TransportError;
+
     use super::*;
 
     #[test]

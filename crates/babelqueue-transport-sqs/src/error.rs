@@ -1,7 +1,7 @@
 //! The crate's one error type, [`SqsError`], and how it maps onto the runtime's
-//! [`TransportError`].
+//! [`TransportError`](babelqueue_core::TransportError).
 
-use babelqueue_core::{TransportError, TransportErrorKind};
+use babelqueue_core::{BrokerError, TransportErrorKind};
 
 /// Everything the SQS transport can fail with.
 ///
@@ -176,9 +176,12 @@ impl SqsError {
     }
 }
 
-impl From<SqsError> for TransportError {
-    fn from(e: SqsError) -> TransportError {
-        TransportError::new(e.kind(), "sqs").with_source(e)
+// The conversion into the runtime's `TransportError` is the contract's one blanket `From`:
+// the transport's name as the message, this error as the source.
+impl BrokerError for SqsError {
+    const NAME: &'static str = "sqs";
+    fn transport_kind(&self) -> TransportErrorKind {
+        self.kind()
     }
 }
 
@@ -269,6 +272,8 @@ pub(crate) fn no_credentials(err: &(dyn std::error::Error + 'static)) -> Option<
 
 #[cfg(test)]
 mod tests {
+    use babelqueue_core::TransportError;
+
     use super::*;
 
     #[test]

@@ -59,7 +59,10 @@
 //! * [`Delivery`], the [`Facts`] a broker reports about it, and its attempts [`Count`]
 //!   ([`delivery`]);
 //! * [`TransportError`] and its [`TransportErrorKind`]: the runtime decides retry and
-//!   reconnect on the kind, never on the text;
+//!   reconnect on the kind, never on the text; a transport's own error type converts into it
+//!   by implementing [`BrokerError`];
+//! * [`ReconnectBackoff`], the jittered pause between a transport's reconnect attempts
+//!   ([`reconnect`]);
 //! * URL option parsing ([`options`]) and secret redaction for logs and errors ([`redact`]).
 //!
 //! The runtime (`babelqueue-core`) depends on this crate and re-exports all of it under the
@@ -70,11 +73,13 @@
 pub mod delivery;
 mod error;
 pub mod options;
+pub mod reconnect;
 pub mod redact;
 pub mod transport;
 
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
-pub use error::{TransportError, TransportErrorKind};
+pub use error::{BrokerError, TransportError, TransportErrorKind};
+pub use reconnect::ReconnectBackoff;
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
