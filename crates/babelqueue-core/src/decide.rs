@@ -11,7 +11,7 @@ pub use babelqueue_envelope::Record;
 use babelqueue_envelope::{Envelope, Reason};
 
 use crate::classify::Poison;
-use crate::handler::Action;
+use crate::failure::Action;
 use crate::policy::{Policy, UnknownUrn};
 use crate::transport::DeadLetterNamer;
 

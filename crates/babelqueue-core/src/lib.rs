@@ -59,6 +59,7 @@ pub mod classify;
 pub mod decide;
 pub mod delivery;
 mod error;
+mod failure;
 pub mod gate;
 pub mod handler;
 pub mod idempotency;
@@ -75,9 +76,8 @@ pub use babelqueue_envelope as envelope;
 pub use babelqueue_envelope::{Envelope, Message, RawJson};
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use error::{Error, ErrorKind, Result, TransportError, TransportErrorKind};
-pub use handler::{
-    Action, Context, HEADER_REPLAY_BYPASS, Handler, HandlerError, HandlerFuture, typed,
-};
+pub use failure::{Action, HandlerError};
+pub use handler::{Context, HEADER_REPLAY_BYPASS, Handler, HandlerFuture, typed};
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use transport::{

@@ -16,6 +16,7 @@ use tokio::sync::{Notify, watch};
 use super::dispatch::{Deadline, Dispatched};
 use super::{App, Inner, LOG, Outcome};
 use crate::error::{Result, TransportError};
+use crate::handler::Publish;
 use crate::transport::{Delivery, Redelivery};
 
 /// How [`App::consume`] runs.
@@ -184,6 +185,7 @@ impl App {
             )
         });
 
+        let publisher = self.publisher();
         let mut summary = Summary::default();
         // Received and not started yet (at most `prefetch` held with those running).
         let mut ready: VecDeque<Delivery> = VecDeque::new();
@@ -237,7 +239,14 @@ impl App {
                     tracing::debug!(target: LOG, queue = %queue, "A received delivery was taken back by the broker before it started; not handled here");
                     continue;
                 }
-                match start(inner, delivery, &deadline_rx, gather, &mut inline) {
+                match start(
+                    inner,
+                    delivery,
+                    &publisher,
+                    &deadline_rx,
+                    gather,
+                    &mut inline,
+                ) {
                     Started::Finished(done) => {
                         quick = true;
                         count(&mut summary, &mut idle, done, &mut gathered);
@@ -554,13 +563,19 @@ impl<'a> Running<'a> {
 fn start<'a>(
     inner: &Arc<Inner>,
     delivery: Delivery,
+    publisher: &Arc<dyn Publish>,
     deadline: &watch::Receiver<bool>,
     gather: bool,
     inline: &mut Inline,
 ) -> Started<'a> {
     let deadline = Deadline::at(deadline.clone());
-    let dispatch = std::panic::AssertUnwindSafe(inner.clone().dispatch(delivery, deadline, gather))
-        .catch_unwind();
+    let dispatch = std::panic::AssertUnwindSafe(inner.clone().dispatch(
+        delivery,
+        publisher.clone(),
+        deadline,
+        gather,
+    ))
+    .catch_unwind();
     let mut dispatch = Box::pin(dispatch);
     if inner.concurrency == 1 {
         // Never a task: what its first poll leaves pending, the loop polls on.

@@ -10,7 +10,7 @@ use super::settle::Held;
 use super::{Event, Inner, LOG, Outcome};
 use crate::classify::{Class, classify};
 use crate::decide::{self, Failure, QueueFacts};
-use crate::handler::{Context, Handler, HandlerError};
+use crate::handler::{Context, Handler, HandlerError, Publish};
 use crate::transport::{Delivery, Redelivery};
 
 /// Fires once the shutdown deadline passes (never, for a direct `dispatch`).
@@ -103,10 +103,12 @@ impl Inner {
     /// Classifies, routes, handles and settles one delivery. With `gather_ack`, a plain
     /// acknowledgement is not sent but handed back with the outcome, for the consume loop to
     /// send with others ([`BatchAcker`](crate::BatchAcker)); every other settlement is carried
-    /// out here.
+    /// out here. `app` is this app as the handler's context publishes through it (made once
+    /// per consume run, so a delivery costs a reference count, not an allocation).
     pub(super) async fn dispatch(
         self: Arc<Self>,
         delivery: Delivery,
+        app: Arc<dyn Publish>,
         deadline: Deadline,
         gather_ack: bool,
     ) -> Dispatched {
@@ -175,9 +177,7 @@ impl Inner {
                     delivery.headers().clone(),
                     if routed { urn.clone() } else { String::new() },
                     delivery.facts().count.map_or(0, |c| c.native()),
-                    Some(super::App {
-                        inner: self.clone(),
-                    }),
+                    Some(app),
                 );
                 match self.run_handler(handler, ctx.clone(), &deadline).await {
                     HandlerRun::Interrupted => {
