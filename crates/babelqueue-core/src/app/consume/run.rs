@@ -1,4 +1,4 @@
-//! One consume run: the state of [`App::consume`](super::super::App::consume)'s loop, and one
+//! One consume run: the state of [`App::consume`](crate::app::App::consume)'s loop, and one
 //! method per step of it, so the loop reads as the sequence it is.
 //!
 //! Each turn: count the dispatches that finished; stop when asked to, or idle; start a held
@@ -17,10 +17,10 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use tokio::sync::watch;
 
-use super::super::{App, Inner, LOG};
 use super::running::{Inline, Running, Started, launch};
 use super::tally::Tally;
 use super::{Consume, Summary};
+use crate::app::{App, Inner, LOG};
 use crate::error::{TransportError, TransportErrorKind};
 use crate::handler::Publish;
 use crate::transport::{Capabilities, Delivery};

@@ -11,8 +11,8 @@ use futures_util::FutureExt as _;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use tokio::sync::watch;
 
-use super::super::Inner;
-use super::super::dispatch::{Deadline, Dispatched};
+use crate::app::Inner;
+use crate::app::dispatch::{Deadline, Dispatched};
 use crate::handler::Publish;
 use crate::transport::Delivery;
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::super::LOG;
 use super::Stop;
+use crate::app::LOG;
 
 /// Listens for `signals` in a task of its own: sets `stop` and `signalled` on the first, fires
 /// `deadline` after `shutdown_timeout`, or at once on the second.

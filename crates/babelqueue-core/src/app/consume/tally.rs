@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::super::dispatch::Dispatched;
-use super::super::{LOG, Outcome};
 use super::Summary;
+use crate::app::dispatch::Dispatched;
+use crate::app::{LOG, Outcome};
 use crate::transport::Delivery;
 
 /// The settled side of a consume run: updated by every finished dispatch, in one place, so the
@@ -58,7 +58,7 @@ impl Tally {
 pub(super) struct Idle {
     timeout: Option<Duration>,
     since: tokio::time::Instant,
-    /// The messages given back unchanged so far ([`message_key`](super::super::dispatch::message_key)).
+    /// The messages given back unchanged so far ([`message_key`](crate::app::dispatch::message_key)).
     released: std::collections::HashSet<u64>,
 }
 
