@@ -168,21 +168,11 @@ impl App {
         StopHandle::new(self.inner.stop.clone())
     }
 
-    /// This app as a handler's [`Context`](crate::Context) publishes through it.
-    fn publisher(&self) -> Arc<dyn crate::handler::Publish> {
-        Arc::new(self.clone())
-    }
-
     /// Routes one delivery the caller already popped, and settles it.
     pub async fn dispatch(&self, delivery: crate::Delivery) -> Outcome {
-        self.inner
-            .clone()
-            .dispatch(
-                delivery,
-                self.publisher(),
-                dispatch::Deadline::never(),
-                false,
-            )
+        // The dispatch owns a shared app, as a consume run's do: one allocation per call here.
+        Arc::new(self.clone())
+            .dispatch_owned(delivery, dispatch::Deadline::never(), false)
             .await
             .outcome
     }

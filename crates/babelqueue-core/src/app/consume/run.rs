@@ -22,7 +22,6 @@ use super::tally::Tally;
 use super::{Consume, Summary};
 use crate::app::{App, Inner, LOG};
 use crate::error::{TransportError, TransportErrorKind};
-use crate::handler::Publish;
 use crate::transport::{Capabilities, Delivery};
 
 /// Acknowledgements gathered before they are sent together, at least.
@@ -44,8 +43,9 @@ pub(super) struct Run<'a> {
     /// Whether a poll that finds the queue empty ends the run: `max_messages` without an idle
     /// timeout.
     stop_when_empty: bool,
-    /// The app as handlers publish through it, made once for the run.
-    publisher: Arc<dyn Publish>,
+    /// The app, shared by the run's dispatches (their handlers' contexts publish through it):
+    /// made once for the run.
+    app: Arc<App>,
     /// Fires at the shutdown deadline.
     deadline: watch::Receiver<bool>,
     /// Whether plain acknowledgements are gathered for a `BatchAcker`.
@@ -88,7 +88,7 @@ impl<'a> Run<'a> {
             capabilities,
             max_messages: options.max_messages,
             stop_when_empty: options.max_messages.is_some() && options.idle_timeout.is_none(),
-            publisher: app.publisher(),
+            app: Arc::new(app.clone()),
             deadline,
             gather: capabilities.batch_acker().is_some(),
             ack_batch: inner.prefetch.max(ACK_BATCH),
@@ -106,7 +106,10 @@ impl<'a> Run<'a> {
     /// The loop, until a stop, the idle timeout, `max_messages`, or a fatal receive error.
     pub(super) async fn run(&mut self) {
         loop {
-            self.count_finished().await;
+            self.count_finished();
+            if self.tally.gathered.len() >= self.ack_batch {
+                self.inner.ack_gathered(&mut self.tally.gathered).await;
+            }
             if self.stopping() {
                 break;
             }
@@ -150,14 +153,10 @@ impl<'a> Run<'a> {
         self.running.is_empty() && self.ready.is_empty()
     }
 
-    /// Counts the dispatches that finished since the last turn, and sends a full batch of
-    /// gathered acknowledgements.
-    async fn count_finished(&mut self) {
+    /// Counts the dispatches that finished since the last turn.
+    fn count_finished(&mut self) {
         while let Some(Some(done)) = self.running.next().now_or_never() {
             self.tally.count(done);
-        }
-        if self.tally.gathered.len() >= self.ack_batch {
-            self.inner.ack_gathered(&mut self.tally.gathered).await;
         }
     }
 
@@ -181,9 +180,8 @@ impl<'a> Run<'a> {
             return;
         }
         let started = launch(
-            self.inner,
+            &self.app,
             delivery,
-            &self.publisher,
             &self.deadline,
             self.gather,
             &mut self.inline,

@@ -11,9 +11,8 @@ use futures_util::FutureExt as _;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use tokio::sync::watch;
 
-use crate::app::Inner;
+use crate::app::App;
 use crate::app::dispatch::{Deadline, Dispatched};
-use crate::handler::Publish;
 use crate::transport::Delivery;
 
 /// A dispatch in flight: what it did, or the payload of a panic outside the handler (a handler
@@ -87,23 +86,18 @@ impl<'a> Running<'a> {
 /// took long (a CPU-bound handler) turn the inline polls off for the rest of the run: from
 /// then on each dispatch is a task at once, and CPU-bound handlers run on every worker thread.
 pub(super) fn launch<'a>(
-    inner: &Arc<Inner>,
+    app: &Arc<App>,
     delivery: Delivery,
-    publisher: &Arc<dyn Publish>,
     deadline: &watch::Receiver<bool>,
     gather: bool,
     inline: &mut Inline,
 ) -> Started<'a> {
     let deadline = Deadline::at(deadline.clone());
-    let dispatch = std::panic::AssertUnwindSafe(inner.clone().dispatch(
-        delivery,
-        publisher.clone(),
-        deadline,
-        gather,
-    ))
-    .catch_unwind();
+    let dispatch =
+        std::panic::AssertUnwindSafe(app.clone().dispatch_owned(delivery, deadline, gather))
+            .catch_unwind();
     let mut dispatch = Box::pin(dispatch);
-    if inner.concurrency == 1 {
+    if app.inner.concurrency == 1 {
         // Never a task: what its first poll leaves pending, the loop polls on.
         return match dispatch.as_mut().now_or_never() {
             Some(done) => Started::Finished(done),
