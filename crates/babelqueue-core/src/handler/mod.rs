@@ -1,7 +1,7 @@
 //! Handlers: what runs for a URN, what it sees, and how it reports failure.
 //!
-//! Below the runtime: a [`Context`] publishes through [`Publish`], which the app implements,
-//! and the failure types come from a leaf module, so nothing here names the app.
+//! Below the runtime: a [`Context`] publishes through `Publish`, a narrow trait the app
+//! implements, and the failure types come from a leaf module, so nothing here names the app.
 
 use std::borrow::Cow;
 use std::fmt;
