@@ -63,6 +63,7 @@ pub mod classify;
 #[doc(hidden)]
 pub mod decide;
 mod error;
+mod failure;
 pub mod gate;
 pub mod handler;
 pub mod idempotency;
@@ -80,9 +81,8 @@ pub use babelqueue_envelope::{Envelope, Message, RawJson};
 pub use decide::dead_letter_queue;
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use error::{BrokerError, Error, ErrorKind, Result, TransportError, TransportErrorKind};
-pub use handler::{
-    Action, Context, HEADER_REPLAY_BYPASS, Handler, HandlerError, HandlerFuture, typed,
-};
+pub use failure::{Action, HandlerError};
+pub use handler::{Context, HEADER_REPLAY_BYPASS, Handler, HandlerFuture, typed};
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use reconnect::ReconnectBackoff;

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::settle::Held;
-use super::{Event, Inner, LOG, Outcome};
+use super::{App, Event, Inner, LOG, Outcome};
 use crate::classify::{Class, classify};
 use crate::decide::{self, Failure, QueueFacts};
-use crate::handler::{Context, Handler, HandlerError};
+use crate::handler::{Context, Handler, HandlerError, Publish};
 use crate::transport::{Delivery, Redelivery};
 
 /// Fires once the shutdown deadline passes (never, for a direct `dispatch`).
@@ -99,19 +99,22 @@ impl Inner {
             can_redeliver: !matches!(capabilities.redelivery_mode(), Redelivery::Impossible),
         }
     }
+}
 
+impl App {
     /// Classifies, routes, handles and settles one delivery. With `gather_ack`, a plain
     /// acknowledgement is not sent but handed back with the outcome, for the consume loop to
     /// send with others ([`BatchAcker`](crate::BatchAcker)); every other settlement is carried
-    /// out here.
-    pub(super) async fn dispatch(
-        self: Arc<Self>,
+    /// out here. It owns its app, shared (made once per consume run, so a delivery costs a
+    /// reference count, not an allocation): the handler's context publishes through it.
+    pub(super) async fn dispatch_owned(
+        self: Arc<App>,
         delivery: Delivery,
         deadline: Deadline,
         gather_ack: bool,
     ) -> Dispatched {
         let mut sampler = |low: f64, high: f64| low + (high - low) * fastrand::f64();
-        let policy = &self.policy;
+        let policy = &self.inner.policy;
         let queue = delivery.queue();
         let class = classify(delivery.body(), delivery.facts(), queue);
         let mut urn = String::new();
@@ -121,13 +124,13 @@ impl Inner {
             Class::Gated { declared } => {
                 tracing::warn!(target: LOG, queue, declared = %crate::gate::escape(&declared, true),
                     "{}", crate::gate::warning(queue, &declared));
-                let facts = self.queue_facts(queue);
+                let facts = self.inner.queue_facts(queue);
                 (decide::gated(policy, &facts), Held::raw(&delivery), facts)
             }
             Class::Poison(poison) => {
                 tracing::warn!(target: LOG, queue, cause = %poison.cause, attempts = poison.attempts,
                     "A message on {queue:?} is poison ({}); it never reaches a handler", poison.cause);
-                let facts = self.queue_facts(queue);
+                let facts = self.inner.queue_facts(queue);
                 (
                     decide::poison(policy, &facts, &poison, &mut sampler),
                     Held::raw(&delivery),
@@ -145,17 +148,22 @@ impl Inner {
                 let handler = if urn.is_empty() {
                     None
                 } else {
-                    self.handlers.get(&urn).or(self.fallback.as_ref()).cloned()
+                    self.inner
+                        .handlers
+                        .get(&urn)
+                        .or(self.inner.fallback.as_ref())
+                        .cloned()
                 };
                 let body = match body {
                     Cow::Borrowed(_) => None,
                     Cow::Owned(reconciled) => Some(reconciled),
                 };
                 let Some(handler) = handler else {
-                    let facts = self.queue_facts(queue);
+                    let facts = self.inner.queue_facts(queue);
                     let plan = decide::unknown_urn(policy, &facts, &urn, attempts, &mut sampler);
                     let id = envelope.message_id().map(Cow::into_owned);
                     let outcome = self
+                        .inner
                         .execute(
                             &delivery,
                             &Held::readable(body, envelope),
@@ -164,7 +172,7 @@ impl Inner {
                             &mut sampler,
                         )
                         .await;
-                    self.observe(&delivery, &urn, outcome, None);
+                    self.inner.observe(&delivery, &urn, outcome, None);
                     return Dispatched::keyed(outcome, || {
                         message_key(id.as_deref(), delivery.body())
                     });
@@ -175,29 +183,33 @@ impl Inner {
                     delivery.headers().clone(),
                     if routed { urn.clone() } else { String::new() },
                     delivery.facts().count.map_or(0, |c| c.native()),
-                    Some(super::App {
-                        inner: self.clone(),
-                    }),
+                    Some(self.clone() as Arc<dyn Publish>),
                 );
-                match self.run_handler(handler, ctx.clone(), &deadline).await {
+                match self
+                    .inner
+                    .run_handler(handler, ctx.clone(), &deadline)
+                    .await
+                {
                     HandlerRun::Interrupted => {
                         tracing::warn!(target: LOG, queue, urn = %urn,
                             "Shutdown deadline passed while the handler was running: releasing the message unchanged");
                         // Boxed: a rare path, whose future would otherwise make every dispatch larger.
-                        Box::pin(self.release_unprocessed(&delivery)).await;
-                        self.observe(&delivery, &urn, Outcome::Interrupted, None);
+                        Box::pin(self.inner.release_unprocessed(&delivery)).await;
+                        self.inner
+                            .observe(&delivery, &urn, Outcome::Interrupted, None);
                         return Dispatched::settled(Outcome::Interrupted);
                     }
                     HandlerRun::Done(Ok(()), took) => {
                         // The common path: nothing to decide, nothing to write.
-                        self.observe(&delivery, &urn, Outcome::Acked, Some((took, true)));
+                        self.inner
+                            .observe(&delivery, &urn, Outcome::Acked, Some((took, true)));
                         if gather_ack {
                             return Dispatched {
                                 ack: Some(delivery),
                                 ..Dispatched::settled(Outcome::Acked)
                             };
                         }
-                        self.ack(&delivery).await;
+                        self.inner.ack(&delivery).await;
                         return Dispatched::settled(Outcome::Acked);
                     }
                     HandlerRun::Done(Err(e), took) => {
@@ -210,7 +222,7 @@ impl Inner {
                             action: e.action(),
                             unknown_urn: false,
                         };
-                        let facts = self.queue_facts(queue);
+                        let facts = self.inner.queue_facts(queue);
                         let plan =
                             decide::failure(policy, &facts, attempts, &failure, &mut sampler);
                         message_id = ctx.message_id().map(Cow::into_owned);
@@ -220,14 +232,17 @@ impl Inner {
             }
         };
         let outcome = self
+            .inner
             .execute(&delivery, &held, &facts, plan, &mut sampler)
             .await;
-        self.observe(&delivery, &urn, outcome, handler_run);
+        self.inner.observe(&delivery, &urn, outcome, handler_run);
         Dispatched::keyed(outcome, || {
             message_key(message_id.as_deref(), delivery.body())
         })
     }
+}
 
+impl Inner {
     fn observe(
         &self,
         delivery: &Delivery,

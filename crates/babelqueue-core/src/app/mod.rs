@@ -170,9 +170,9 @@ impl App {
 
     /// Routes one delivery the caller already popped, and settles it.
     pub async fn dispatch(&self, delivery: crate::Delivery) -> Outcome {
-        self.inner
-            .clone()
-            .dispatch(delivery, dispatch::Deadline::never(), false)
+        // The dispatch owns a shared app, as a consume run's do: one allocation per call here.
+        Arc::new(self.clone())
+            .dispatch_owned(delivery, dispatch::Deadline::never(), false)
             .await
             .outcome
     }

@@ -6,6 +6,7 @@ use babelqueue_envelope::{Builder, Envelope, Message};
 
 use super::{App, trace};
 use crate::error::{Error, Result};
+use crate::handler::{Context, Publish, Publishing};
 use crate::transport::Headers;
 
 impl App {
@@ -199,5 +200,30 @@ impl App {
             .publish_delayed(queue, body.as_bytes(), delay)
             .await?;
         Ok(())
+    }
+}
+
+/// A handler's [`Context`] publishes through its app, as this narrow trait object: the handler
+/// types never name the app.
+impl Publish for App {
+    fn queue(&self) -> &str {
+        App::queue(self)
+    }
+
+    fn publish_envelope<'a>(
+        &'a self,
+        queue: &'a str,
+        envelope: &'a Envelope,
+        headers: &'a Headers,
+    ) -> Publishing<'a> {
+        Box::pin(App::publish_envelope(self, queue, envelope, headers))
+    }
+}
+
+impl Context {
+    /// The app that consumed this delivery (`None` for a context built with [`Context::new`]).
+    pub fn app(&self) -> Option<&App> {
+        let publisher: &dyn std::any::Any = self.publisher()?;
+        publisher.downcast_ref::<App>()
     }
 }

@@ -1,15 +1,22 @@
 //! Handlers: what runs for a URN, what it sees, and how it reports failure.
+//!
+//! Below the runtime: a [`Context`] publishes through `Publish`, a narrow trait the app
+//! implements, and the failure types come from a leaf module, so nothing here names the app.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use babelqueue_envelope::{Builder, Envelope, Message, Object, RawJson};
 
-use crate::app::{App, trace};
+pub(crate) mod current;
+mod publish;
+
+pub use crate::failure::{Action, HandlerError};
+pub(crate) use publish::{Publish, Publishing};
+
 use crate::error::{Error, Result};
 use crate::transport::Headers;
 
@@ -20,7 +27,8 @@ pub const HEADER_REPLAY_BYPASS: &str = "bq-replay-bypass";
 ///
 /// While the handler's future runs, its context is also the *current delivery*
 /// ([`Context::current`]): what the handler publishes, through the context
-/// ([`Context::publish`]) or through the [`App`] ([`App::publish`] and the other helpers),
+/// ([`Context::publish`]) or through the [`App`](crate::App)
+/// ([`App::publish`](crate::App::publish) and the other helpers),
 /// continues the delivery's `trace_id` and passes its W3C `traceparent`/`tracestate` headers on,
 /// unless the caller sets its own.
 ///
@@ -59,7 +67,8 @@ struct ContextInner {
     headers: Headers,
     route: String,
     native_attempts: i64,
-    app: Option<App>,
+    /// The app that consumed the delivery, as the narrow [`Publish`] it offers a handler.
+    app: Option<Arc<dyn Publish>>,
     /// The W3C headers passed on to what is published inside this delivery, when a wrapper set
     /// them ([`Context::with_trace_headers`]); else the incoming ones are.
     trace_headers: Option<Headers>,
@@ -67,7 +76,7 @@ struct ContextInner {
 
 impl Context {
     /// A context for `envelope` consumed from `queue` (the runtime builds these; handy in tests).
-    /// Such a context has no [`App`]: [`Context::publish`] and its siblings refuse.
+    /// Such a context has no [`App`](crate::App): [`Context::publish`] and its siblings refuse.
     pub fn new(envelope: Envelope, queue: impl Into<Arc<str>>, headers: Headers) -> Context {
         Context::with_route(envelope, queue, headers, String::new(), 0, None)
     }
@@ -78,7 +87,7 @@ impl Context {
         headers: Headers,
         route: String,
         native_attempts: i64,
-        app: Option<App>,
+        app: Option<Arc<dyn Publish>>,
     ) -> Context {
         Context {
             inner: Arc::new(ContextInner {
@@ -97,7 +106,7 @@ impl Context {
     /// future, and in a task the handler spawned unless it was wrapped with
     /// [`Context::scope`]).
     pub fn current() -> Option<Context> {
-        trace::current()
+        current::current()
     }
 
     /// Runs `future` with this context as the current delivery, so publishes inside it continue
@@ -113,7 +122,7 @@ impl Context {
     /// # }
     /// ```
     pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
-        trace::scope(self, future)
+        current::scope(self, future)
     }
 
     /// The same delivery carrying `envelope` instead (queue, headers, out-of-band route and the
@@ -142,7 +151,7 @@ impl Context {
         let inner = &self.inner;
         let trace_headers = headers
             .into_iter()
-            .filter(|(k, v)| trace::is_trace_header(k) && !v.is_empty())
+            .filter(|(k, v)| current::is_trace_header(k) && !v.is_empty())
             .map(|(k, v)| (k.to_ascii_lowercase(), v))
             .collect();
         Context {
@@ -169,20 +178,22 @@ impl Context {
         self.inner
             .headers
             .iter()
-            .filter(|(k, v)| trace::is_trace_header(k) && !v.is_empty())
+            .filter(|(k, v)| current::is_trace_header(k) && !v.is_empty())
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
             .collect()
     }
 
-    /// The app that consumed this delivery (`None` for a context built with [`Context::new`]).
-    pub fn app(&self) -> Option<&App> {
-        self.inner.app.as_ref()
+    /// What publishes for this delivery: the app that consumed it (`None` for a context built
+    /// with [`Context::new`]). [`Context::app`](crate::Context::app) is the same, as the app.
+    pub(crate) fn publisher(&self) -> Option<&dyn Publish> {
+        self.inner.app.as_deref()
     }
 
     /// Publishes `data` under `urn` to the app's queue, continuing this delivery's trace: the
     /// new envelope's `trace_id` is this one's, and [`Context::trace_headers`] ride beside it
     /// where the transport carries headers. Returns `meta.id`. For your own `trace_id`, build
-    /// the envelope with [`App::envelope`] and publish it with [`App::publish_envelope`].
+    /// the envelope with [`App::envelope`](crate::App::envelope) and publish it with
+    /// [`App::publish_envelope`](crate::App::publish_envelope).
     pub async fn publish<T: serde::Serialize + ?Sized>(
         &self,
         urn: &str,
@@ -214,8 +225,8 @@ impl Context {
         }
     }
 
-    fn publishing_app(&self) -> Result<&App> {
-        self.app().ok_or_else(|| {
+    fn publishing_app(&self) -> Result<&dyn Publish> {
+        self.publisher().ok_or_else(|| {
             Error::Config(
                 "this context has no app (built with Context::new): publish through an App".into(),
             )
@@ -345,123 +356,6 @@ impl fmt::Debug for Context {
     }
 }
 
-/// What a failed handler asks the runtime to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Retry with the configured back-off (until `max_attempts`, then dead-letter or drop).
-    Retry,
-    /// Retry after this delay instead of the back-off.
-    RetryAfter(Duration),
-    /// The message can never succeed: dead-letter it now (reason `poison`), no retry.
-    Reject,
-}
-
-/// A handler failure: a message, a type name for the dead-letter record, and an [`Action`].
-///
-/// Any `std::error::Error` converts with `?` (action [`Action::Retry`], type name from the
-/// error's type).
-pub struct HandlerError {
-    action: Action,
-    message: String,
-    exception: String,
-    source: Option<Box<dyn std::error::Error + Send + Sync>>,
-}
-
-impl HandlerError {
-    /// A failure to retry.
-    pub fn new(message: impl Into<String>) -> HandlerError {
-        HandlerError {
-            action: Action::Retry,
-            message: message.into(),
-            exception: "HandlerError".into(),
-            source: None,
-        }
-    }
-
-    /// A failure to retry after `delay` (instead of the configured back-off).
-    pub fn retry_after(message: impl Into<String>, delay: Duration) -> HandlerError {
-        HandlerError {
-            action: Action::RetryAfter(delay),
-            ..HandlerError::new(message)
-        }
-    }
-
-    /// A message that can never succeed: dead-letter it now, without retrying.
-    pub fn reject(message: impl Into<String>) -> HandlerError {
-        HandlerError {
-            action: Action::Reject,
-            ..HandlerError::new(message)
-        }
-    }
-
-    /// Sets the type name recorded in the dead-letter block's `exception`.
-    #[must_use]
-    pub fn with_exception(mut self, name: impl Into<String>) -> HandlerError {
-        self.exception = name.into();
-        self
-    }
-
-    /// Sets the action.
-    #[must_use]
-    pub fn with_action(mut self, action: Action) -> HandlerError {
-        self.action = action;
-        self
-    }
-
-    /// The action.
-    pub fn action(&self) -> Action {
-        self.action
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// The type name recorded as `exception`.
-    pub fn exception(&self) -> &str {
-        &self.exception
-    }
-
-    /// The underlying error, when there is one.
-    pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
-        self.source.as_deref()
-    }
-}
-
-fn short_type_name<E: ?Sized>() -> String {
-    let full = std::any::type_name::<E>();
-    let base = full.split('<').next().unwrap_or(full);
-    base.rsplit("::").next().unwrap_or(base).to_owned()
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
-    fn from(error: E) -> Self {
-        HandlerError {
-            action: Action::Retry,
-            message: error.to_string(),
-            exception: short_type_name::<E>(),
-            source: Some(Box::new(error)),
-        }
-    }
-}
-
-impl fmt::Debug for HandlerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HandlerError")
-            .field("action", &self.action)
-            .field("message", &self.message)
-            .field("exception", &self.exception)
-            .finish()
-    }
-}
-
-impl fmt::Display for HandlerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
 /// The future a handler returns.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send + 'static>>;
 
@@ -528,24 +422,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("disk full")]
-    struct DiskFull;
-
-    #[test]
-    fn errors_convert_with_their_type_name() {
-        fn fails() -> Result<(), HandlerError> {
-            Err(DiskFull)?;
-            Ok(())
-        }
-        let e = fails().unwrap_err();
-        assert_eq!(
-            (e.message(), e.exception(), e.action()),
-            ("disk full", "DiskFull", Action::Retry)
-        );
-        assert_eq!(HandlerError::reject("bad").action(), Action::Reject);
-    }
 
     #[test]
     fn replay_flag_needs_a_non_empty_header() {
