@@ -65,9 +65,10 @@ pub mod memory;
 pub mod policy;
 pub mod redrive;
 pub mod schema;
+pub mod send;
 pub mod transport;
 
-pub use babelqueue_transport::{delivery, options, redact};
+pub use babelqueue_transport::{delivery, options, outgoing, redact};
 
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
@@ -81,9 +82,8 @@ pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
-    DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
-    NativeSettler, Redeliver, Redeliverer, Redelivery, Rewinder, RoutedPublisher, SettlePublisher,
-    Transport,
+    DeadLetterNamer, DeadLetterWriter, HoldChecker, Inspector, NativeSettler, Outgoing, Redeliver,
+    Redeliverer, Redelivery, Rewinder, Sends, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.
