@@ -76,7 +76,7 @@
 //! | `Inspector` | what RabbitMQ said of a delivery, for tools: the `message_id` property as its id, the `redelivered` flag, the delivery tag, exchange, routing key and the basic properties that are set (kept raw in the delivery's handle, formatted only when asked) |
 //!
 //! No `Redeliverer` (a retry is a confirmed copy plus an ack, the back-off delay is not
-//! applied), no `DelayedPublisher` (RabbitMQ has no native delay without a plugin), no
+//! applied), no delayed send (RabbitMQ has no native delay without a plugin), no
 //! schema-version gate (the binding has none), no `Browser`.
 //!
 //! # Prefetch and concurrency
