@@ -74,8 +74,9 @@ pub fn copies_delayed(sends: Sends) -> bool {
 /// | any | key | no | left out |
 ///
 /// A `confirmed` transport writes a copy on behalf of a delivery as a settle write, straight to
-/// the queue named and at once (see [`Sends::confirmed`]): Kafka's delay parks a record on a
-/// retry tier, which is not the write its original is committed after.
+/// the queue named and at once (see [`Sends::confirmed`]): the original is committed only after
+/// that write, so it must be the record itself on the queue named, where Kafka's delay would
+/// park it on a retry tier instead.
 pub fn shape<'a>(
     purpose: Purpose,
     asked: &Outgoing<'a>,
