@@ -179,7 +179,7 @@ impl App {
 
     /// Publishes an envelope that becomes deliverable after `delay` (needs a transport that
     /// declares delays, [`Sends::delay`](crate::Sends::delay); otherwise an
-    /// [`Error::Config`] and nothing is sent).
+    /// [`Error::Config`](crate::Error::Config) and nothing is sent).
     pub async fn publish_delayed(
         &self,
         queue: &str,
