@@ -6,7 +6,7 @@ use super::*;
 use crate::delivery::Headers;
 
 /// What reached the transport, as flags: headers, delay, facts, key.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Sent {
     headers: bool,
     delay: Option<Duration>,
@@ -154,5 +154,90 @@ fn a_refused_delay_names_itself() {
     assert_eq!(
         Refused::Delay.to_string(),
         "cannot delay a message (it declares no delay)"
+    );
+}
+
+/// A transport that records what reached its `send`, as flags, declaring `sends`.
+#[derive(Debug)]
+struct Recording {
+    sends: Sends,
+    got: std::sync::Mutex<Vec<(String, Sent)>>,
+}
+
+#[async_trait::async_trait]
+impl Transport for Recording {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    async fn publish(&self, queue: &str, _body: &[u8]) -> Result<(), TransportError> {
+        self.send(&Outgoing::new(queue, b"")).await
+    }
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        let sent = sent(
+            outgoing.headers.is_some(),
+            outgoing.delay,
+            outgoing.facts.is_some(),
+            outgoing.key.map(|_| &b"k"[..]),
+        );
+        let mut got = self.got.lock().unwrap_or_else(|p| p.into_inner());
+        got.push((outgoing.queue.to_owned(), sent));
+        Ok(())
+    }
+    async fn pop(
+        &self,
+        _queue: &str,
+        _timeout: Duration,
+    ) -> Result<Option<Delivery>, TransportError> {
+        Ok(None)
+    }
+    async fn ack(&self, _delivery: &Delivery) -> Result<(), TransportError> {
+        Ok(())
+    }
+    fn capabilities(&self) -> crate::Capabilities<'_> {
+        crate::Capabilities::none().sends(self.sends)
+    }
+}
+
+/// The glue around the table: a copy on behalf of a delivery asks for the delivery's facts and
+/// key, and a producer's delay on a transport without delays is refused as a configuration
+/// error with nothing sent.
+#[tokio::test]
+async fn on_behalf_asks_for_the_deliverys_facts_and_key_and_publish_refuses_a_delay() {
+    let delivery = Delivery::new("orders", &b"{}"[..])
+        .with_urn("urn:babel:orders:created")
+        .with_key(Some(b"k".to_vec()));
+    let all = Recording {
+        sends: Sends::body_only().delay().facts().key(),
+        got: Default::default(),
+    };
+    on_behalf(&all, &delivery, "orders.dlq", b"{}", Some(SECOND))
+        .await
+        .unwrap();
+    let plain = Recording {
+        sends: Sends::body_only(),
+        got: Default::default(),
+    };
+    on_behalf(&plain, &delivery, "orders", b"{}", Some(SECOND))
+        .await
+        .unwrap();
+    let refused = publish(&plain, &Outgoing::new("orders", b"{}").delay(SECOND))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid configuration: the recording transport cannot delay a message (it declares no delay)"
+    );
+    let got = |t: &Recording| t.got.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(
+        got(&all),
+        [(
+            "orders.dlq".to_owned(),
+            sent(false, Some(SECOND), true, Some(b"k"))
+        )]
+    );
+    assert_eq!(
+        got(&plain),
+        [("orders".to_owned(), sent(false, None, false, None))],
+        "the refused delay sent nothing"
     );
 }
