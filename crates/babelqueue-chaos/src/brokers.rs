@@ -969,19 +969,15 @@ async fn artemis_manage(
     let transport = babelqueue::connect(&format!("{base}{sep}queue_capability=false"))
         .await
         .map_err(|e| e.to_string())?;
-    let publisher = transport
-        .capabilities()
-        .header_publisher()
-        .ok_or_else(|| "the Artemis transport cannot publish headers".to_owned())?;
+    if !transport.capabilities().send_parts().headers {
+        return Err("the Artemis transport cannot publish headers".to_owned());
+    }
     let mut headers = babelqueue::Headers::new();
     headers.insert("_AMQ_ResourceName".into(), "broker".into());
     headers.insert("_AMQ_OperationName".into(), operation.into());
-    let result = publisher
-        .publish_with_headers(
-            "activemq.management",
-            params.to_string().as_bytes(),
-            &headers,
-        )
+    let body = params.to_string();
+    let result = transport
+        .send(&babelqueue::Outgoing::new("activemq.management", body.as_bytes()).headers(&headers))
         .await
         .map_err(|e| format!("management {operation}: {e}"));
     let _ = transport.close().await;

@@ -1,7 +1,8 @@
 //! `babelqueue publish`: envelopes out, one JSON line each; `--raw` sends a body as it is.
 
 use babelqueue::envelope::{RawJson, check_publishable};
-use babelqueue::{App, Headers, Transport};
+use babelqueue::send::{self, Purpose};
+use babelqueue::{App, Headers, Outgoing, Transport};
 
 use crate::args::PublishArgs;
 use crate::{CliResult, Session, close, seconds};
@@ -62,32 +63,22 @@ async fn publish_raw(
     let io = session.io();
     let headers: Headers = args.headers.iter().cloned().collect();
     let capabilities = transport.capabilities();
+    let delay = args.delay.map(|d| seconds(d, "delay")).transpose()?;
     let bar = (args.count > 1).then(|| io.progress(Some(args.count), "publishing"));
     for _ in 0..args.count {
         if session.shutdown().exit().is_some() {
             break;
         }
-        let sent = match (args.delay, capabilities.header_publisher()) {
-            (Some(delay), _) => match capabilities.delayed_publisher() {
-                Some(publisher) => {
-                    publisher
-                        .publish_delayed(&args.queue, body, seconds(delay, "delay")?)
-                        .await
-                }
-                None => {
-                    return Err(format!(
-                        "the {} transport cannot delay a message",
-                        transport.name()
-                    ));
-                }
-            },
-            (None, Some(publisher)) if !headers.is_empty() => {
-                publisher
-                    .publish_with_headers(&args.queue, body, &headers)
-                    .await
-            }
-            (None, _) => transport.publish(&args.queue, body).await,
-        };
+        // A delayed body goes without headers, as it always has from here.
+        let mut asked = Outgoing::new(&args.queue, body);
+        match delay {
+            Some(delay) => asked = asked.delay(delay),
+            None if !headers.is_empty() => asked = asked.headers(&headers),
+            None => {}
+        }
+        let outgoing = send::shape(Purpose::Publish, &asked, capabilities.send_parts())
+            .map_err(|_| format!("the {} transport cannot delay a message", transport.name()))?;
+        let sent = transport.send(&outgoing).await;
         sent.map_err(|e| e.to_string())?;
         io.line(format!(
             "{{\"queue\":{},\"bytes\":{}}}",

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use babelqueue::{HeaderPublisher as _, Headers, MemoryTransport, Transport};
+use babelqueue::{Headers, MemoryTransport, Outgoing, Transport};
 use base64::Engine as _;
 use common::{babelqueue, json_lines, printed, run_memory, stderr, stdout};
 use serde_json::Value;
@@ -172,7 +172,7 @@ async fn seeded() -> MemoryTransport {
     let memory = MemoryTransport::new();
     let headers = Headers::from([("traceparent".to_owned(), "00-ab-cd-01".to_owned())]);
     memory
-        .publish_with_headers("q", ENVELOPE, &headers)
+        .send(&Outgoing::new("q", ENVELOPE).headers(&headers))
         .await
         .unwrap();
     memory.publish("q", b"\xff\xfe{garbage").await.unwrap();

@@ -71,9 +71,10 @@ pub mod memory;
 pub mod policy;
 pub mod redrive;
 pub mod schema;
+pub mod send;
 pub mod transport;
 
-pub use babelqueue_transport::{delivery, options, reconnect, redact};
+pub use babelqueue_transport::{delivery, options, outgoing, reconnect, redact};
 
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
@@ -88,9 +89,8 @@ pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use reconnect::ReconnectBackoff;
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
-    DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
-    NativeSettler, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder, RoutedPublisher,
-    SettlePublisher, Transport,
+    DeadLetterNamer, DeadLetterWriter, HoldChecker, Inspector, NativeSettler, Outgoing, Redeliver,
+    Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

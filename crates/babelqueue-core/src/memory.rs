@@ -7,8 +7,8 @@
 //!   requeued at the tail of its queue ([`Rewinder`], so it cannot starve the messages behind
 //!   it) or, if nobody settles it, comes back after the visibility timeout (30 s by default), so
 //!   no path of the runtime can lose it;
-//! * releases and delayed publishes honour their delay ([`Redeliverer`], [`DelayedPublisher`]);
-//! * headers ride beside each body ([`HeaderPublisher`]) and survive a release;
+//! * releases and delayed publishes honour their delay ([`Redeliverer`], [`Sends::delay`]);
+//! * headers ride beside each body ([`Sends::headers`]) and survive a release;
 //! * [`MemoryTransport::fail_publishes_to`] injects broker failures for tests.
 //!
 //! ```
@@ -35,9 +35,8 @@ use tokio::time::Instant;
 
 use crate::error::TransportError;
 use crate::transport::{
-    BatchAcker, BatchPublisher, BrokerView, Browser, Capabilities, DelayedPublisher, Delivery,
-    HeaderPublisher, Headers, Inspector, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder,
-    Transport,
+    BatchAcker, BatchPublisher, BrokerView, Browser, Capabilities, Delivery, Headers, Inspector,
+    Outgoing, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Transport,
 };
 
 #[derive(Debug, Clone)]
@@ -311,10 +310,22 @@ impl Transport for MemoryTransport {
         Ok(())
     }
 
+    /// Headers and a delay, together or apart; a delay too large for the clock is visible at
+    /// once.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        self.enqueue(
+            outgoing.queue,
+            Stored {
+                body: Bytes::copy_from_slice(outgoing.body),
+                headers: outgoing.headers.cloned().unwrap_or_default(),
+                visible_at: outgoing.delay.and_then(|d| Instant::now().checked_add(d)),
+            },
+        )
+    }
+
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
-            .headers(self)
-            .delay(self)
+            .sends(Sends::body_only().headers().delay())
             .redelivery(Redelivery::Native(self))
             .rewind(self)
             .browse(self)
@@ -364,45 +375,6 @@ impl BatchPublisher for MemoryTransport {
         }
         self.shared.arrived.notify_waiters();
         Ok(())
-    }
-}
-
-#[async_trait]
-impl HeaderPublisher for MemoryTransport {
-    async fn publish_with_headers(
-        &self,
-        queue: &str,
-        body: &[u8],
-        headers: &Headers,
-    ) -> Result<(), TransportError> {
-        self.enqueue(
-            queue,
-            Stored {
-                body: Bytes::copy_from_slice(body),
-                headers: headers.clone(),
-                visible_at: None,
-            },
-        )
-    }
-}
-
-#[async_trait]
-impl DelayedPublisher for MemoryTransport {
-    async fn publish_delayed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        delay: Duration,
-    ) -> Result<(), TransportError> {
-        let visible_at = Instant::now().checked_add(delay);
-        self.enqueue(
-            queue,
-            Stored {
-                body: Bytes::copy_from_slice(body),
-                headers: Headers::new(),
-                visible_at,
-            },
-        )
     }
 }
 
@@ -530,7 +502,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn delayed_messages_wait_and_pop_waits_for_them() {
         let m = MemoryTransport::new();
-        m.publish_delayed("q", b"later", Duration::from_secs(2))
+        m.send(&Outgoing::new("q", b"later").delay(Duration::from_secs(2)))
             .await
             .unwrap();
         assert!(m.pop("q", Duration::from_secs(1)).await.unwrap().is_none());
@@ -542,7 +514,9 @@ mod tests {
     async fn redeliver_keeps_headers_and_injected_failures_fail() {
         let m = MemoryTransport::new();
         let headers = Headers::from([("traceparent".to_owned(), "00-x".to_owned())]);
-        m.publish_with_headers("q", b"v1", &headers).await.unwrap();
+        m.send(&Outgoing::new("q", b"v1").headers(&headers))
+            .await
+            .unwrap();
         let d = m.pop("q", Duration::ZERO).await.unwrap().unwrap();
         m.redeliver(&d, Redeliver::new(b"v2", Some(1), None))
             .await

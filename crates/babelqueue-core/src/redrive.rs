@@ -20,7 +20,7 @@ use babelqueue_envelope::{Envelope, RawJson};
 use crate::classify::{Class, classify};
 use crate::error::{Error, Result, TransportError};
 use crate::handler::HEADER_REPLAY_BYPASS;
-use crate::transport::{Delivery, Headers, Transport, publish_keeping_route};
+use crate::transport::{Delivery, Headers, Outgoing, Transport};
 
 mod by_id;
 mod entry;
@@ -194,7 +194,7 @@ async fn restore(
     dlq: &str,
     delivery: &Delivery,
 ) -> Result<(), TransportError> {
-    publish_keeping_route(transport, delivery, dlq, delivery.body()).await?;
+    crate::send::on_behalf(transport, delivery, dlq, delivery.body(), None).await?;
     transport.ack(delivery).await
 }
 
@@ -299,19 +299,16 @@ pub async fn redrive(
             report.items.push(item);
             continue;
         }
-        let header_publisher = transport
-            .capabilities()
-            .header_publisher()
-            .filter(|_| options.bypass);
-        let published = match header_publisher {
-            Some(publisher) => {
-                item.bypassed = true;
-                let headers = Headers::from([(HEADER_REPLAY_BYPASS.to_owned(), "1".to_owned())]);
-                publisher
-                    .publish_with_headers(&item.to, body.as_bytes(), &headers)
-                    .await
-            }
-            None => publish_keeping_route(transport, &delivery, &item.to, body.as_bytes()).await,
+        // The bypass header needs a transport that carries headers; without one the message
+        // goes back as any copy does, keeping what the delivery carried.
+        let bypass = options.bypass && transport.capabilities().send_parts().headers;
+        let published = if bypass {
+            item.bypassed = true;
+            let headers = Headers::from([(HEADER_REPLAY_BYPASS.to_owned(), "1".to_owned())]);
+            let outgoing = Outgoing::new(&item.to, body.as_bytes()).headers(&headers);
+            transport.send(&outgoing).await
+        } else {
+            crate::send::on_behalf(transport, &delivery, &item.to, body.as_bytes(), None).await
         };
         if let Err(e) = published {
             // Nothing is lost: the message and every message still drained go back.

@@ -16,8 +16,6 @@ async fn memory_passes_the_contract_suite() {
     let visibility = Duration::from_millis(500);
     let memory = MemoryTransport::with_visibility_timeout(visibility);
     let features = Features::new()
-        .headers(true)
-        .delayed_publish(true)
         .delayed_retry(true)
         .ordered(true)
         .redelivery_after(visibility)

@@ -6,7 +6,8 @@ use std::ops::AddAssign;
 use std::sync::Arc;
 use std::time::Duration;
 
-use babelqueue_core::{Backoff, Jitter, Transport, TransportError};
+use babelqueue_core::send::{self, Purpose};
+use babelqueue_core::{Backoff, Jitter, Outgoing, Transport, TransportError};
 
 use crate::error::{Error, Result};
 use crate::message::OutboxRecord;
@@ -75,9 +76,8 @@ impl Default for Config {
 /// Publishes the rows an [`Outbox`](crate::Outbox) committed, through any [`Transport`].
 ///
 /// * The stored bytes go out unchanged (never decoded or re-encoded, so `trace_id` and every
-///   unknown member survive); stored headers go through the transport's
-///   [`HeaderPublisher`](babelqueue_core::HeaderPublisher) when it has one, and are dropped
-///   otherwise.
+///   unknown member survive); stored headers ride beside them where the transport declares
+///   headers ([`Sends::headers`](babelqueue_core::Sends::headers)), and are dropped otherwise.
 /// * A row is marked published only after the transport accepted it. A relay that dies in
 ///   between publishes the row again later: the handoff is at-least-once, so consumers dedupe on
 ///   `meta.id` ([`babelqueue_core::idempotency`]).
@@ -308,11 +308,19 @@ impl OutboxRelay {
         let message = record.message();
         let (queue, body, headers) = (message.queue(), message.body(), message.headers());
         let publish = async {
-            match self.transport.capabilities().header_publisher() {
-                Some(publisher) if !headers.is_empty() => {
-                    publisher.publish_with_headers(queue, body, headers).await
-                }
-                _ => self.transport.publish(queue, body).await,
+            // Headers ride where the transport declares them, else the body goes alone.
+            let mut asked = Outgoing::new(queue, body);
+            if !headers.is_empty() {
+                asked = asked.headers(headers);
+            }
+            match send::shape(
+                Purpose::Publish,
+                &asked,
+                self.transport.capabilities().send_parts(),
+            ) {
+                Ok(outgoing) => self.transport.send(&outgoing).await,
+                // Only a delay is ever refused, and an outbox record carries none.
+                Err(refused) => Err(TransportError::unsupported(refused.to_string())),
             }
         };
         match tokio::time::timeout(self.config.publish_timeout, publish).await {

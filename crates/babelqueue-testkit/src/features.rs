@@ -13,29 +13,25 @@ pub const MIB: usize = 1024 * 1024;
 /// claimed behaviour the transport does not deliver fails its test, and a capability the
 /// transport offers but the features do not claim fails `capabilities_declared`.
 ///
+/// What the transport declares itself is not claimed again here: the headers and
+/// delayed-publish tests run whenever its [`Sends`](babelqueue_core::Sends) declares headers or
+/// delays. The features say only what capabilities cannot: timings, order, limits, quirks.
+///
 /// ```
 /// use std::time::Duration;
 /// use babelqueue_testkit::Features;
 ///
-/// // A broker with headers, delays and a 30 s visibility timeout, that only carries text.
+/// // A broker with delayed retries and a 30 s visibility timeout, that only carries text.
 /// let features = Features::new()
-///     .headers(true)
-///     .delayed_publish(true)
 ///     .delayed_retry(true)
 ///     .redelivery_after(Duration::from_secs(30))
 ///     .binary_bodies(false)
 ///     .max_body_bytes(256 * 1024);
-/// assert!(features.headers && features.redelivery_after.is_some());
+/// assert!(features.delayed_retry && features.redelivery_after.is_some());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Features {
-    /// Out-of-band headers ride beside the body and reach the handler
-    /// ([`HeaderPublisher`](babelqueue_core::HeaderPublisher)).
-    pub headers: bool,
-    /// A message can be published to become visible after a delay
-    /// ([`DelayedPublisher`](babelqueue_core::DelayedPublisher)).
-    pub delayed_publish: bool,
     /// A retry with a back-off is delivered no earlier than the back-off (through the broker's
     /// own redelivery or a delayed copy).
     pub delayed_retry: bool,
@@ -105,12 +101,10 @@ macro_rules! setter {
 }
 
 impl Features {
-    /// The base contract only: no headers, no delays, no ordering, no native dead-lettering
+    /// The base contract only: no delayed retries, no ordering, no native dead-lettering
     /// or delivery count, no redelivery by the broker, no size limit, any bytes.
     pub fn new() -> Features {
         Features {
-            headers: false,
-            delayed_publish: false,
             delayed_retry: false,
             ordered: false,
             native_dead_letter: false,
@@ -129,14 +123,6 @@ impl Features {
         }
     }
 
-    setter!(
-        /// Claims out-of-band headers ([`Features::headers`]).
-        headers: bool
-    );
-    setter!(
-        /// Claims delayed publishing ([`Features::delayed_publish`]).
-        delayed_publish: bool
-    );
     setter!(
         /// Claims delayed retries ([`Features::delayed_retry`]).
         delayed_retry: bool

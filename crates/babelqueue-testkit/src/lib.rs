@@ -11,12 +11,11 @@
 //! use babelqueue_core::{MemoryTransport, TransportError};
 //! use babelqueue_testkit::{Features, Suite};
 //!
-//! // What the broker can do. memory:// brings an unsettled delivery back after its visibility
+//! // What the broker can do beyond what the transport declares (its headers and delays come
+//! // from its capabilities). memory:// brings an unsettled delivery back after its visibility
 //! // timeout; a live broker would say its own (SQS visibility, ASB lock, Redis retry_after).
 //! let memory = MemoryTransport::with_visibility_timeout(Duration::from_millis(500));
 //! let features = Features::new()
-//!     .headers(true)
-//!     .delayed_publish(true)
 //!     .delayed_retry(true)
 //!     .ordered(true)
 //!     .redelivery_after(Duration::from_millis(500))
@@ -60,7 +59,6 @@
 //!         return; // printed `SKIPPED: …` (or failed, with BQ_REQUIRE_BROKERS set)
 //!     };
 //!     let features = Features::new()
-//!         .delayed_publish(true)
 //!         .delayed_retry(true)
 //!         .ordered(true)
 //!         .redelivery_after(Duration::from_secs(3));

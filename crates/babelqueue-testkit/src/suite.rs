@@ -57,8 +57,6 @@ pub fn tests() -> &'static [TestInfo] {
 ///
 /// let memory = MemoryTransport::with_visibility_timeout(Duration::from_millis(500));
 /// let features = Features::new()
-///     .headers(true)
-///     .delayed_publish(true)
 ///     .delayed_retry(true)
 ///     .ordered(true)
 ///     .redelivery_after(Duration::from_millis(500));

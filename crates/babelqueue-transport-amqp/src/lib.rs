@@ -70,13 +70,13 @@
 //!
 //! | capability | |
 //! |---|---|
-//! | `HeaderPublisher` | `traceparent` and other out-of-band headers in the AMQP header table |
-//! | `SettlePublisher` | every retry copy, dead-letter record and shutdown copy waits for its **publisher confirm** before the original is acknowledged |
+//! | `Sends::headers` | `traceparent` and other out-of-band headers in the AMQP header table |
+//! | `Sends::confirmed` | every send, so every retry copy, dead-letter record and shutdown copy, waits for its **publisher confirm** before the original is acknowledged |
 //! | `Rewinder` | a delivery left unsettled (its dead-letter write failed) is `basic.nack`ed with requeue, then the runtime pauses 1 s |
 //! | `Inspector` | what RabbitMQ said of a delivery, for tools: the `message_id` property as its id, the `redelivered` flag, the delivery tag, exchange, routing key and the basic properties that are set (kept raw in the delivery's handle, formatted only when asked) |
 //!
 //! No `Redeliverer` (a retry is a confirmed copy plus an ack, the back-off delay is not
-//! applied), no `DelayedPublisher` (RabbitMQ has no native delay without a plugin), no
+//! applied), no delayed send (RabbitMQ has no native delay without a plugin), no
 //! schema-version gate (the binding has none), no `Browser`.
 //!
 //! # Prefetch and concurrency

@@ -36,8 +36,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use babelqueue_core::reconnect::ReconnectBackoff;
 use babelqueue_core::{
-    BatchAcker, BatchPublisher, Capabilities, Delivery, HeaderPublisher, Headers, HoldChecker,
-    Rewinder, SettlePublisher, Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, Delivery, Headers, HoldChecker, Outgoing, Rewinder,
+    Sends, Transport, TransportError,
 };
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -952,6 +952,17 @@ impl Transport for AmqpTransport {
         Ok(self.publish_confirmed(queue, body, &Headers::new()).await?)
     }
 
+    /// The same confirmed publish, with out-of-band headers in the AMQP header table. Every
+    /// write returns only once RabbitMQ confirmed it, so a settle write (retry copy, release,
+    /// dead-letter record, shutdown copy) is acknowledged only after that.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        let none = Headers::new();
+        let headers = outgoing.headers.unwrap_or(&none);
+        Ok(self
+            .publish_confirmed(outgoing.queue, outgoing.body, headers)
+            .await?)
+    }
+
     /// The consumer of `queue` starts with a prefetch of what the runtime will hold at once
     /// (unless a fixed `prefetch` was configured), instead of growing to it one delivery at a
     /// time. That prefetch is the consumer's own and stays as announced: a caller that holds
@@ -1019,8 +1030,7 @@ impl Transport for AmqpTransport {
 
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
-            .headers(self)
-            .settle_publish(self)
+            .sends(Sends::body_only().headers().confirmed())
             .rewind(self)
             .batch_publish(self)
             .batch_ack(self)
@@ -1103,32 +1113,6 @@ impl BatchPublisher for AmqpTransport {
             self.inner.publish_many(queue, &messages).await?;
         }
         Ok(())
-    }
-}
-
-#[async_trait]
-impl HeaderPublisher for AmqpTransport {
-    async fn publish_with_headers(
-        &self,
-        queue: &str,
-        body: &[u8],
-        headers: &Headers,
-    ) -> Result<(), TransportError> {
-        Ok(self.publish_confirmed(queue, body, headers).await?)
-    }
-}
-
-/// Every settle write (retry copy, release, dead-letter record, shutdown copy) returns only
-/// once RabbitMQ confirmed it; the runtime acknowledges the original after that.
-#[async_trait]
-impl SettlePublisher for AmqpTransport {
-    async fn publish_settle(
-        &self,
-        queue: &str,
-        body: &[u8],
-        _key: Option<&[u8]>,
-    ) -> Result<(), TransportError> {
-        Ok(self.publish_confirmed(queue, body, &Headers::new()).await?)
     }
 }
 
@@ -1658,7 +1642,8 @@ mod tests {
         let fake = FakeClient::default();
         let t = transport(&fake);
         let headers = Headers::from([("traceparent".to_owned(), "00-aa-bb-01".to_owned())]);
-        t.publish_with_headers("q", &body(1), &headers)
+        let sent = body(1);
+        t.send(&Outgoing::new("q", &sent).headers(&headers))
             .await
             .unwrap();
         let got = t

@@ -31,8 +31,6 @@ async fn rabbitmq_passes_the_contract_suite() {
     let _ = probe.close().await;
     let before = suite_queues();
     let features = Features::new()
-        // the AMQP header table
-        .headers(true)
         // one classic queue, one consumer with a prefetch that follows concurrency 1
         .ordered(true)
         // RabbitMQ requeues a delivery whose channel closed at once: dropping the transport

@@ -38,8 +38,6 @@ async fn a_rabbitmq_cluster_with_quorum_queues_passes_the_contract_suite() {
     let _ = probe.close().await;
     let before = suite_queues();
     let features = Features::new()
-        // the AMQP header table
-        .headers(true)
         // a quorum queue is FIFO for one consumer, whose prefetch follows concurrency 1
         .ordered(true)
         // a consumer's channel closing returns its deliveries to the queue at once

@@ -70,9 +70,9 @@
 //! |---|---|
 //! | [`Rewinder`](babelqueue_core::Rewinder) | a delivery whose dead-letter or retry write failed is moved behind the others (an unchanged copy to the end of its queue, then the original accepted; `released` when the copy cannot be sent); one that shutdown interrupts is `released`: neither stays unsettled until the link closes |
 //! | redelivery | the runtime's copy ([`Redelivery::Copy`](babelqueue_core::Redelivery::Copy)): a retry or release publishes the copy (attempts counted) to the same address, scheduled by Artemis after the back-off through the delayed publisher, then accepts the original |
-//! | [`DelayedPublisher`](babelqueue_core::DelayedPublisher) | `x-opt-delivery-delay` |
+//! | [`Sends::delay`](babelqueue_core::Sends::delay) | `x-opt-delivery-delay` |
 //! | dead-letter | the record is published to `<queue>.dlq`, then the original is accepted |
-//! | [`HeaderPublisher`](babelqueue_core::HeaderPublisher) | an extension: out-of-band headers (`traceparent`) ride as string application properties, and non-`bq_` string application properties come back as the delivery's headers; a retry copy does not carry them |
+//! | [`Sends::headers`](babelqueue_core::Sends::headers) | an extension: out-of-band headers (`traceparent`) ride as string application properties, and non-`bq_` string application properties come back as the delivery's headers; a retry copy does not carry them |
 //! | [`Browser`](babelqueue_core::Browser) (`babelqueue dlq list`) | a browsing link (the `copy` distribution mode, pre-settled): the head of the queue in order, nothing taken or counted; see [`browse`] |
 //! | [`Inspector`](babelqueue_core::Inspector) (tools that show the wire) | the `message-id` property as a delivery's id, `delivery-count` above 0 as redelivered, the header, the properties that are set and the message annotations (`x-opt-*`), kept in the delivery's handle from the received message and formatted only when asked |
 //! | native settle, routed publish | no (as the reference) |

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPublisher, Capabilities, DelayedPublisher, Delivery, HeaderPublisher, Headers,
-    Rewinder, Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, Delivery, Outgoing, Rewinder, Sends, Transport,
+    TransportError,
 };
 
 use crate::amqp::AmqpClient;
@@ -34,9 +34,10 @@ pub(crate) struct Held {
 ///   `bq_schema_version` property as carried (the runtime's gate reads it) and the delivery
 ///   count (the runtime raises `attempts` to it) ([`projection::read`]);
 /// * `ack` settles with `accepted`;
-/// * [`DelayedPublisher`]: delays (a delayed publish, the retry back-off, the `release`
-///   strategy's delay) use Artemis scheduled delivery (`x-opt-delivery-delay`); a retry or
-///   release is the runtime's copy (published through it), then the original is accepted;
+/// * [`send`](Transport::send) declares headers and delays ([`Sends`]): delays (a delayed
+///   publish, the retry back-off, the `release` strategy's delay) use Artemis scheduled
+///   delivery (`x-opt-delivery-delay`); a retry or release is the runtime's copy (sent
+///   through it), then the original is accepted;
 /// * [`Rewinder`]: a delivery the runtime leaves unsettled at shutdown is settled with
 ///   `released`, so Artemis delivers it again at once instead of holding it until the link
 ///   closes; one whose settle write failed (a broken dead-letter queue) is moved, unchanged, to
@@ -132,6 +133,28 @@ impl Transport for ArtemisTransport {
             .map_err(TransportError::from)
     }
 
+    /// The projection [`publish`](Transport::publish) gives, with out-of-band headers as
+    /// string application properties ([`projection::with_headers`]; a `bq_` name is left out,
+    /// so the projection wins: an extension, the references carry none) and a delay as
+    /// Artemis scheduled delivery (`x-opt-delivery-delay`), together or apart.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        let mut message = projection::message(outgoing.body);
+        if let Some(headers) = outgoing.headers {
+            message = projection::with_headers(message, headers);
+        }
+        if let Some(delay) = outgoing.delay {
+            message = projection::delayed(message, delay).ok_or_else(|| {
+                TransportError::unsupported(format!(
+                    "artemis: a delivery delay of {delay:?} does not fit in the x-opt-delivery-delay annotation"
+                ))
+            })?;
+        }
+        self.client
+            .send(outgoing.queue, message)
+            .await
+            .map_err(TransportError::from)
+    }
+
     async fn pop(
         &self,
         queue: &str,
@@ -184,8 +207,7 @@ impl Transport for ArtemisTransport {
 
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
-            .headers(self)
-            .delay(self)
+            .sends(Sends::body_only().headers().delay())
             .rewind(self)
             .batch_ack(self)
             .batch_publish(self)
@@ -235,44 +257,6 @@ impl BatchAcker for ArtemisTransport {
             Some(e) => Err(e),
             None => sent,
         }
-    }
-}
-
-/// Out-of-band headers ride as string application properties ([`projection::with_headers`]);
-/// a `bq_` name is left out, so the projection wins. An extension: the references carry none.
-#[async_trait]
-impl HeaderPublisher for ArtemisTransport {
-    async fn publish_with_headers(
-        &self,
-        queue: &str,
-        body: &[u8],
-        headers: &Headers,
-    ) -> Result<(), TransportError> {
-        let message = projection::with_headers(projection::message(body), headers);
-        self.client
-            .send(queue, message)
-            .await
-            .map_err(TransportError::from)
-    }
-}
-
-#[async_trait]
-impl DelayedPublisher for ArtemisTransport {
-    async fn publish_delayed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        delay: Duration,
-    ) -> Result<(), TransportError> {
-        let message = projection::delayed(projection::message(body), delay).ok_or_else(|| {
-            TransportError::unsupported(format!(
-                "artemis: a delivery delay of {delay:?} does not fit in the x-opt-delivery-delay annotation"
-            ))
-        })?;
-        self.client
-            .send(queue, message)
-            .await
-            .map_err(TransportError::from)
     }
 }
 
@@ -454,11 +438,9 @@ mod tests {
         let t = transport(&fake);
         let c = t.capabilities();
         assert!(matches!(c.redelivery_mode(), Redelivery::Copy));
-        assert!(c.delayed_publisher().is_some());
+        assert_eq!(c.send_parts(), Sends::body_only().headers().delay());
         assert!(c.rewinder().is_some());
-        assert!(c.header_publisher().is_some());
         assert!(c.browser().is_some());
-        assert!(c.routed_publisher().is_none() && c.settle_publisher().is_none());
         assert!(c.native_settler().is_none() && c.dead_letter_writer().is_none());
     }
 

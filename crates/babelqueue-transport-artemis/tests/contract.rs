@@ -34,11 +34,9 @@ async fn contract() {
     };
     drop(probe);
     let features = Features::new()
-        // HeaderPublisher: string application properties beside the bq_ projection
-        .headers(true)
-        // DelayedPublisher: Artemis scheduled delivery (x-opt-delivery-delay)
-        .delayed_publish(true)
-        // Redelivery::Copy through the DelayedPublisher: the copy is scheduled
+        // Headers (string application properties beside the bq_ projection) and delays
+        // (scheduled delivery, x-opt-delivery-delay) come from the declared Sends.
+        // Redelivery::Copy with a delay: the copy is scheduled
         .delayed_retry(true)
         // an ANYCAST queue is FIFO; one consumer with credit 1 takes it in order
         .ordered(true)

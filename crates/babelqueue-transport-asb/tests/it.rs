@@ -264,8 +264,11 @@ fn the_capabilities_are_abandon_the_native_dead_letter_and_browse() {
     assert!(c.browser().is_some(), "dlq list peeks in place");
     assert!(matches!(c.redelivery_mode(), Redelivery::Copy));
     assert!(c.rewinder().is_none(), "ASB is deliberately not a rewinder");
-    assert!(c.delayed_publisher().is_none() && c.routed_publisher().is_none());
-    assert!(c.header_publisher().is_none() && c.settle_publisher().is_none());
+    assert_eq!(
+        c.send_parts(),
+        babelqueue_core::Sends::body_only(),
+        "the body alone"
+    );
     assert!(c.dead_letter_writer().is_none() && c.dead_letter_namer().is_none());
 }
 

@@ -82,7 +82,7 @@
 //!   tier is the delay. Without tiers the retry fails, the runtime rewinds and the record
 //!   fails in place; [`App::consume`](babelqueue_core::App::consume) warns at start-up when
 //!   `max_attempts` > 1 and there are no tiers.
-//! * `publish_delayed` parks the record on the smallest tier covering the requested delay
+//! * a delayed send (`App::publish_delayed`) parks the record on the smallest tier covering the requested delay
 //!   (`bq-delay` = the requested delay), and refuses a delay above the largest tier, one that
 //!   is not whole milliseconds, or any delay without tiers: nothing is clamped.
 //! * [`RetryReinjector`] (also `babelqueue kafka reinject` in the CLI) moves parked records
@@ -145,10 +145,10 @@
 //!
 //! # Capabilities
 //!
-//! [`KafkaTransport`] classifies poison itself and offers `SettlePublisher` (confirmed writes
-//! with the key), `Redeliverer` (retry tiers; `can_redeliver()` is false without them),
-//! `Rewinder` (seek), `DelayedPublisher` (tiers), `BatchPopper` (redrive),
-//! `HeaderPublisher` and `Browser` (`babelqueue dlq list` reads a topic from the group's
+//! [`KafkaTransport`] classifies poison itself; its `send` declares headers, delays (tiers),
+//! keys and confirmed writes (`Sends`: a settle write keeps the consumed record's key); it
+//! offers `Redeliverer` (retry tiers; `can_redeliver()` is false without them),
+//! `Rewinder` (seek), `BatchPopper` (redrive) and `Browser` (`babelqueue dlq list` reads a topic from the group's
 //! committed offsets to the high watermarks, without joining the group or committing), and an
 //! `Inspector` for tools that show the wire: a delivery's `topic/partition@offset`, its
 //! timestamp and timestamp type, and its key (Kafka does not say whether it delivered a record
@@ -167,7 +167,7 @@
 //! * Concurrent handlers (`concurrency` > 1) with the watermark commit described above.
 //! * The URL takes query options; Python takes them as constructor arguments.
 //! * Non-`bq-*` headers reach the handler as out-of-band headers, and
-//!   [`HeaderPublisher`](babelqueue_core::HeaderPublisher) writes them.
+//!   [`Transport::send`](babelqueue_core::Transport::send) writes them.
 //! * A failed dead-letter write of a failed or unknown-URN envelope leaves it unsettled and
 //!   the worker keeps running (Python lets the error escape `consume`).
 //! * The consumers set `allow.auto.create.topics=true`, so consuming a topic that does not

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use babelqueue_core::{
-    App, Consume, Context, Count, DelayedPublisher, HandlerError, Redelivery, Transport,
+    App, Consume, Context, Count, HandlerError, Headers, Outgoing, Redelivery, Transport,
     TransportErrorKind,
 };
 use babelqueue_envelope::Envelope;
@@ -276,8 +276,9 @@ async fn without_tiers_a_retry_fails_in_place() {
     assert_eq!(kafka.topics_written(), vec!["orders".to_owned()]);
     assert_eq!(kafka.committed(GROUP, "orders", 0), None);
     assert_eq!(kafka.seeks(), vec![(TopicPartition::new("orders", 0), 0)]);
+    let body = envelope(2);
     let err = t
-        .publish_delayed("orders", &envelope(2), Duration::from_secs(1))
+        .send(&Outgoing::new("orders", &body).delay(Duration::from_secs(1)))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Config);
@@ -402,7 +403,8 @@ fn envelope_body_of(kafka: &FakeKafka) -> Vec<u8> {
 async fn delayed_publish_picks_the_covering_tier_and_refuses_the_rest() {
     let kafka = FakeKafka::new();
     let t = transport(&kafka, &[5000, 30000]);
-    t.publish_delayed("orders", &envelope(1), Duration::from_millis(5001))
+    let body = envelope(1);
+    t.send(&Outgoing::new("orders", &body).delay(Duration::from_millis(5001)))
         .await
         .unwrap();
     let parked = kafka.records("orders.retry.2");
@@ -410,7 +412,7 @@ async fn delayed_publish_picks_the_covering_tier_and_refuses_the_rest() {
     assert_eq!(header(&parked[0], "bq-original-topic"), Some("orders"));
     for bad in [Duration::from_millis(30001), Duration::from_micros(1500)] {
         assert!(
-            t.publish_delayed("orders", &envelope(1), bad)
+            t.send(&Outgoing::new("orders", &body).delay(bad))
                 .await
                 .is_err()
         );
@@ -419,6 +421,29 @@ async fn delayed_publish_picks_the_covering_tier_and_refuses_the_rest() {
         kafka.records("orders.retry.1").len() + kafka.records("orders.retry.2").len(),
         1
     );
+}
+
+/// Headers, a delay and a key in one request: the tier record carries all three, and the
+/// projection wins over a header named like a contract header.
+#[tokio::test]
+async fn one_request_carries_headers_a_delay_and_a_key_together() {
+    let kafka = FakeKafka::new();
+    let t = transport(&kafka, &[5000]);
+    let body = envelope(1);
+    let headers = Headers::from([
+        ("traceparent".to_owned(), "00-1-2-01".to_owned()),
+        ("bq-delay".to_owned(), "1".to_owned()),
+    ]);
+    let request = Outgoing::new("orders", &body)
+        .headers(&headers)
+        .delay(Duration::from_millis(200))
+        .key(Some(b"order-1"));
+    t.send(&request).await.unwrap();
+    let parked = kafka.records("orders.retry.1");
+    assert_eq!(parked.len(), 1);
+    assert_eq!(header(&parked[0], "traceparent"), Some("00-1-2-01"));
+    assert_eq!(header(&parked[0], "bq-delay"), Some("200"));
+    assert_eq!(parked[0].key.as_deref(), Some(&b"order-1"[..]));
 }
 
 #[tokio::test]

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPopper, BatchPublisher, Capabilities, DelayedPublisher, Delivery,
-    HeaderPublisher, Headers, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder,
-    SettlePublisher, Transport, TransportError, TransportErrorKind,
+    BatchAcker, BatchPopper, BatchPublisher, Capabilities, Delivery, Headers, Outgoing, Redeliver,
+    Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Transport, TransportError,
+    TransportErrorKind,
 };
 
 use crate::book::Book;
@@ -282,7 +282,7 @@ impl KafkaTransport {
     }
 
     /// Writes `record` and waits for its delivery report.
-    async fn send(&self, record: OutRecord) -> Result<(), KafkaError> {
+    async fn produce(&self, record: OutRecord) -> Result<(), KafkaError> {
         self.producer()?
             .send(record, self.inner.delivery_timeout)
             .await
@@ -298,6 +298,29 @@ impl KafkaTransport {
             value: body.to_vec(),
             headers,
             timestamp,
+        }
+    }
+
+    /// The tier a delayed publish parks on, and the delay in milliseconds: refused without
+    /// tiers, for a delay that is not whole milliseconds, or above the largest tier (nothing is
+    /// clamped).
+    fn tier_for(&self, delay: Duration) -> Result<(usize, u128), KafkaError> {
+        let tiers = &self.inner.tiers;
+        if tiers.is_empty() {
+            return Err(KafkaError::NoRetryTiers {
+                operation: "delayed publish",
+            });
+        }
+        if !delay.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(KafkaError::DelayNotWholeMillis(delay));
+        }
+        let delay_ms = delay.as_millis();
+        match tiers.for_delay(delay_ms) {
+            Some((n, _)) => Ok((n, delay_ms)),
+            None => Err(KafkaError::DelayTooLong {
+                requested_ms: delay_ms,
+                largest_ms: tiers.as_millis().last().copied().unwrap_or_default(),
+            }),
         }
     }
 
@@ -490,7 +513,35 @@ impl Transport for KafkaTransport {
     }
 
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
-        Ok(self.send(KafkaTransport::record(queue, body, None)).await?)
+        Ok(self
+            .produce(KafkaTransport::record(queue, body, None))
+            .await?)
+    }
+
+    /// A confirmed write of the body (byte for byte, its projection as headers, none when it
+    /// is not an envelope) carrying the key as it was consumed (null stays null, empty stays
+    /// empty), with out-of-band headers beside the `bq-*` projection (which wins: a header
+    /// named like a contract header is left out). With a delay the record parks on the smallest
+    /// tier covering it (`bq-delay` = the requested delay), refused, with nothing written,
+    /// without tiers, above the largest tier, or for a delay that is not whole milliseconds.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        let (queue, body, key) = (outgoing.queue, outgoing.body, outgoing.key);
+        let mut record = match outgoing.delay {
+            None => KafkaTransport::record(queue, body, key),
+            Some(delay) => {
+                let (n, delay_ms) = self.tier_for(delay)?;
+                KafkaTransport::tier_record(queue, n, body, delay_ms, None, key)
+            }
+        };
+        for (name, value) in outgoing.headers.into_iter().flatten() {
+            if !name.is_empty()
+                && !value.is_empty()
+                && !projection::HEADERS.contains(&name.as_str())
+            {
+                record.headers.push(RecordHeader::text(name.clone(), value));
+            }
+        }
+        Ok(self.produce(record).await?)
     }
 
     async fn pop(
@@ -533,9 +584,7 @@ impl Transport for KafkaTransport {
             Redelivery::Native(self)
         };
         Capabilities::none()
-            .headers(self)
-            .delay(self)
-            .settle_publish(self)
+            .sends(Sends::body_only().headers().delay().key().confirmed())
             .redelivery(redelivery)
             .rewind(self)
             .batch_pop(self)
@@ -606,75 +655,6 @@ impl BatchPublisher for KafkaTransport {
     }
 }
 
-#[async_trait]
-impl HeaderPublisher for KafkaTransport {
-    /// Publishes with out-of-band headers beside the `bq-*` projection (which wins: a header
-    /// named like a contract header is left out).
-    async fn publish_with_headers(
-        &self,
-        queue: &str,
-        body: &[u8],
-        headers: &Headers,
-    ) -> Result<(), TransportError> {
-        let mut record = KafkaTransport::record(queue, body, None);
-        for (key, value) in headers {
-            if !key.is_empty() && !value.is_empty() && !projection::HEADERS.contains(&key.as_str())
-            {
-                record.headers.push(RecordHeader::text(key.clone(), value));
-            }
-        }
-        Ok(self.send(record).await?)
-    }
-}
-
-#[async_trait]
-impl SettlePublisher for KafkaTransport {
-    /// A confirmed write of `body` (byte for byte, its projection as headers, none when it is
-    /// not an envelope) carrying `key` as it was consumed: null stays null, empty stays empty.
-    async fn publish_settle(
-        &self,
-        queue: &str,
-        body: &[u8],
-        key: Option<&[u8]>,
-    ) -> Result<(), TransportError> {
-        Ok(self.send(KafkaTransport::record(queue, body, key)).await?)
-    }
-}
-
-#[async_trait]
-impl DelayedPublisher for KafkaTransport {
-    /// Parks `body` on the smallest tier whose delay covers `delay` (`bq-delay` = the requested
-    /// delay), with a confirmed write. Refused, with nothing written, without tiers, above the
-    /// largest tier, or for a delay that is not whole milliseconds.
-    async fn publish_delayed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        delay: Duration,
-    ) -> Result<(), TransportError> {
-        let tiers = &self.inner.tiers;
-        if tiers.is_empty() {
-            return Err(KafkaError::NoRetryTiers {
-                operation: "delayed publish",
-            }
-            .into());
-        }
-        if !delay.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(KafkaError::DelayNotWholeMillis(delay).into());
-        }
-        let delay_ms = delay.as_millis();
-        let Some((n, _)) = tiers.for_delay(delay_ms) else {
-            return Err(KafkaError::DelayTooLong {
-                requested_ms: delay_ms,
-                largest_ms: tiers.as_millis().last().copied().unwrap_or_default(),
-            }
-            .into());
-        };
-        let record = KafkaTransport::tier_record(queue, n, body, delay_ms, None, None);
-        Ok(self.send(record).await?)
-    }
-}
-
 /// Retry tiers as a policy: the runtime computes the delay as for every broker (back-off,
 /// multiplier, jitter, `retry_after`, the release delay); the record parks on the tier that
 /// delay maps to ([`RetryTiers::for_redelivery`]), with `bq-attempts` = the runtime's count
@@ -706,7 +686,7 @@ impl Redeliverer for KafkaTransport {
             redeliver.attempts,
             delivery.key(),
         );
-        self.send(record).await?;
+        self.produce(record).await?;
         Ok(Redelivered::Copied)
     }
 }

@@ -28,8 +28,6 @@ async fn contract_on_the_fake() {
     // record of a dropped transport comes back on the next consumer's first poll.
     let redelivery = Duration::from_millis(500);
     let features = Features::new()
-        .headers(true)
-        .delayed_publish(true)
         .delayed_retry(true)
         .ordered(true)
         .redelivery_after(redelivery)

@@ -487,7 +487,7 @@ pub fn declared(headers: &Headers) -> Declared {
 }
 
 /// The headers a copy published on behalf of a delivery carries
-/// ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)): the schema-version header as it was
+/// ([`Sends::facts`](babelqueue_core::Sends::facts)): the schema-version header as it was
 /// carried (NATS headers are text, so only [`Declared::Text`] comes from this transport; other
 /// forms are written as their JSON text, a JSON `null` as no header).
 pub fn routed_headers(facts: &Facts) -> Headers {

@@ -13,8 +13,8 @@ use async_nats::jetstream::{self, AckKind, ErrorCode};
 use async_nats::{Event, HeaderMap};
 use async_trait::async_trait;
 use babelqueue_core::{
-    Browser, Capabilities, Delivery, Facts, HeaderPublisher, Headers, Redeliver, Redelivered,
-    Redeliverer, Redelivery, Rewinder, RoutedPublisher, Transport, TransportError,
+    Browser, Capabilities, Delivery, Outgoing, Redeliver, Redelivered, Redeliverer, Redelivery,
+    Rewinder, Sends, Transport, TransportError,
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -382,6 +382,24 @@ impl Transport for NatsTransport {
         Ok(self.send(queue, body, None).await?)
     }
 
+    /// The same publish, with out-of-band headers as NATS headers (JetStream's own `Nats-*`
+    /// names are left out; a name or value NATS cannot carry is an error and nothing is sent),
+    /// and with the facts a delivery carried as the headers it carried them in
+    /// ([`projection::routed_headers`]: the schema-version header, so a copy of a gated message
+    /// is gated the same way), which win over a header of the same name. JetStream 2.9 cannot
+    /// delay a publish: no delay is declared.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        let map = match (outgoing.headers, outgoing.facts) {
+            (None, None) => None,
+            (headers, facts) => {
+                let mut all = headers.cloned().unwrap_or_default();
+                all.extend(facts.map(projection::routed_headers).unwrap_or_default());
+                Some(projection::header_map(&all)?)
+            }
+        };
+        Ok(NatsTransport::send(self, outgoing.queue, outgoing.body, map).await?)
+    }
+
     /// One pull request for one message on the queue's durable consumer, waiting up to
     /// `timeout` (`no_wait` when it is zero).
     ///
@@ -465,45 +483,11 @@ impl Transport for NatsTransport {
 
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
-            .headers(self)
-            .routed(self)
+            .sends(Sends::body_only().headers().facts())
             .redelivery(Redelivery::Native(self))
             .rewind(self)
             .browse(self)
             .inspect(self)
-    }
-}
-
-#[async_trait]
-impl HeaderPublisher for NatsTransport {
-    /// The same publish, with `headers` as NATS headers (JetStream's own `Nats-*` names are
-    /// left out). A name or value NATS cannot carry is an error and nothing is sent.
-    async fn publish_with_headers(
-        &self,
-        queue: &str,
-        body: &[u8],
-        headers: &Headers,
-    ) -> Result<(), TransportError> {
-        let map = projection::header_map(headers)?;
-        Ok(self.send(queue, body, Some(map)).await?)
-    }
-}
-
-#[async_trait]
-impl RoutedPublisher for NatsTransport {
-    /// A copy on behalf of a delivery that carried a schema-version header (a dead-letter
-    /// record of a gated message, a redrive): published with that header as it was carried,
-    /// so the copy is gated the same way. JetStream 2.9 cannot delay a publish: `delay` is not
-    /// honoured.
-    async fn publish_routed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        facts: &Facts,
-        _delay: Option<Duration>,
-    ) -> Result<(), TransportError> {
-        let map = projection::header_map(&projection::routed_headers(facts))?;
-        Ok(self.send(queue, body, Some(map)).await?)
     }
 }
 

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    App, Capabilities, Consume, Context, Delivery, HandlerError, Headers, Transport,
+    App, Capabilities, Consume, Context, Delivery, HandlerError, Headers, Outgoing, Transport,
     TransportError, TransportErrorKind,
 };
 use babelqueue_envelope::RawJson;
@@ -89,6 +89,10 @@ impl Transport for Watched {
     }
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
         self.inner.publish(queue, body).await
+    }
+
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        self.inner.send(outgoing).await
     }
     async fn pop(
         &self,

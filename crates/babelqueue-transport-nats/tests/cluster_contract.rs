@@ -31,7 +31,6 @@ async fn contract_on_a_three_server_cluster_with_three_replicas() {
         .expect("the cluster answers");
     assert_eq!(probe.options().servers().len(), 3, "{url}");
     let features = Features::new()
-        .headers(true)
         .delayed_retry(true)
         .ordered(true)
         .native_redelivery_count(true)

@@ -25,7 +25,6 @@ async fn contract() {
         return;
     };
     let features = Features::new()
-        .headers(true)
         // -NAK with a delay; JetStream 2.9 has no delayed publish
         .delayed_retry(true)
         // one pull consumer, one message per pull: stream order

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use babelqueue_core::{
-    App, AppBuilder, Consume, Context, Count, Delivery, HandlerError, HeaderPublisher, Headers,
-    Redelivery, Transport, TransportErrorKind, UnknownUrn,
+    App, AppBuilder, Consume, Context, Count, Delivery, HandlerError, Headers, Outgoing,
+    Redelivery, Sends, Transport, TransportErrorKind, UnknownUrn,
 };
 use babelqueue_envelope::{Envelope, RawJson};
 use babelqueue_transport_nats::{NatsError, NatsTransport};
@@ -253,10 +253,7 @@ async fn a_body_ahead_of_the_count_is_retried_by_a_copy_with_exact_attempts() {
     // Another SDK re-published this one after four attempts.
     let body = format!(r#"{{"job":"{URN}","data":{{"n":1}},"attempts":4}}"#);
     let headers = Headers::from([("traceparent".to_owned(), "00-a-b-01".to_owned())]);
-    t.capabilities()
-        .header_publisher()
-        .unwrap()
-        .publish_with_headers(&q, body.as_bytes(), &headers)
+    t.send(&Outgoing::new(&q, body.as_bytes()).headers(&headers))
         .await
         .unwrap();
     a.consume(idle(1000)).await.unwrap();
@@ -345,7 +342,7 @@ async fn a_gated_delivery_is_dead_lettered_as_it_came() {
         .unwrap();
     let body = format!(r#"{{"job":"{URN}","data":{{}},"attempts":0}}"#);
     let headers = Headers::from([("bq-schema-version".to_owned(), "2".to_owned())]);
-    t.publish_with_headers(&q, body.as_bytes(), &headers)
+    t.send(&Outgoing::new(&q, body.as_bytes()).headers(&headers))
         .await
         .unwrap();
     a.consume(idle(500)).await.unwrap();
@@ -485,10 +482,7 @@ async fn rewind_comes_back_first_and_rewind_behind_after_the_waiting_ones() {
         "traceparent".into(),
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
     );
-    t.capabilities()
-        .header_publisher()
-        .unwrap()
-        .publish_with_headers(&q, envelope, &headers)
+    t.send(&Outgoing::new(&q, envelope).headers(&headers))
         .await
         .unwrap();
     let first = pop(&t, &q, 2000).await.unwrap();
@@ -571,9 +565,9 @@ async fn capabilities_and_browse() {
     let Some(t) = nats().await else { return };
     let c = t.capabilities();
     assert!(matches!(c.redelivery_mode(), Redelivery::Native(_)));
-    assert!(c.header_publisher().is_some() && c.rewinder().is_some() && c.browser().is_some());
-    assert!(c.delayed_publisher().is_none() && c.dead_letter_writer().is_none());
-    assert!(c.routed_publisher().is_some() && c.native_settler().is_none());
+    assert_eq!(c.send_parts(), Sends::body_only().headers().facts());
+    assert!(c.rewinder().is_some() && c.browser().is_some());
+    assert!(c.dead_letter_writer().is_none() && c.native_settler().is_none());
 
     let q = queue("browse");
     assert!(browse(&t, &q).await.is_empty(), "no stream yet: empty");
@@ -605,7 +599,7 @@ async fn bad_urls_and_headers_are_refused_before_anything_is_sent() {
     let q = queue("headers");
     let headers = Headers::from([("k".to_owned(), "line\r\nbreak".to_owned())]);
     let err = t
-        .publish_with_headers(&q, b"x", &headers)
+        .send(&Outgoing::new(&q, b"x").headers(&headers))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), TransportErrorKind::Unsupported);

@@ -48,9 +48,9 @@
 //! # Settling
 //!
 //! * retry and release: the runtime re-publishes a copy (`attempts + 1`, `bq-attempts` with
-//!   it), then acks the original. The copy goes through [`RoutedPublisher`] when the delivery
-//!   carried `bq-job` or `bq-schema-version` (`bq-job` stays pinned to the carried URN), else
-//!   through [`DelayedPublisher`] when there is a delay. A non-zero back-off delay is honoured
+//!   it), then acks the original. The copy carries the facts the delivery carried when it
+//!   carried `bq-job` or `bq-schema-version` (`bq-job` stays pinned to the carried URN), and
+//!   its delay ([`Sends`]: facts and delays, together). A non-zero back-off delay is honoured
 //!   with Pulsar delayed delivery: the copy is sent with `deliver_at_time` = now + delay
 //!   ([`PulsarClient::send_at`]), and the broker holds it on the Shared subscription until then
 //!   (the reference SDK re-publishes at once). That needs `delayedDeliveryEnabled` on the
@@ -63,7 +63,7 @@
 //! * [`Rewinder`]: a failed dead-letter write or retry publish, and a graceful shutdown, nack
 //!   the message (the runtime then pauses 1 s, because the crate's nack redelivers at once).
 //!
-//! Capabilities: [`RoutedPublisher`], [`DelayedPublisher`], [`Rewinder`], an
+//! Capabilities: sends with carried facts and delays ([`Sends`]), [`Rewinder`], an
 //! [`Inspector`](babelqueue_core::Inspector) for tools that show the wire (the message id, the
 //! redelivery count above 0 as redelivered, the publish time, producer name, sequence id,
 //! event time and partition key, and the properties that are not facts), and
@@ -136,8 +136,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPublisher, Capabilities, DelayedPublisher, Delivery, Facts, Rewinder,
-    RoutedPublisher, Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, Delivery, Outgoing, Rewinder, Sends, Transport,
+    TransportError,
 };
 
 pub mod auth;
@@ -408,7 +408,7 @@ impl PulsarTransport {
         })
     }
 
-    async fn send(
+    async fn send_now(
         &self,
         queue: &str,
         body: &[u8],
@@ -430,7 +430,7 @@ impl PulsarTransport {
         delay: Option<Duration>,
     ) -> Result<(), TransportError> {
         let Some(delay) = delay.filter(|d| !d.is_zero()) else {
-            return self.send(queue, body, properties).await;
+            return self.send_now(queue, body, properties).await;
         };
         let deliver_at = SystemTime::now().checked_add(delay).ok_or_else(|| {
             PulsarError::Config(format!("a delivery delay of {delay:?} is out of range"))
@@ -449,7 +449,23 @@ impl Transport for PulsarTransport {
     }
 
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
-        self.send(queue, body, projection::properties(body)).await
+        self.send_now(queue, body, projection::properties(body))
+            .await
+    }
+
+    /// The normal projection, or, for a copy on behalf of a delivery that carried facts, the
+    /// properties that keep what it carried ([`projection::routed_properties`]: `bq-job` stays
+    /// pinned, a gated message keeps its `bq-schema-version`); held by the broker until `delay`
+    /// has passed (Pulsar delayed delivery, `deliver_at_time` = now + delay; a zero delay sends
+    /// at once). Pulsar carries no other headers.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        let body = outgoing.body;
+        let properties = match outgoing.facts {
+            Some(facts) => projection::routed_properties(body, facts),
+            None => projection::properties(body),
+        };
+        self.send_after(outgoing.queue, body, properties, outgoing.delay)
+            .await
     }
 
     async fn pop(
@@ -527,8 +543,7 @@ impl Transport for PulsarTransport {
 
     fn capabilities(&self) -> Capabilities<'_> {
         let capabilities = Capabilities::none()
-            .routed(self)
-            .delay(self)
+            .sends(Sends::body_only().facts().delay())
             .rewind(self)
             .batch_ack(self)
             .batch_publish(self)
@@ -566,28 +581,6 @@ impl BatchAcker for PulsarTransport {
     }
 }
 
-/// A re-publish on behalf of a delivery (retry, release, dead-letter record, redrive): the
-/// properties keep what the delivery carried ([`projection::routed_properties`]), and a delay
-/// is honoured with `deliver_at_time`.
-#[async_trait]
-impl RoutedPublisher for PulsarTransport {
-    async fn publish_routed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        facts: &Facts,
-        delay: Option<Duration>,
-    ) -> Result<(), TransportError> {
-        self.send_after(
-            queue,
-            body,
-            projection::routed_properties(body, facts),
-            delay,
-        )
-        .await
-    }
-}
-
 /// A batch in order on the topic's producer, with the receipts of a window of messages in
 /// flight together ([`SEND_WINDOW`](client::SEND_WINDOW)); each body gets the projection
 /// [`publish`](Transport::publish) gives it.
@@ -602,21 +595,6 @@ impl BatchPublisher for PulsarTransport {
             .send_batch(&self.topic(queue), messages)
             .await
             .map_err(Into::into)
-    }
-}
-
-/// The normal projection, held by the broker until `delay` has passed (Pulsar delayed delivery,
-/// `deliver_at_time` = now + delay); a zero delay sends at once.
-#[async_trait]
-impl DelayedPublisher for PulsarTransport {
-    async fn publish_delayed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        delay: Duration,
-    ) -> Result<(), TransportError> {
-        self.send_after(queue, body, projection::properties(body), Some(delay))
-            .await
     }
 }
 
@@ -804,12 +782,14 @@ mod tests {
             c.redelivery_mode(),
             babelqueue_core::Redelivery::Copy
         ));
-        assert!(c.routed_publisher().is_some() && c.delayed_publisher().is_some());
+        assert_eq!(
+            c.send_parts(),
+            babelqueue_core::Sends::body_only().facts().delay()
+        );
         assert!(c.rewinder().is_some());
-        assert!(c.header_publisher().is_none() && c.settle_publisher().is_none());
     }
 
-    /// A delivery that carried `bq-job` is retried through the routed publisher: `bq-job` stays
+    /// A delivery that carried `bq-job` is retried with its facts carried: `bq-job` stays
     /// pinned to the carried URN (trimmed) and the back-off is still a delivery time.
     #[tokio::test]
     async fn a_routed_retry_keeps_its_bq_job_and_its_back_off() {

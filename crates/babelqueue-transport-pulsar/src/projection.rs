@@ -80,7 +80,7 @@ fn meta_number(envelope: &Envelope, key: &str) -> Option<String> {
 }
 
 /// The properties of a runtime re-publish (retry, release, dead-letter record, redrive) of a
-/// delivery whose broker reported `facts` ([`RoutedPublisher`](babelqueue_core::RoutedPublisher)).
+/// delivery whose broker reported `facts` ([`Sends::facts`](babelqueue_core::Sends::facts)).
 ///
 /// * A version-gated delivery (`facts.declared_version` is one the gate rejects): the normal
 ///   projection (when the body parses), then `bq-schema-version` set back to the declared value

@@ -31,9 +31,7 @@ async fn contract() {
     };
     drop(probe);
     let features = Features::new()
-        // DelayedPublisher: Pulsar delayed delivery (deliver_at_time)
-        .delayed_publish(true)
-        // Redelivery::Copy through the routed / delayed publisher: the copy is held until due
+        // Redelivery::Copy sent with its delay (and the facts it carried): held until due
         .delayed_retry(true)
         .native_redelivery_count(true)
         .redelivery_after(REDELIVERY_AFTER)

@@ -22,8 +22,6 @@ use babelqueue_transport_pulsar::{PulsarTransport, projection};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pulsar_passes_the_contract_suite_over_its_fake() {
     let features = Features::new()
-        // deliver_at_time, held by the fake until due
-        .delayed_publish(true)
         // the retry copy, delayed the same way
         .delayed_retry(true)
         // the redelivery count of a negatively acknowledged message

@@ -46,7 +46,7 @@
 //! anything, and adds before it removes: Redis has no rollback, so a dead-letter queue key of
 //! the wrong type, an ACL rule or `maxmemory` can make a write fail, but the message then stays
 //! where it was (`BQWRONGTYPE …` names the key) and comes back after `retry_after`. Headers cannot ride here (Laravel reads the
-//! stored job), so this layout offers no [`HeaderPublisher`] and the runtime publishes the bare
+//! stored job), so this layout declares no headers ([`Sends`]) and the runtime publishes the bare
 //! envelope; `trace_id` still correlates. Set `prefix` to the full Laravel
 //! prefix (often `laravel_database_queues:`), and give both workers the same `retry_after`.
 //!
@@ -105,10 +105,10 @@
 //! Laravel reservation whose attempt the reserve script could not count (it reserved the raw
 //! job) is reported as such ([`Facts::attempts_not_counted`](babelqueue_core::Facts::attempts_not_counted))
 //! and dead-lettered the same way. The reliable layout carries out-of-band headers
-//! ([`HeaderPublisher`], the `__bq_frame`). Release is native
+//! ([`Sends::headers`], the `__bq_frame`). Release is native
 //! ([`Redeliverer`]: the Laravel layout honours the back-off delay through `:delayed`; the
 //! reliable layout has no delayed set and re-queues at once), dead-lettering is one guarded step
-//! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`DelayedPublisher`]), and
+//! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`Sends::delay`]), and
 //! `babelqueue dlq list` reads a queue in place ([`Browser`]). A tool that shows the wire reads
 //! a delivery's reservation through the [`Inspector`](babelqueue_core::Inspector): the layout,
 //! the keys holding it, its token (reliable layout) and its deadline score. Redis has no message
@@ -133,8 +133,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    Browser, Capabilities, DeadLetterWriter, DelayedPublisher, Delivery, HeaderPublisher, Headers,
-    HoldChecker, Redeliver, Redelivered, Redeliverer, Redelivery, Transport, TransportError,
+    Browser, Capabilities, DeadLetterWriter, Delivery, Headers, HoldChecker, Outgoing, Redeliver,
+    Redelivered, Redeliverer, Redelivery, Sends, Transport, TransportError,
 };
 
 mod batch;
@@ -908,6 +908,26 @@ impl Transport for RedisTransport {
         Ok(())
     }
 
+    /// The reliable layout carries headers in a `__bq_frame`; the Laravel layout carries a
+    /// delay in its `:delayed` set, scored in whole epoch seconds as Laravel scores it. Each
+    /// declares only its own part: Laravel reads the stored job itself, so headers cannot ride
+    /// there (and are dropped when asked for directly), and the reliable layout has no delayed
+    /// set (a delay is refused, nothing is sent).
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        let (queue, body) = (outgoing.queue, outgoing.body);
+        match (self.options.layout, outgoing.delay, outgoing.headers) {
+            (Layout::Laravel, Some(delay), _) => self.push_delayed(queue, body, delay).await,
+            (Layout::Reliable, Some(_), _) => Err(RedisError::Unsupported(
+                "the reliable Redis layout has no delayed set: use the Laravel layout (?laravel=1) to publish with a delay".into(),
+            )
+            .into()),
+            (Layout::Reliable, None, Some(headers)) => {
+                self.push_framed(queue, body, headers).await
+            }
+            (_, None, _) => self.publish(queue, body).await,
+        }
+    }
+
     async fn pop(
         &self,
         queue: &str,
@@ -958,8 +978,8 @@ impl Transport for RedisTransport {
         match self.options.layout {
             // Laravel reads the stored job itself: headers cannot ride, so the layout does not
             // claim to carry them (a replay's bypass header would be reported sent and lost).
-            Layout::Laravel => capabilities.delay(self),
-            Layout::Reliable => capabilities.headers(self),
+            Layout::Laravel => capabilities.sends(Sends::body_only().delay()),
+            Layout::Reliable => capabilities.sends(Sends::body_only().headers()),
         }
     }
 }
@@ -985,45 +1005,31 @@ impl HoldChecker for RedisTransport {
     }
 }
 
-#[async_trait]
-impl HeaderPublisher for RedisTransport {
-    async fn publish_with_headers(
+impl RedisTransport {
+    /// Appends `body` with `headers` beside it in a `__bq_frame` (the reliable layout).
+    async fn push_framed(
         &self,
         queue: &str,
         body: &[u8],
         headers: &Headers,
     ) -> Result<(), TransportError> {
-        match self.options.layout {
-            Layout::Reliable => {
-                self.options.check_queue(queue)?;
-                let value = layout::frame(body, headers);
-                let ready = self.options.ready(queue);
-                let since = self.client.reconnects();
-                self.client.rpush(ready.as_bytes(), &value).await?;
-                self.replicated(&ready, since, || format!("a publish to {queue:?}"))
-                    .await?;
-                Ok(())
-            }
-            // Laravel reads the stored job itself: no frame, the headers are dropped.
-            Layout::Laravel => self.publish(queue, body).await,
-        }
+        self.options.check_queue(queue)?;
+        let value = layout::frame(body, headers);
+        let ready = self.options.ready(queue);
+        let since = self.client.reconnects();
+        self.client.rpush(ready.as_bytes(), &value).await?;
+        self.replicated(&ready, since, || format!("a publish to {queue:?}"))
+            .await?;
+        Ok(())
     }
-}
 
-#[async_trait]
-impl DelayedPublisher for RedisTransport {
-    async fn publish_delayed(
+    /// Adds `body` to the `:delayed` set, due after `delay` (the Laravel layout).
+    async fn push_delayed(
         &self,
         queue: &str,
         body: &[u8],
         delay: Duration,
     ) -> Result<(), TransportError> {
-        if self.options.layout != Layout::Laravel {
-            return Err(RedisError::Unsupported(
-                "the reliable Redis layout has no delayed set: use the Laravel layout (?laravel=1) to publish with a delay".into(),
-            )
-            .into());
-        }
         self.options.check_queue(queue)?;
         self.laravel_safe(queue, &[body], false)?;
         let score = layout::available_at(self.now(), delay.as_secs_f64());

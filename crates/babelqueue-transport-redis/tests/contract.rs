@@ -39,7 +39,7 @@ fn common() -> Features {
 /// The reliable layout: headers ride in a `__bq_frame`; no delayed set (a release goes back
 /// at once, a delayed publish is refused); no native dead-letter or delivery count.
 fn reliable() -> Features {
-    common().headers(true)
+    common()
 }
 
 /// The Laravel layout: the `:delayed` set honours delays and back-offs, scored in whole epoch
@@ -48,7 +48,6 @@ fn reliable() -> Features {
 /// cannot ride (Laravel reads the stored job).
 fn laravel() -> Features {
     common()
-        .delayed_publish(true)
         .delayed_retry(true)
         .delay_granularity(Duration::from_secs(1))
         .delay_probe(Duration::from_secs(2))

@@ -41,12 +41,11 @@ fn common() -> Features {
 }
 
 fn reliable() -> Features {
-    common().headers(true)
+    common()
 }
 
 fn laravel() -> Features {
     common()
-        .delayed_publish(true)
         .delayed_retry(true)
         .delay_granularity(Duration::from_secs(1))
         .delay_probe(Duration::from_secs(2))

@@ -93,8 +93,8 @@
 //!
 //! # Capabilities
 //!
-//! [`Transport::capabilities`](babelqueue_core::Transport::capabilities): `HeaderPublisher`,
-//! `DelayedPublisher`, native redelivery (`Redelivery::Native`: the visibility timeout),
+//! [`Transport::capabilities`](babelqueue_core::Transport::capabilities): sends with headers
+//! and delays (`Sends`), native redelivery (`Redelivery::Native`: the visibility timeout),
 //! `NativeSettler` (no-op), `DeadLetterNamer` (`-dlq`), and an `Inspector` for tools that show
 //! the wire (the `MessageId` as a delivery's id, `ApproximateReceiveCount > 1` as
 //! `redelivered`, the count itself as a property). No rewinder, no dead-letter writer, no

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPublisher, Capabilities, DeadLetterNamer, DelayedPublisher, Delivery,
-    HeaderPublisher, Headers, NativeSettler, Redeliver, Redelivered, Redeliverer, Redelivery,
-    Transport, TransportError,
+    BatchAcker, BatchPublisher, Capabilities, DeadLetterNamer, Delivery, Headers, NativeSettler,
+    Outgoing, Redeliver, Redelivered, Redeliverer, Redelivery, Sends, Transport, TransportError,
 };
 use tokio::sync::OnceCell;
 
@@ -151,7 +150,7 @@ impl SqsTransport {
             .cloned()
     }
 
-    async fn send(
+    async fn send_message(
         &self,
         queue: &str,
         body: &[u8],
@@ -256,7 +255,21 @@ impl Transport for SqsTransport {
     }
 
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
-        Ok(self.send(queue, body, None, None).await?)
+        Ok(self.send_message(queue, body, None, None).await?)
+    }
+
+    /// One SendMessage: `headers` as String message attributes beside the contract ones, and
+    /// `DelaySeconds` = the delay, together or apart. A delay SQS cannot honour (not whole
+    /// seconds in 0..=900, or any delay on a FIFO queue) is an error and nothing is sent.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        Ok(self
+            .send_message(
+                outgoing.queue,
+                outgoing.body,
+                outgoing.headers,
+                outgoing.delay,
+            )
+            .await?)
     }
 
     /// One ReceiveMessage feeds every free handler slot, unless `max_messages` was fixed.
@@ -346,8 +359,7 @@ impl Transport for SqsTransport {
     /// naming rule, and the no-op native settle that leaves a message to the RedrivePolicy.
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
-            .headers(self)
-            .delay(self)
+            .sends(Sends::body_only().headers().delay())
             .redelivery(Redelivery::Native(self))
             .dead_letter_names(self)
             .native_settle(self)
@@ -399,33 +411,6 @@ impl BatchPublisher for SqsTransport {
             self.client.send_message_batch(&url, chunk).await?;
         }
         Ok(())
-    }
-}
-
-#[async_trait]
-impl HeaderPublisher for SqsTransport {
-    /// Sends `body` with `headers` as String message attributes beside the contract ones.
-    async fn publish_with_headers(
-        &self,
-        queue: &str,
-        body: &[u8],
-        headers: &Headers,
-    ) -> Result<(), TransportError> {
-        Ok(self.send(queue, body, Some(headers), None).await?)
-    }
-}
-
-#[async_trait]
-impl DelayedPublisher for SqsTransport {
-    /// `DelaySeconds` = `delay`: whole seconds in 0..=900 on a standard queue; anything else,
-    /// and any delay on a FIFO queue, is an error and nothing is sent.
-    async fn publish_delayed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        delay: Duration,
-    ) -> Result<(), TransportError> {
-        Ok(self.send(queue, body, None, Some(delay)).await?)
     }
 }
 
@@ -542,7 +527,7 @@ mod tests {
     async fn headers_ride_as_attributes_and_come_back() {
         let (_, t) = transport(SqsOptions::default());
         let headers: Headers = [("traceparent".to_owned(), "00-abc".to_owned())].into();
-        t.publish_with_headers("orders", ORDER.as_bytes(), &headers)
+        t.send(&Outgoing::new("orders", ORDER.as_bytes()).headers(&headers))
             .await
             .unwrap();
         let d = t.pop("orders", Duration::ZERO).await.unwrap().unwrap();
@@ -560,7 +545,7 @@ mod tests {
         }
         let bad: Headers = [("has space".to_owned(), "v".to_owned())].into();
         assert!(
-            t.publish_with_headers("orders", ORDER.as_bytes(), &bad)
+            t.send(&Outgoing::new("orders", ORDER.as_bytes()).headers(&bad))
                 .await
                 .is_err()
         );
@@ -590,7 +575,7 @@ mod tests {
         );
         // A FIFO name never takes a per-message delay, flag or not.
         let err = t
-            .publish_delayed("jobs.fifo", ORDER.as_bytes(), Duration::from_secs(1))
+            .send(&Outgoing::new("jobs.fifo", ORDER.as_bytes()).delay(Duration::from_secs(1)))
             .await
             .unwrap_err();
         assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Unsupported);
@@ -963,9 +948,8 @@ mod tests {
         let c = t.capabilities();
         assert!(matches!(c.redelivery_mode(), Redelivery::Native(_)));
         assert!(c.native_settler().is_some() && c.dead_letter_namer().is_some());
-        assert!(c.header_publisher().is_some() && c.delayed_publisher().is_some());
+        assert_eq!(c.send_parts(), Sends::body_only().headers().delay());
         assert!(c.rewinder().is_none() && c.dead_letter_writer().is_none());
-        assert!(c.routed_publisher().is_none() && c.settle_publisher().is_none());
         assert!(c.abandoner().is_none() && c.batch_popper().is_none() && c.browser().is_none());
     }
 }

@@ -143,10 +143,6 @@ async fn sqs_passes_the_contract_suite() {
     }
 
     let features = Features::new()
-        // message attributes
-        .headers(true)
-        // DelaySeconds
-        .delayed_publish(true)
         // ChangeMessageVisibility with the back-off
         .delayed_retry(true)
         // `NativeSettler`: left to the queue's RedrivePolicy

@@ -13,7 +13,7 @@
 //! use std::time::Duration;
 //!
 //! use async_trait::async_trait;
-//! use babelqueue_transport::{Capabilities, Delivery, Rewinder, Transport, TransportError};
+//! use babelqueue_transport::{Capabilities, Delivery, Rewinder, Sends, Transport, TransportError};
 //!
 //! /// A toy transport: one FIFO per queue, in memory, nothing held in flight.
 //! #[derive(Debug, Default)]
@@ -49,6 +49,11 @@
 //!
 //! let transport: Box<dyn Transport> = Box::new(Fifo::default());
 //! assert!(transport.capabilities().rewinder().is_some());
+//! // It declares no part beside the body (no headers, no delay …), so every write the runtime
+//! // asks of it is a plain one, and the provided `Transport::send` hands it to `publish`. A
+//! // broker that carries more declares it (`.sends(Sends::body_only().headers())`) and
+//! // overrides `send` to carry those parts of an `Outgoing` request.
+//! assert_eq!(transport.capabilities().send_parts(), Sends::body_only());
 //! ```
 //!
 //!
@@ -73,16 +78,17 @@
 pub mod delivery;
 mod error;
 pub mod options;
+pub mod outgoing;
 pub mod reconnect;
 pub mod redact;
 pub mod transport;
 
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use error::{BrokerError, TransportError, TransportErrorKind};
+pub use outgoing::{Outgoing, Sends};
 pub use reconnect::ReconnectBackoff;
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
-    DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
-    NativeSettler, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder, RoutedPublisher,
-    SettlePublisher, Transport,
+    DeadLetterNamer, DeadLetterWriter, HoldChecker, Inspector, NativeSettler, Redeliver,
+    Redelivered, Redeliverer, Redelivery, Rewinder, Transport,
 };

@@ -2,16 +2,31 @@
 //! small trait of its own, all reachable through one accessor, [`Transport::capabilities`]
 //! (the [crate example](crate) writes one).
 //!
+//! # Sending: one request, and what the transport honours
+//!
+//! Every write goes through [`Transport::send`] as one [`Outgoing`] request: the body, and
+//! beside it headers, a delay, the facts a consumed delivery carried, a record key. The
+//! transport declares which of those parts it honours ([`Sends`], in
+//! [`Capabilities::sends`]); the runtime (`babelqueue_core::send::shape`, a pure table) drops
+//! or refuses the others before anything is sent:
+//!
+//! | the part | asked by | declared | not declared |
+//! |---|---|---|---|
+//! | headers | `App::publish_envelope`, the outbox, a redrive's bypass header | carried | left out (headers never enter the body) |
+//! | delay | `App::publish_delayed`, the CLI | carried; the transport refuses one its broker cannot honour, before sending | refused, before anything is sent |
+//! | delay | a copy on behalf of a delivery (a retry, a release) | carried, unless [`Sends::confirmed`] | left out: the copy goes at once (the runtime warns at start-up when a back-off is configured) |
+//! | carried facts | a copy on behalf of a delivery carrying an out-of-band URN or a schema version | carried, unless [`Sends::confirmed`] | left out |
+//! | key | a copy on behalf of a delivery | the delivery's key | left out |
+//!
 //! # Which capability wins
 //!
 //! The runtime settles with the most specific capability the transport offers, falling back
-//! to publishing a copy and acknowledging the original:
+//! to sending a copy and acknowledging the original:
 //!
 //! | the plan | first | then | else |
 //! |---|---|---|---|
-//! | retry / release | [`Redelivery::Native`] (`Redeliverer`: SQS visibility, Redis scripts, Kafka tiers, a JetStream `-NAK` when [it reproduces the count](Redeliverer::keeps_original)) | [`Redelivery::Impossible`]: left unsettled and rewound | a copy (delayed through [`DelayedPublisher`] when there is a delay), then `ack` |
-//! | dead-letter | [`DeadLetterWriter`] (the Redis scripts: write and settle in one step) | | the record, then `ack` |
-//! | a copy on behalf of a delivery | [`SettlePublisher`] (confirmed, with the record key) | [`RoutedPublisher`] when the delivery carries an out-of-band URN or was gated | `publish` |
+//! | retry / release | [`Redelivery::Native`] (`Redeliverer`: SQS visibility, Redis scripts, Kafka tiers, a JetStream `-NAK` when [it reproduces the count](Redeliverer::keeps_original)) | [`Redelivery::Impossible`]: left unsettled and rewound | a copy on behalf of the delivery (above), then `ack` |
+//! | dead-letter | [`DeadLetterWriter`] (the Redis scripts: write and settle in one step) | | the record as a copy on behalf of the delivery, then `ack` |
 //! | leave unsettled (a settle write failed) | [`Rewinder::rewind_behind`] | [`Abandoner`] for a gated delivery on a broker that cannot rewind | nothing: the broker's lock or visibility timeout brings it back |
 //! | leave to the broker | [`NativeSettler`] | | (the plan is only chosen when there is one) |
 //! | the dead-letter queue name | [`DeadLetterNamer`] | | `<queue><suffix>`, `.dlq` by default |
@@ -21,9 +36,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::delivery::Facts;
 pub use crate::delivery::{Delivery, Headers};
 use crate::error::TransportError;
+pub use crate::outgoing::{Outgoing, Sends};
 
 /// The broker contract the runtime needs: publish bytes, reserve one delivery, acknowledge it.
 ///
@@ -36,6 +51,25 @@ pub trait Transport: Send + Sync + fmt::Debug {
 
     /// Appends an encoded envelope (or any body) to `queue`, unchanged.
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError>;
+
+    /// Appends `outgoing.body` to `outgoing.queue` with the parts beside it, unchanged, and
+    /// returns once the broker holds it: the one method every write of the runtime goes
+    /// through (a publish with headers or a delay, a retry copy, a dead-letter record, a
+    /// redrive).
+    ///
+    /// The runtime only asks for parts the transport declared in
+    /// [`Capabilities::sends`]; a transport that declares any overrides this method and carries
+    /// every declared part, in any combination. The default sends a plain request through
+    /// [`publish`](Transport::publish) and refuses any other, before anything is sent.
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        match Sends::body_only().first_unhonoured(outgoing) {
+            None => self.publish(outgoing.queue, outgoing.body).await,
+            Some(part) => Err(TransportError::unsupported(format!(
+                "the {} transport cannot send {part} with a message",
+                self.name()
+            ))),
+        }
+    }
 
     /// Reserves the next delivery of `queue`, waiting up to `timeout`; `None` when none came.
     ///
@@ -127,10 +161,7 @@ impl fmt::Debug for Redelivery<'_> {
 /// also says which capability wins when several could settle a plan.
 #[derive(Clone, Copy, Default)]
 pub struct Capabilities<'a> {
-    headers: Option<&'a dyn HeaderPublisher>,
-    delay: Option<&'a dyn DelayedPublisher>,
-    routed: Option<&'a dyn RoutedPublisher>,
-    settle_publish: Option<&'a dyn SettlePublisher>,
+    sends: Sends,
     redelivery: Redelivery<'a>,
     dead_letter: Option<&'a dyn DeadLetterWriter>,
     rewind: Option<&'a dyn Rewinder>,
@@ -167,22 +198,19 @@ impl<'a> Capabilities<'a> {
         Capabilities::default()
     }
 
-    capability!(
-        /// Publishing with out-of-band headers.
-        headers, headers, header_publisher, HeaderPublisher
-    );
-    capability!(
-        /// Publishing with a delivery delay.
-        delay, delay, delayed_publisher, DelayedPublisher
-    );
-    capability!(
-        /// Re-publishing while keeping the out-of-band facts a delivery carried.
-        routed, routed, routed_publisher, RoutedPublisher
-    );
-    capability!(
-        /// Broker-confirmed settle writes carrying the record key.
-        settle_publish, settle_publish, settle_publisher, SettlePublisher
-    );
+    /// The parts of an [`Outgoing`] request [`Transport::send`] honours (the body alone by
+    /// default).
+    #[must_use]
+    pub fn sends(mut self, sends: Sends) -> Self {
+        self.sends = sends;
+        self
+    }
+
+    /// The parts of an [`Outgoing`] request [`Transport::send`] honours.
+    pub fn send_parts(&self) -> Sends {
+        self.sends
+    }
+
     capability!(
         /// Writing a dead-letter record and settling as one guarded step.
         dead_letter, dead_letter, dead_letter_writer, DeadLetterWriter
@@ -269,10 +297,6 @@ impl fmt::Debug for Capabilities<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut offered: Vec<&str> = Vec::new();
         for (name, present) in [
-            ("headers", self.headers.is_some()),
-            ("delay", self.delay.is_some()),
-            ("routed", self.routed.is_some()),
-            ("settle_publish", self.settle_publish.is_some()),
             ("dead_letter", self.dead_letter.is_some()),
             ("rewind", self.rewind.is_some()),
             ("dead_letter_names", self.dead_letter_names.is_some()),
@@ -290,66 +314,12 @@ impl fmt::Debug for Capabilities<'_> {
             }
         }
         f.debug_struct("Capabilities")
+            .field("sends", &self.sends)
             .field("redelivery", &self.redelivery)
             .field("offered", &offered)
             .field("prefetch_per_slot", &self.default_prefetch_per_slot())
             .finish()
     }
-}
-
-/// Publish a body with out-of-band headers.
-#[async_trait]
-pub trait HeaderPublisher: Send + Sync {
-    /// Appends `body` to `queue` with `headers` beside it.
-    async fn publish_with_headers(
-        &self,
-        queue: &str,
-        body: &[u8],
-        headers: &Headers,
-    ) -> Result<(), TransportError>;
-}
-
-/// Publish a body that becomes visible after a delay.
-#[async_trait]
-pub trait DelayedPublisher: Send + Sync {
-    /// Appends `body` to `queue`, deliverable after `delay`. A transport refuses (with an error,
-    /// before sending anything) a delay it cannot honour, rather than truncating it.
-    async fn publish_delayed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        delay: Duration,
-    ) -> Result<(), TransportError>;
-}
-
-/// Re-publish keeping the out-of-band facts a delivery carried (the Pulsar `bq-job` property,
-/// or a gated delivery's schema-version property), so the next hop reads them the same way.
-#[async_trait]
-pub trait RoutedPublisher: Send + Sync {
-    /// Appends `body` to `queue` with the broker properties `facts` describe, deliverable after
-    /// `delay` when there is one (refused, before anything is sent, when the broker cannot
-    /// honour it).
-    async fn publish_routed(
-        &self,
-        queue: &str,
-        body: &[u8],
-        facts: &Facts,
-        delay: Option<Duration>,
-    ) -> Result<(), TransportError>;
-}
-
-/// A settle write (retry, release, dead-letter, redrive restore) that returns only once the
-/// broker confirmed it, carrying the consumed record's key. Brokers whose acknowledgement is a
-/// cumulative position (Kafka) need it.
-#[async_trait]
-pub trait SettlePublisher: Send + Sync {
-    /// Appends `body` to `queue` with `key`, and waits for the broker's confirmation.
-    async fn publish_settle(
-        &self,
-        queue: &str,
-        body: &[u8],
-        key: Option<&[u8]>,
-    ) -> Result<(), TransportError>;
 }
 
 /// What the runtime asks a [`Redeliverer`] to send back.
@@ -544,7 +514,7 @@ pub trait BatchPublisher: Send + Sync {
     async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError>;
 }
 
-/// What a broker knows of one delivery beyond its body, its headers and its [`Facts`]: its
+/// What a broker knows of one delivery beyond its body, its headers and its [`Facts`](crate::Facts): its
 /// own id or position, whether it says it delivered the message before, and its message
 /// properties. Shown by tools that show the wire (`babelqueue consume --output wire`), never
 /// read by the runtime's rules.

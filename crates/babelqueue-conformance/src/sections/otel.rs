@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 
 use babelqueue_core::{
-    App, Consume, Context, Envelope, HandlerError, HeaderPublisher, Headers, MemoryTransport,
+    App, Consume, Context, Envelope, HandlerError, Headers, MemoryTransport, Transport,
 };
 use babelqueue_otel::{HEADER_TRACEPARENT, Otel, extract_from};
 use opentelemetry::trace::noop::NoopTracer;
@@ -134,7 +134,7 @@ fn consume_once(trace_id: &str, headers: &Headers) -> Result<Seen, String> {
             .map_err(|e| e.to_string())?;
         let body = envelope.encode().map_err(|e| e.to_string())?;
         memory
-            .publish_with_headers(QUEUE, body.as_bytes(), headers)
+            .send(&babelqueue_core::Outgoing::new(QUEUE, body.as_bytes()).headers(headers))
             .await
             .map_err(|e| e.to_string())?;
         app.consume(Consume::new().max_messages(1).handle_signals(false))

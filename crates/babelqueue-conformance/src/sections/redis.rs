@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::classify::{Class, classify};
-use babelqueue_core::{App, Context, Delivery, HandlerError, Redeliver, Redelivery, Transport};
+use babelqueue_core::{
+    App, Context, Delivery, HandlerError, Outgoing, Redeliver, Redelivery, Transport,
+};
 use babelqueue_transport_redis::fred::interfaces::{
     KeysInterface, ListInterface, SortedSetsInterface,
 };
@@ -526,16 +528,12 @@ impl Scenario {
                     .and_then(Value::as_f64)
                     .ok_or("no delay")?;
                 let body = str_field(step, "body")?;
-                let capabilities = self.transport.capabilities();
-                let publisher = capabilities
-                    .delayed_publisher()
-                    .ok_or("no delayed publish in this layout")?;
-                publisher
-                    .publish_delayed(
-                        &self.queue,
-                        body.as_bytes(),
-                        Duration::from_secs_f64(delay.max(0.0)),
-                    )
+                if !self.transport.capabilities().send_parts().delay {
+                    return Err("no delayed publish in this layout".into());
+                }
+                let delay = Duration::from_secs_f64(delay.max(0.0));
+                self.transport
+                    .send(&Outgoing::new(&self.queue, body.as_bytes()).delay(delay))
                     .await
                     .map_err(|e| e.to_string())?;
             }

@@ -5,9 +5,10 @@ use std::time::Duration;
 use babelqueue_envelope::{Builder, Envelope, Message};
 
 use super::{App, trace};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handler::{Context, Publish, Publishing};
-use crate::transport::Headers;
+use crate::send;
+use crate::transport::{Headers, Outgoing};
 
 impl App {
     /// An envelope builder for `urn`, addressed to the app's queue. Inside a handler it continues
@@ -109,9 +110,9 @@ impl App {
     /// # Ok(()) }
     /// ```
     ///
-    /// Headers need the transport's
-    /// [`HeaderPublisher`](crate::HeaderPublisher) capability; without it (or with no header)
-    /// this is a plain publish. Headers never enter the envelope.
+    /// Headers ride where the transport declares them
+    /// ([`Sends::headers`](crate::Sends::headers)); without that (or with no header) this is a
+    /// plain publish. Headers never enter the envelope.
     ///
     /// Inside a handler, an envelope that continues the delivery's `trace_id` also carries the
     /// delivery's W3C trace headers ([`Context::trace_headers`](crate::Context::trace_headers))
@@ -129,15 +130,11 @@ impl App {
             None => headers,
         };
         let body = envelope.encode_checked()?;
-        let transport = &self.inner.transport;
-        match transport.capabilities().header_publisher() {
-            Some(publisher) if !headers.is_empty() => {
-                publisher
-                    .publish_with_headers(queue, body.as_bytes(), headers)
-                    .await?;
-            }
-            _ => transport.publish(queue, body.as_bytes()).await?,
+        let mut outgoing = Outgoing::new(queue, body.as_bytes());
+        if !headers.is_empty() {
+            outgoing = outgoing.headers(headers);
         }
+        send::publish(self.inner.transport.as_ref(), &outgoing).await?;
         Ok(())
     }
 
@@ -181,8 +178,9 @@ impl App {
         Ok(())
     }
 
-    /// Publishes an envelope that becomes deliverable after `delay` (needs the transport's
-    /// [`DelayedPublisher`](crate::DelayedPublisher) capability).
+    /// Publishes an envelope that becomes deliverable after `delay` (needs a transport that
+    /// declares delays, [`Sends::delay`](crate::Sends::delay); otherwise an
+    /// [`Error::Config`](crate::Error::Config) and nothing is sent).
     pub async fn publish_delayed(
         &self,
         queue: &str,
@@ -190,16 +188,8 @@ impl App {
         delay: Duration,
     ) -> Result<()> {
         let body = envelope.encode_checked()?;
-        let Some(publisher) = self.inner.transport.capabilities().delayed_publisher() else {
-            return Err(Error::Config(format!(
-                "the {} transport cannot delay a message (no DelayedPublisher capability)",
-                self.inner.transport.name()
-            )));
-        };
-        publisher
-            .publish_delayed(queue, body.as_bytes(), delay)
-            .await?;
-        Ok(())
+        let outgoing = Outgoing::new(queue, body.as_bytes()).delay(delay);
+        send::publish(self.inner.transport.as_ref(), &outgoing).await
     }
 }
 

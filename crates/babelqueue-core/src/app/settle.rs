@@ -11,9 +11,9 @@ use crate::decide::{
     self, DropReason, Failure, OnWriteFailure, Plan, QueueFacts, ReleaseBody, Unsettle,
 };
 use crate::error::{Error, TransportError};
-use crate::transport::{
-    Delivery, Redeliver, Redelivered, Redelivery, publish_keeping_route, publish_on_behalf,
-};
+use crate::send::{self, Purpose};
+use crate::transport::Outgoing;
+use crate::transport::{Delivery, Redeliver, Redelivered, Redelivery};
 use crate::{attempts, classify};
 
 /// What the runtime holds of a delivery while it settles it: the decoded envelope and the body
@@ -216,7 +216,7 @@ impl Inner {
                 self.transport.name()
             ))),
             Redelivery::Copy => {
-                publish_on_behalf(
+                send::on_behalf(
                     self.transport.as_ref(),
                     delivery,
                     delivery.queue(),
@@ -240,16 +240,19 @@ impl Inner {
         redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError> {
         let transport = self.transport.as_ref();
-        match transport.capabilities().header_publisher() {
-            Some(publisher) if !delivery.headers().is_empty() => {
-                publisher
-                    .publish_with_headers(delivery.queue(), redeliver.body, delivery.headers())
-                    .await?;
-            }
-            _ => {
-                publish_keeping_route(transport, delivery, delivery.queue(), redeliver.body).await?
-            }
-        }
+        let asked = Outgoing::new(delivery.queue(), redeliver.body)
+            .headers(delivery.headers())
+            .facts(delivery.facts())
+            .key(delivery.key());
+        let outgoing = send::shape(
+            Purpose::OnBehalf,
+            &asked,
+            transport.capabilities().send_parts(),
+        )
+        .map_err(|refused| {
+            TransportError::unsupported(format!("the {} transport {refused}", transport.name()))
+        })?;
+        transport.send(&outgoing).await?;
         if let Some(delay) = redeliver.delay.filter(|d| !d.is_zero()) {
             tracing::debug!(target: LOG, queue = delivery.queue(), ?delay,
                 "The retry of a message whose attempts are ahead of the broker's count was published as a copy, at once");
@@ -267,7 +270,7 @@ impl Inner {
         if let Some(writer) = self.transport.capabilities().dead_letter_writer() {
             return writer.dead_letter(delivery, queue, body).await;
         }
-        publish_keeping_route(self.transport.as_ref(), delivery, queue, body).await?;
+        send::on_behalf(self.transport.as_ref(), delivery, queue, body, None).await?;
         self.ack(delivery).await;
         Ok(())
     }

@@ -1,9 +1,13 @@
 //! Capabilities and what they promise: headers, delays, large bodies, competing consumers.
+//!
+//! Headers and delays are read from what the transport declares ([`Sends`](babelqueue_core::Sends)),
+//! not claimed twice: their tests run whenever it declares them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use babelqueue_core::send::copies_delayed;
 use babelqueue_core::{Consume, Context, HandlerError, Headers, RawJson, Redelivery};
 use tokio::time::Instant;
 
@@ -29,18 +33,6 @@ pub(super) async fn capabilities_declared(ctx: Arc<Ctx>) -> Check {
         }
     };
     pair(
-        f.headers,
-        capabilities.header_publisher().is_some(),
-        "headers",
-        "HeaderPublisher",
-    );
-    pair(
-        f.delayed_publish,
-        capabilities.delayed_publisher().is_some(),
-        "delayed_publish",
-        "DelayedPublisher",
-    );
-    pair(
         f.native_dead_letter,
         capabilities.native_settler().is_some(),
         "native_dead_letter",
@@ -53,9 +45,9 @@ pub(super) async fn capabilities_declared(ctx: Arc<Ctx>) -> Check {
                 "Features::delayed_retry is claimed, but the transport reports Redelivery::Impossible"
                     .to_owned(),
             ),
-            Redelivery::Copy if capabilities.delayed_publisher().is_none() => problems.push(
+            Redelivery::Copy if !copies_delayed(capabilities.send_parts()) => problems.push(
                 "Features::delayed_retry is claimed, but a retry is a copy (Redelivery::Copy) and \
-                 the transport offers no DelayedPublisher to delay it"
+                 the transport's sends do not delay it (no Sends::delay, or Sends::confirmed)"
                     .to_owned(),
             ),
             _ => {}
@@ -215,10 +207,12 @@ pub(super) async fn large_body(ctx: Arc<Ctx>) -> Check {
 
 pub(super) async fn headers(ctx: Arc<Ctx>) -> Check {
     let t = ctx.connect().await?;
-    ensure!(
-        t.capabilities().header_publisher().is_some(),
-        "Features::headers is claimed, but the transport offers no HeaderPublisher"
-    );
+    if !t.capabilities().send_parts().headers {
+        close(&[&t]).await;
+        return Err(Stop::NotApplicable(
+            "the transport declares no headers (Sends::headers)".to_owned(),
+        ));
+    }
     let q = ctx.queue();
     let calls = Calls::default();
     let app = ctx
@@ -270,10 +264,12 @@ pub(super) async fn headers(ctx: Arc<Ctx>) -> Check {
 
 pub(super) async fn delayed_publish(ctx: Arc<Ctx>) -> Check {
     let t = ctx.connect().await?;
-    ensure!(
-        t.capabilities().delayed_publisher().is_some(),
-        "Features::delayed_publish is claimed, but the transport offers no DelayedPublisher"
-    );
+    if !t.capabilities().send_parts().delay {
+        close(&[&t]).await;
+        return Err(Stop::NotApplicable(
+            "the transport declares no delay (Sends::delay)".to_owned(),
+        ));
+    }
     let q = ctx.queue();
     let app = ctx.app(&t, &q).build().why("building the app")?;
     let probe = ctx.features.delay_probe;

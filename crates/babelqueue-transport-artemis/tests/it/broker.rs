@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    App, Capabilities, Consume, Context, Delivery, HandlerError, Transport, TransportError,
+    App, Capabilities, Consume, Context, Delivery, HandlerError, Outgoing, Transport,
+    TransportError,
 };
 use babelqueue_envelope::Envelope;
 use babelqueue_transport_artemis::amqp_types::messaging::annotations::OwnedKey;
@@ -746,11 +747,10 @@ async fn delays_use_scheduled_delivery() {
     };
     let q = queue("delay");
     let t = transport().await;
-    let capabilities = t.capabilities();
-    let delayed = capabilities.delayed_publisher().expect("DelayedPublisher");
+    assert!(t.capabilities().send_parts().delay);
     let started = std::time::Instant::now();
-    delayed
-        .publish_delayed(&q, &envelope(&q, 1), Duration::from_millis(1500))
+    let body = envelope(&q, 1);
+    t.send(&Outgoing::new(&q, &body).delay(Duration::from_millis(1500)))
         .await
         .unwrap();
     assert!(

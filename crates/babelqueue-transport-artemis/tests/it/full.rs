@@ -29,15 +29,13 @@ async fn manage(operation: &str, params: serde_json::Value) {
     let mut headers = babelqueue_core::Headers::new();
     headers.insert("_AMQ_ResourceName".into(), "broker".into());
     headers.insert("_AMQ_OperationName".into(), operation.into());
-    let publisher = t.capabilities().header_publisher().expect("headers");
-    publisher
-        .publish_with_headers(
-            "activemq.management",
-            params.to_string().as_bytes(),
-            &headers,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("management {operation}: {e}"));
+    assert!(t.capabilities().send_parts().headers);
+    let body = params.to_string();
+    t.send(
+        &babelqueue_core::Outgoing::new("activemq.management", body.as_bytes()).headers(&headers),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("management {operation}: {e}"));
     t.close().await.expect("close");
     // The broker runs the operation when it routes the message.
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -42,10 +42,8 @@ pub(crate) fn group() -> String {
 /// Runs the suite with the workers' `url` (from [`url`]) on the broker `config` reaches.
 pub(crate) async fn run(url: String, config: KafkaOptions) {
     let features = Features::new()
-        // HeaderPublisher: out-of-band headers as record headers beside the bq-* projection
-        .headers(true)
-        // DelayedPublisher: parked on the smallest retry tier covering the delay
-        .delayed_publish(true)
+        // Headers (record headers beside the bq-* projection) and delays (parked on the
+        // smallest retry tier covering the delay) come from the declared Sends.
         // Redelivery::Native: a retry parks on the tier its delay maps to (needs the tiers)
         .delayed_retry(true)
         // Kafka orders per partition; the suite's topics are auto-created with one partition

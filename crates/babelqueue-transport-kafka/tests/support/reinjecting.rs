@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use babelqueue_core::{Capabilities, Delivery, Transport, TransportError};
+use babelqueue_core::{Capabilities, Delivery, Outgoing, Transport, TransportError};
 use babelqueue_transport_kafka::{
     KafkaClient, KafkaOptions, KafkaTransport, RdKafkaClient, RetryReinjector, retry_topic,
 };
@@ -114,6 +114,10 @@ impl Transport for Reinjecting {
 
     async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
         self.inner.publish(queue, body).await
+    }
+
+    async fn send(&self, outgoing: &Outgoing<'_>) -> Result<(), TransportError> {
+        self.inner.send(outgoing).await
     }
 
     async fn pop(

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use babelqueue_core::{BatchPublisher, DelayedPublisher, HeaderPublisher, TransportErrorKind};
+use babelqueue_core::{BatchPublisher, Outgoing, TransportErrorKind};
 use babelqueue_envelope::cjson::cjson_number;
 use babelqueue_envelope::{CjsonChange, RawJson, cjson_changes};
 use babelqueue_transport_redis::fred::interfaces::{LuaInterface, SortedSetsInterface};
@@ -492,9 +492,10 @@ async fn laravel_safe_refuse_sends_nothing_and_names_the_member() {
     let e = t.publish(&q, &body(LOST)).await.unwrap_err();
     assert!(e.to_string().contains("would lose the body"), "{e}");
     assert!(e.to_string().contains("data.big: 1e400"), "{e}");
-    // Through the header publisher (the Laravel layout drops the headers) as well.
+    // Sent with headers (the Laravel layout drops them) as well.
+    let headers = Headers::from([("traceparent".to_owned(), "00-1-2-01".to_owned())]);
     let e = t
-        .publish_with_headers(&q, &body(ROUNDED), &Headers::new())
+        .send(&Outgoing::new(&q, &body(ROUNDED)).headers(&headers))
         .await
         .unwrap_err();
     assert_eq!(refusal(&e).2, ["data.order_id"]);
@@ -515,7 +516,7 @@ async fn laravel_safe_refuse_sends_nothing_and_names_the_member() {
 
     // A delayed publish.
     let e = t
-        .publish_delayed(&q, &body(ROUNDED), Duration::from_secs(60))
+        .send(&Outgoing::new(&q, &body(ROUNDED)).delay(Duration::from_secs(60)))
         .await
         .unwrap_err();
     assert_eq!(refusal(&e).2, ["data.order_id"]);
@@ -638,7 +639,7 @@ async fn laravel_safe_warn_sends_every_body_and_logs_each_one_laravel_would_chan
     assert_eq!(logged[2]["lost"], "true");
 
     // Delayed: sent and logged.
-    t.publish_delayed(&q, &body(ROUNDED), Duration::from_secs(60))
+    t.send(&Outgoing::new(&q, &body(ROUNDED)).delay(Duration::from_secs(60)))
         .await
         .unwrap();
     assert_eq!(zcard(&raw, &t.options().delayed(&q)).await, 1);

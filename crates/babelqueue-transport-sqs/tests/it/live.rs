@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use babelqueue_core::{
-    App, Consume, Context, Declared, Envelope, HandlerError, Headers, Outcome, Transport,
+    App, Consume, Context, Declared, Envelope, HandlerError, Headers, Outcome, Outgoing, Transport,
     TransportErrorKind,
 };
 use babelqueue_transport_sqs::aws_sdk_sqs::config::retry::RetryConfig;
@@ -608,10 +608,9 @@ async fn delayed_publishes_wait_and_out_of_range_delays_are_refused() {
     let (calls, transport) = env.transport(env.config.clone());
     let body = Envelope::builder(URN).build().unwrap().encode().unwrap();
     let sent = Instant::now();
-    let capabilities = transport.capabilities();
-    let delayed = capabilities.delayed_publisher().unwrap();
-    delayed
-        .publish_delayed(&queue, body.as_bytes(), Duration::from_secs(2))
+    assert!(transport.capabilities().send_parts().delay);
+    transport
+        .send(&Outgoing::new(&queue, body.as_bytes()).delay(Duration::from_secs(2)))
         .await
         .unwrap();
     assert!(
@@ -636,8 +635,8 @@ async fn delayed_publishes_wait_and_out_of_range_delays_are_refused() {
     assert_eq!(calls.sends()[0].delay_seconds, Some(2));
 
     for (target, delay) in [(&queue, 901), (&queue, 3600), (&fifo, 30)] {
-        let err = delayed
-            .publish_delayed(target, body.as_bytes(), Duration::from_secs(delay))
+        let err = transport
+            .send(&Outgoing::new(target, body.as_bytes()).delay(Duration::from_secs(delay)))
             .await
             .unwrap_err();
         assert_eq!(

@@ -195,7 +195,7 @@ impl App {
         }
         if inner.policy.backoff.base > 0.0
             && matches!(capabilities.redelivery_mode(), Redelivery::Copy)
-            && capabilities.delayed_publisher().is_none()
+            && !crate::send::copies_delayed(capabilities.send_parts())
         {
             tracing::warn!(
                 target: LOG,
