@@ -72,7 +72,7 @@ pub mod redrive;
 pub mod schema;
 pub mod transport;
 
-pub use babelqueue_transport::{delivery, options, redact};
+pub use babelqueue_transport::{delivery, options, redact, stats};
 
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
@@ -85,6 +85,7 @@ pub use handler::{
 };
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
+pub use stats::{QueueStats, Stats};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,

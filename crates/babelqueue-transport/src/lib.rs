@@ -60,6 +60,7 @@
 //!   ([`delivery`]);
 //! * [`TransportError`] and its [`TransportErrorKind`]: the runtime decides retry and
 //!   reconnect on the kind, never on the text;
+//! * what a broker says of a queue ([`Stats`], [`QueueStats`], in [`stats`]), for tools;
 //! * URL option parsing ([`options`]) and secret redaction for logs and errors ([`redact`]).
 //!
 //! The runtime (`babelqueue-core`) depends on this crate and re-exports all of it under the
@@ -71,10 +72,12 @@ pub mod delivery;
 mod error;
 pub mod options;
 pub mod redact;
+pub mod stats;
 pub mod transport;
 
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use error::{TransportError, TransportErrorKind};
+pub use stats::{QueueStats, Stats};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, DelayedPublisher, HeaderPublisher, HoldChecker, Inspector,
