@@ -471,6 +471,7 @@ impl Transport for NatsTransport {
             .rewind(self)
             .browse(self)
             .inspect(self)
+            .stats(self)
     }
 }
 
