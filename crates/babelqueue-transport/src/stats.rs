@@ -6,17 +6,20 @@
 //! Brokers know different things, so every figure is an `Option`: `None` means the broker does
 //! not say it cheaply, never zero. What each transport fills:
 //!
-//! | transport | `ready` | `in_flight` | `delayed` | `dead_letter` | `oldest_ready_age` |
+//! | transport | `ready` | `in_flight` | `delayed` | `dead_letter` | `consumers` |
 //! |---|---|---|---|---|---|
 //! | memory | queued | popped, not settled | waiting for their delay | `<queue>.dlq` queued | `None` |
-//! | Redis (reliable) | `LLEN <queue>` | `LLEN <queue>:processing` | `None` (no delay) | `LLEN` of the DLQ's list | `None` |
-//! | Redis (Laravel) | `LLEN queues:<queue>` | `ZCARD …:reserved` | `ZCARD …:delayed` | `LLEN` of the DLQ's list | `None` |
-//! | SQS | `ApproximateNumberOfMessages` | `…NotVisible` | `…Delayed` | `None` (a second queue lookup; the RedrivePolicy names it) | `None` |
-//! | NATS JetStream | the consumer's `num_pending` (the stream's messages before a consumer exists) | `num_ack_pending` | `None` | the DLQ stream's messages | `None` |
-//! | RabbitMQ | passive `queue.declare`: message count | `None` (needs the management API) | `None` | passive declare of the DLQ | `None` |
-//! | Kafka | the consumer group's lag (end offsets less committed offsets) | `None` (lag includes what is handed out) | `None` | the DLQ topic's lag for the group | `None` |
-//! | Pulsar | the subscription's `msgBacklog` (admin REST) | `unackedMessages` | `None` | the DLQ topic's backlog | `None` |
+//! | Redis (reliable) | `LLEN <queue>` | `LLEN <queue>:processing` | `None` (no delays) | `LLEN` of `<queue>.dlq` | `None` |
+//! | Redis (Laravel) | `LLEN queues:<queue>` | `ZCARD …:reserved` | `ZCARD …:delayed` | `LLEN` of `<queue>.dlq` | `None` |
+//! | SQS | `ApproximateNumberOfMessages` | `…NotVisible` | `…Delayed` | the first of `<queue>-dlq`, `None` when it does not exist | `None` |
+//! | NATS JetStream | the consumer's `num_pending` (the stream's count before a consumer exists) | `num_ack_pending` | `None` | the `<queue>.dlq` stream's count | `None` |
+//! | RabbitMQ | passive `queue.declare`: message count (ready only) | `None` (only the management API says) | `None` | passive declare of `<queue>.dlq` | passive declare: consumer count |
+//! | Kafka | the consumer group's lag: end offsets less committed offsets (what is handed out and not committed too) | `None` | `None` | the group's lag on `<queue>.dlq` | `None` |
+//! | Pulsar | the subscription's `msgBacklog` (admin REST; handed out and unacknowledged too) | `unackedMessages` | `None` | the `<queue>.dlq` backlog | the subscription's consumers |
 //! | Artemis | not offered: its counts need the broker's management API | | | | |
+//!
+//! No transport fills `oldest_ready_age` yet: none of these brokers says it in the call
+//! above (the memory transport keeps no publish time).
 //!
 //! `source` says in a few words what the broker reported (`"LLEN/ZCARD"`,
 //! `"GetQueueAttributes"` …), so a reader knows what a figure means on that broker.
@@ -51,6 +54,9 @@ pub struct QueueStats {
     pub dead_letter: Option<u64>,
     /// How long the oldest ready message has waited, where the broker says it cheaply.
     pub oldest_ready_age: Option<Duration>,
+    /// Consumers attached to the queue right now, where the broker says (a worker that is
+    /// running but polls with a short request between receives may not be counted).
+    pub consumers: Option<u64>,
     /// What the broker reported, in a few words (`"GetQueueAttributes"`, `"LLEN/ZCARD"` …).
     pub source: String,
 }
@@ -96,6 +102,13 @@ impl QueueStats {
     #[must_use]
     pub fn oldest_ready_age(mut self, age: Duration) -> QueueStats {
         self.oldest_ready_age = Some(age);
+        self
+    }
+
+    /// With the consumers attached.
+    #[must_use]
+    pub fn consumers(mut self, n: u64) -> QueueStats {
+        self.consumers = Some(n);
         self
     }
 
