@@ -153,6 +153,7 @@ pub mod oauth2;
 #[doc(hidden)]
 pub mod projection;
 mod redelivery;
+pub mod stats;
 mod window;
 
 pub use auth::{ClientSettings, PulsarAuth, TOKEN_ENV};
@@ -536,7 +537,7 @@ impl Transport for PulsarTransport {
         // Browsing reads the subscription's backlog over the admin API; without an admin URL
         // there is no way to read it in place (see the `browse` module), so none is offered.
         if self.client.can_browse() {
-            capabilities.browse(self)
+            capabilities.browse(self).stats(self)
         } else {
             capabilities
         }
