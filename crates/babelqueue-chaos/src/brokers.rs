@@ -1538,7 +1538,7 @@ mod tests {
                     .expect("create the SQS queue");
             }
             if broker == Broker::Kafka {
-                kafka_create_topics(&url, &[queue.clone()])
+                kafka_create_topics(&url, std::slice::from_ref(&queue))
                     .await
                     .expect("create the topic");
             }
