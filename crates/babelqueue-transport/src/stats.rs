@@ -11,12 +11,12 @@
 //! | memory | queued | popped, not settled | waiting for their delay | `<queue>.dlq` queued | `None` |
 //! | Redis (reliable) | `LLEN <queue>` | `LLEN <queue>:processing` | `None` (no delays) | `LLEN` of `<queue>.dlq` | `None` |
 //! | Redis (Laravel) | `LLEN queues:<queue>` | `ZCARD …:reserved` | `ZCARD …:delayed` | `LLEN` of `<queue>.dlq` | `None` |
-//! | SQS | `ApproximateNumberOfMessages` | `…NotVisible` | `…Delayed` | the first of `<queue>-dlq`, `None` when it does not exist | `None` |
+//! | SQS | `ApproximateNumberOfMessages` | `…NotVisible` | `…Delayed` | `ApproximateNumberOfMessages` of `<queue>-dlq` (`<base>-dlq.fifo`), `None` when it does not exist | `None` |
 //! | NATS JetStream | the consumer's `num_pending` (the stream's count before a consumer exists) | `num_ack_pending` | `None` | the `<queue>.dlq` stream's count | `None` |
 //! | RabbitMQ | passive `queue.declare`: message count (ready only) | `None` (only the management API says) | `None` | passive declare of `<queue>.dlq` | passive declare: consumer count |
 //! | Kafka | the consumer group's lag: end offsets less committed offsets (what is handed out and not committed too) | `None` | `None` | the group's lag on `<queue>.dlq` | `None` |
-//! | Pulsar | the subscription's `msgBacklog` (admin REST; handed out and unacknowledged too) | `unackedMessages` | `None` | the `<queue>.dlq` backlog | the subscription's consumers |
-//! | Artemis | not offered: its counts need the broker's management API | | | | |
+//! | Pulsar (with an admin URL) | the subscription's `msgBacklog` less its `unackedMessages` (admin REST topic stats) | `unackedMessages` | `None` | the subscription's backlog on `<queue>.dlq`, `None` while nobody subscribed to it | the subscription's consumers |
+//! | Artemis, Azure Service Bus | not offered: their counts need the broker's management API | | | | |
 //!
 //! No transport fills `oldest_ready_age` yet: none of these brokers says it in the call
 //! above (the memory transport keeps no publish time).
