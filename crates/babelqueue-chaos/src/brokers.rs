@@ -345,36 +345,6 @@ pub(crate) async fn sqs_create(env: &Env, name: &str) -> Result<(), String> {
         })
 }
 
-async fn sqs_depth(env: &Env, name: &str) -> Result<u64, String> {
-    use babelqueue::sqs::aws_sdk_sqs::types::QueueAttributeName as A;
-    let client = sqs_admin(env)?;
-    let url = client
-        .get_queue_url()
-        .queue_name(name)
-        .send()
-        .await
-        .map_err(|e| format!("{e}"))?
-        .queue_url()
-        .unwrap_or_default()
-        .to_owned();
-    let out = client
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(A::All)
-        .send()
-        .await
-        .map_err(|e| format!("{e}"))?;
-    let attrs = out.attributes().cloned().unwrap_or_default();
-    Ok([
-        A::ApproximateNumberOfMessages,
-        A::ApproximateNumberOfMessagesNotVisible,
-        A::ApproximateNumberOfMessagesDelayed,
-    ]
-    .iter()
-    .filter_map(|k| attrs.get(k).and_then(|v| v.parse::<u64>().ok()))
-    .sum())
-}
-
 /// `host`, `port` and database of a `redis://` URL.
 fn redis_target(url: &str) -> (String, String, String) {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -417,22 +387,6 @@ pub(crate) async fn redis_cli(env: &Env, url: &str, args: &[&str]) -> Result<Str
     Ok(out)
 }
 
-fn redis_keys(url: &str, queue: &str) -> Result<Vec<(String, &'static str)>, String> {
-    use babelqueue::redis::{Layout, RedisOptions};
-    let (_, options) = RedisOptions::from_url(url).map_err(|e| e.to_string())?;
-    Ok(match options.layout {
-        Layout::Reliable => vec![
-            (options.ready(queue), "LLEN"),
-            (options.processing(queue), "LLEN"),
-        ],
-        _ => vec![
-            (options.ready(queue), "LLEN"),
-            (options.reserved(queue), "ZCARD"),
-            (options.delayed(queue), "ZCARD"),
-        ],
-    })
-}
-
 /// Deletes a Redis queue's ready list (and the Laravel layout's wake-up list).
 pub(crate) async fn redis_forget(env: &Env, url: &str, queue: &str) -> Result<(), String> {
     let (_, options) = babelqueue::redis::RedisOptions::from_url(url).map_err(|e| e.to_string())?;
@@ -451,9 +405,11 @@ pub(crate) fn redis_ready_key(url: &str, queue: &str) -> Result<String, String> 
     Ok(options.ready(queue))
 }
 
-/// What the broker itself says is left in `queue` (ready + in flight + delayed): Redis key
-/// lengths, `rabbitmqctl list_queues`, SQS attributes, the Kafka group's lag, the Pulsar
-/// subscription backlog, `artemis queue stat`.
+/// What the broker itself says is left in `queue` (ready + in flight + delayed): the
+/// transport's own `Stats` (Redis key lengths, SQS attributes, the Kafka group's lag, the
+/// Pulsar subscription backlog, the NATS consumer's pending and ack-pending counts), else
+/// `rabbitmqctl list_queues` (RabbitMQ's AMQP count leaves unacknowledged messages out) and
+/// `artemis queue stat` (the Artemis transport reports no stats).
 pub(crate) async fn broker_count(
     env: &Env,
     broker: Broker,
@@ -461,30 +417,58 @@ pub(crate) async fn broker_count(
     queue: &str,
 ) -> Option<Result<u64, String>> {
     Some(match broker {
-        Broker::Redis | Broker::RedisLaravel => {
-            let keys = match redis_keys(url, queue) {
-                Ok(k) => k,
-                Err(e) => return Some(Err(e)),
-            };
-            let mut total = 0;
-            for (key, op) in keys {
-                match redis_cli(env, url, &[op, &key]).await {
-                    Ok(n) => total += n.parse::<u64>().unwrap_or(0),
-                    Err(e) => return Some(Err(format!("{op} {key}: {e}"))),
-                }
-            }
-            Ok(total)
-        }
         Broker::Rabbitmq => rabbit_count(env, url, queue).await,
-        Broker::Sqs => sqs_depth(env, queue).await,
-        Broker::Kafka => {
-            let group = kafka_group(url);
-            kafka_lag(url, &group, queue).await
-        }
-        Broker::Pulsar => pulsar_backlog(env, url, queue).await,
         Broker::Artemis => artemis_count(env, queue).await,
-        Broker::Nats => nats::count(url, queue).await,
+        _ => match stats_transport(env, broker, url).await {
+            Ok(transport) => {
+                let counted = stats_total(&*transport, queue).await;
+                let _ = tokio::time::timeout(Duration::from_secs(10), transport.close()).await;
+                counted
+            }
+            Err(e) => Err(e),
+        },
     })
+}
+
+/// A transport of `url` that reports stats: Pulsar's with the admin URL of its broker (see
+/// [`pulsar_admin_root`]), SQS's with the harness's credentials, the others as `connect` makes
+/// them.
+async fn stats_transport(
+    env: &Env,
+    broker: Broker,
+    url: &str,
+) -> Result<Arc<dyn Transport>, String> {
+    if broker == Broker::Pulsar {
+        use babelqueue::pulsar::{PulsarOptions, PulsarTransport};
+        let transport = PulsarTransport::builder(url)
+            .map_err(|e| e.to_string())?
+            .options(PulsarOptions {
+                admin_url: Some(pulsar_admin_root(env, url)),
+                ..PulsarOptions::default()
+            })
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        return Ok(Arc::new(transport));
+    }
+    connect(env, broker, url).await
+}
+
+/// Ready + in flight + delayed of `queue`, as the transport's `Stats` report them; an error
+/// when the broker gives none of the three (a Pulsar topic nobody subscribed to).
+async fn stats_total(transport: &dyn Transport, queue: &str) -> Result<u64, String> {
+    let name = transport.name();
+    let capabilities = transport.capabilities();
+    let reader = capabilities
+        .stats_reader()
+        .ok_or_else(|| format!("the {name} transport reports no stats"))?;
+    let stats = reader
+        .stats(queue)
+        .await
+        .map_err(|e| format!("{name} stats of {queue}: {e}"))?;
+    stats
+        .total()
+        .ok_or_else(|| format!("{name} gave no count of {queue} ({})", stats.source))
 }
 
 /// `artemis queue stat` (a JVM start: several seconds): the queue's message count.
@@ -560,12 +544,11 @@ async fn rabbit_count(env: &Env, url: &str, queue: &str) -> Result<u64, String> 
     Ok(0)
 }
 
-/// The admin REST base of public/default on the Pulsar broker of `url`: the pulsar-proxied
-/// standalone's own (`BQ_PULSAR_PROXIED_ADMIN_URL`) for its direct URL, else the shared
-/// broker's.
-fn pulsar_admin(env: &Env, url: &str) -> String {
+/// The admin REST root of the Pulsar broker of `url`: the pulsar-proxied standalone's own
+/// (`BQ_PULSAR_PROXIED_ADMIN_URL`) for its direct URL, else the shared broker's.
+fn pulsar_admin_root(env: &Env, url: &str) -> String {
     let node = url.split('?').next().unwrap_or(url);
-    let root = match (
+    match (
         env.var("BQ_PULSAR_PROXIED_URL"),
         env.var("BQ_PULSAR_PROXIED_ADMIN_URL"),
     ) {
@@ -574,8 +557,15 @@ fn pulsar_admin(env: &Env, url: &str) -> String {
             "http://127.0.0.1:{}",
             env.var("BQ_PULSAR_HTTP_PORT").unwrap_or("8080")
         ),
-    };
-    format!("{root}/admin/v2/persistent/public/default")
+    }
+}
+
+/// The admin REST base of public/default on the Pulsar broker of `url`.
+fn pulsar_admin(env: &Env, url: &str) -> String {
+    format!(
+        "{}/admin/v2/persistent/public/default",
+        pulsar_admin_root(env, url)
+    )
 }
 
 async fn curl(env: &Env, method: &str, url: &str) -> Result<String, String> {
@@ -590,77 +580,16 @@ async fn curl(env: &Env, method: &str, url: &str) -> Result<String, String> {
     }
 }
 
-async fn pulsar_backlog(env: &Env, url: &str, topic: &str) -> Result<u64, String> {
-    let admin = pulsar_admin(env, url);
-    let body = match curl(env, "GET", &format!("{admin}/{topic}/stats")).await {
-        Ok(body) => body,
-        Err(e) if e.contains("HTTP 404") => return Ok(0),
-        Err(e) => return Err(e),
-    };
-    let stats: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-    Ok(stats
-        .get("subscriptions")
-        .and_then(|s| s.get("babelqueue"))
-        .and_then(|s| s.get("msgBacklog"))
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0))
-}
-
-/// The consumer group of a `kafka://` URL (`group_id`, default `babelqueue`).
-pub(crate) fn kafka_group(url: &str) -> String {
-    babelqueue::kafka::KafkaOptions::from_url(url)
-        .map(|c| c.group_id)
-        .unwrap_or_else(|_| "babelqueue".into())
-}
-
-/// Records of `topic` the group has not committed: what it would still have to consume.
+/// Records of `topic` the consumer group `group` has not committed: what it would still have
+/// to consume (the Kafka transport's `Stats`, in that group).
 pub(crate) async fn kafka_lag(url: &str, group: &str, topic: &str) -> Result<u64, String> {
-    use rdkafka::ClientConfig;
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::{Offset, TopicPartitionList};
-    let brokers = babelqueue::kafka::KafkaOptions::from_url(url)
+    use babelqueue::kafka::{KafkaOptions, KafkaTransport, RdKafkaClient};
+    let options = KafkaOptions::from_url(url)
         .map_err(|e| e.to_string())?
-        .brokers;
-    let (group, topic) = (group.to_owned(), topic.to_owned());
-    tokio::task::spawn_blocking(move || {
-        let timeout = Duration::from_secs(10);
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &brokers)
-            .set("group.id", &group)
-            .set("enable.auto.commit", "false")
-            .create()
-            .map_err(|e| e.to_string())?;
-        let metadata = consumer
-            .fetch_metadata(Some(&topic), timeout)
-            .map_err(|e| e.to_string())?;
-        let Some(meta) = metadata.topics().iter().find(|t| t.name() == topic) else {
-            return Ok(0);
-        };
-        if meta.error().is_some() {
-            return Ok(0);
-        }
-        let mut list = TopicPartitionList::new();
-        for p in meta.partitions() {
-            list.add_partition(&topic, p.id());
-        }
-        let committed = consumer
-            .committed_offsets(list, timeout)
-            .map_err(|e| e.to_string())?;
-        let mut lag = 0u64;
-        for element in committed.elements() {
-            let (low, high) = consumer
-                .fetch_watermarks(&topic, element.partition(), timeout)
-                .map_err(|e| e.to_string())?;
-            let from = match element.offset() {
-                Offset::Offset(o) => o,
-                _ => low,
-            };
-            lag += u64::try_from(high - from.max(low)).unwrap_or(0);
-        }
-        Ok(lag)
-    })
-    .await
-    .map_err(|e| e.to_string())?
+        .with_group_id(group);
+    let transport =
+        KafkaTransport::with_client(Arc::new(RdKafkaClient::new(options.clone())), &options);
+    stats_total(&transport, topic).await
 }
 
 fn kafka_admin(
@@ -1571,6 +1500,66 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("AOF manifest"), "{message}");
+    }
+
+    /// `broker_count` through the transports' `Stats`: two published, one received and not
+    /// settled, on every broker that reports stats (each skipped when it is down, a failure
+    /// with `BQ_REQUIRE_BROKERS` set).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn broker_count_is_ready_plus_in_flight_from_the_transports_stats() {
+        let env = Env::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."));
+        let scenario = crate::scenarios::Scenario::Sigkill;
+        for broker in [
+            Broker::Redis,
+            Broker::RedisLaravel,
+            Broker::Sqs,
+            Broker::Kafka,
+            Broker::Pulsar,
+            Broker::Nats,
+        ] {
+            let queue = babelqueue_testkit::unique_queue(&format!("chaos-count-{}", broker.name()));
+            let Ok(url) = crate::scenarios::worker_url(&env, broker, scenario, &queue, None) else {
+                babelqueue_testkit::skip_or_fail(format!("{}: no URL", broker.name()));
+                continue;
+            };
+            let Some(transport) =
+                babelqueue_testkit::broker_or_skip(broker.name(), connect(&env, broker, &url))
+                    .await
+            else {
+                continue;
+            };
+            if broker == Broker::Sqs {
+                sqs_create(&env, &queue)
+                    .await
+                    .expect("create the SQS queue");
+            }
+            if broker == Broker::Kafka {
+                kafka_create_topics(&url, std::slice::from_ref(&queue))
+                    .await
+                    .expect("create the topic");
+            }
+            for _ in 0..2 {
+                transport.publish(&queue, b"{}").await.expect("publish");
+            }
+            let mut held = None;
+            for _ in 0..20 {
+                held = transport
+                    .pop(&queue, Duration::from_secs(1))
+                    .await
+                    .expect("pop");
+                if held.is_some() {
+                    break;
+                }
+            }
+            let held = held.expect("a delivery within 20 s");
+            let counted = broker_count(&env, broker, &url, &queue).await;
+            assert_eq!(counted, Some(Ok(2)), "{}", broker.name());
+            transport.ack(&held).await.expect("ack");
+            let _ = transport.close().await;
+            if broker.is_redis() {
+                redis_cleanup(&env, broker, &env.base_url(broker).expect("url"), &queue).await;
+            }
+        }
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: DlqCommand,
     },
+    /// What the broker says of queues: ready, in flight, delayed, dead letters, consumers
+    /// (`-` or null where the broker does not say). Nothing is consumed.
+    Stats(StatsArgs),
     /// Classify a body (identity, poison cause) and show its normalised envelope; exits 3 when
     /// the body is poison.
     Inspect(InspectArgs),
@@ -252,6 +255,20 @@ pub(crate) struct ConsumeArgs {
     pub(crate) prefetch: Option<usize>,
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    #[command(flatten)]
+    pub(crate) url: UrlArg,
+    /// A queue to report (repeatable: one line each).
+    #[arg(long = "queue", required = true)]
+    pub(crate) queues: Vec<String>,
+    #[command(flatten)]
+    pub(crate) output: OutputArg,
+    /// The same as `--output json`.
+    #[arg(long, conflicts_with = "output")]
+    pub(crate) json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum DlqCommand {
     /// List the dead-letter queue of a queue, leaving it unchanged. Redis, NATS, Artemis,
@@ -413,6 +430,7 @@ impl Command {
         match self {
             Command::Publish(a) => Some(&a.url.url),
             Command::Consume(a) => Some(&a.url.url),
+            Command::Stats(a) => Some(&a.url.url),
             Command::Dlq { command } => Some(match command {
                 DlqCommand::List(a) => &a.url.url,
                 DlqCommand::Redrive(a) => &a.dlq.url.url,

@@ -40,6 +40,7 @@ mod io;
 mod kafka;
 mod publish;
 mod signals;
+mod stats;
 mod wire;
 
 use args::{Cli, Command};
@@ -203,6 +204,7 @@ async fn execute(session: &Session, mut cli: Cli) -> u8 {
         Command::Publish(a) => publish::run(session, a).await.map(|()| 0),
         Command::Consume(a) => consume::run(session, a).await.map(|()| 0),
         Command::Dlq { command } => dlq::run(session, command).await.map(|()| 0),
+        Command::Stats(a) => stats::run(session, a).await.map(|()| 0),
         Command::Inspect(a) => interruptible(&shutdown, inspect::run(session.io(), a)).await,
         Command::Completions { shell } => {
             let mut script = Vec::new();

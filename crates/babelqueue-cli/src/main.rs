@@ -11,6 +11,7 @@
 //! babelqueue dlq retry  [--url URL] --queue Q [--dlq NAME] [--output json|human] [--to QUEUE] ID...
 //! babelqueue dlq remove [--url URL] --queue Q [--dlq NAME] [--output json|human] ID...
 //! babelqueue dlq redrive [URL] --queue Q [--dlq NAME] [--max N] [--dry-run] [--select URN] [--to QUEUE] [--output json|human]
+//! babelqueue stats [URL] --queue Q [--queue Q2]... [--output json|human] [--json]
 //! babelqueue inspect [FILE|-] [--output json|human]
 //! babelqueue completions bash|zsh|fish|elvish|powershell
 //! babelqueue kafka reinject [URL] --topic T [--topic T2]... [--tiers MS,...] [--max N] [--idle-timeout SECS]

@@ -74,7 +74,7 @@ pub mod schema;
 pub mod send;
 pub mod transport;
 
-pub use babelqueue_transport::{delivery, options, outgoing, reconnect, redact};
+pub use babelqueue_transport::{delivery, options, outgoing, reconnect, redact, stats};
 
 pub use app::{App, AppBuilder, Consume, Event, Observer, Outcome, SpanHook, StopHandle, Summary};
 pub use babelqueue_envelope as envelope;
@@ -87,6 +87,7 @@ pub use handler::{Context, HEADER_REPLAY_BYPASS, Handler, HandlerFuture, typed};
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use reconnect::ReconnectBackoff;
+pub use stats::{QueueStats, Stats};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, HoldChecker, Inspector, NativeSettler, Outgoing, Redeliver,

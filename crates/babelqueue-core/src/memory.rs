@@ -28,6 +28,8 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+mod stats;
+
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::Notify;
@@ -332,6 +334,7 @@ impl Transport for MemoryTransport {
             .batch_ack(self)
             .batch_publish(self)
             .inspect(self)
+            .stats(self)
     }
 }
 

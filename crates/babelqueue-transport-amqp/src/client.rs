@@ -95,8 +95,25 @@ pub trait AmqpLink: Send + Sync + fmt::Debug {
     /// died), even once a new leader is elected, where a new channel publishes at once. The
     /// default does nothing.
     async fn renew_publisher(&self) {}
+    /// A passive `queue.declare` of `queue` on a channel of its own: its ready messages and
+    /// its consumers, `None` when the queue does not exist. The default says the link cannot.
+    async fn count(&self, queue: &str) -> Result<Option<QueueCount>, AmqpError> {
+        Err(AmqpError::Other(format!(
+            "this AMQP link cannot count the messages of queue {queue:?}"
+        )))
+    }
     /// Closes the connection (best effort).
     async fn close(&self);
+}
+
+/// What a passive `queue.declare` answers: `message_count` (ready messages only: RabbitMQ
+/// leaves the unacknowledged ones out) and `consumer_count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueCount {
+    /// Messages ready for delivery.
+    pub messages: u32,
+    /// Consumers attached.
+    pub consumers: u32,
 }
 
 /// A running consumer.
@@ -491,6 +508,32 @@ impl AmqpLink for LapinLink {
                 }
                 _ => AmqpError::from(e),
             }),
+        }
+    }
+
+    async fn count(&self, queue: &str) -> Result<Option<QueueCount>, AmqpError> {
+        // A channel of its own: a passive declare of a missing queue closes its channel
+        // (404), which must not be the publishing one.
+        let channel = self.connection.create_channel().await?;
+        let options = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        match channel
+            .queue_declare(ShortString::from(queue), options, FieldTable::default())
+            .await
+        {
+            Ok(declared) => {
+                let _ = channel.close(200, "counted".into()).await;
+                Ok(Some(QueueCount {
+                    messages: declared.message_count(),
+                    consumers: declared.consumer_count(),
+                }))
+            }
+            Err(e) => match &e.kind() {
+                lapin::ErrorKind::ProtocolError(amqp) if amqp.get_id() == 404 => Ok(None),
+                _ => Err(AmqpError::from(e)),
+            },
         }
     }
 

@@ -228,6 +228,15 @@ impl AmqpLink for FakeLink {
     fn is_open(&self) -> bool {
         self.open.load(Ordering::SeqCst)
     }
+    /// The ready messages; the fake attaches no consumer it could count.
+    async fn count(&self, queue: &str) -> Result<Option<crate::client::QueueCount>, AmqpError> {
+        self.check()?;
+        let world = self.world.lock().unwrap();
+        Ok(world.queues.get(queue).map(|q| crate::client::QueueCount {
+            messages: u32::try_from(q.len()).unwrap_or(u32::MAX),
+            consumers: 0,
+        }))
+    }
     async fn declare(&self, queue: &str, arguments: &FieldTable) -> Result<(), AmqpError> {
         self.check()?;
         let mut world = self.world.lock().unwrap();

@@ -163,12 +163,15 @@ mod inspect;
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
 pub mod projection;
+mod stats;
 mod tls;
 pub mod topology;
 pub mod transport;
 mod url;
 
-pub use client::{AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient};
+pub use client::{
+    AmqpClient, AmqpLink, AmqpSettle, AmqpSubscription, Incoming, LapinClient, QueueCount,
+};
 pub use error::AmqpError;
 pub use topology::QueueType;
 pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT};

@@ -308,6 +308,22 @@ impl fmt::Debug for AmqpTransport {
 }
 
 impl AmqpTransport {
+    /// A passive declare of `queue` on the publishing connection (reconnecting within
+    /// `reconnect_wait`), bounded by `operation_timeout`: the figures of `Stats`.
+    pub(crate) async fn count(
+        &self,
+        queue: &str,
+    ) -> Result<Option<crate::client::QueueCount>, AmqpError> {
+        let deadline = Instant::now() + self.inner.options.reconnect_wait;
+        let live = self.inner.link(Role::Publishing, deadline).await?;
+        bounded(
+            self.inner.options.operation_timeout,
+            "counting a queue",
+            live.link.count(queue),
+        )
+        .await
+    }
+
     /// Parses `url` and connects once, so a wrong host, port, credential or vhost fails here.
     /// Later drops are reconnected by the supervisor.
     pub async fn connect(url: &str) -> Result<AmqpTransport, AmqpError> {
@@ -1036,6 +1052,7 @@ impl Transport for AmqpTransport {
             .batch_ack(self)
             .hold_check(self)
             .inspect(self)
+            .stats(self)
             .prefetch_per_slot(PREFETCH_PER_SLOT)
     }
 }

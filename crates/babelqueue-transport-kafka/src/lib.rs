@@ -209,6 +209,7 @@ mod rd;
 mod rd_reader;
 mod reinject;
 mod replication;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod transport;

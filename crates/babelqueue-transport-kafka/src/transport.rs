@@ -592,6 +592,7 @@ impl Transport for KafkaTransport {
             .batch_publish(self)
             .browse(self)
             .inspect(self)
+            .stats(self)
     }
 }
 

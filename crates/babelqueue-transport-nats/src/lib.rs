@@ -70,6 +70,7 @@ mod inspect;
 #[doc(hidden)]
 pub mod projection;
 mod servers;
+mod stats;
 mod transport;
 
 pub use async_nats;

@@ -488,6 +488,7 @@ impl Transport for NatsTransport {
             .rewind(self)
             .browse(self)
             .inspect(self)
+            .stats(self)
     }
 }
 

@@ -169,6 +169,21 @@ impl AdminPeek {
         Ok(bodies)
     }
 
+    /// The transport's subscription.
+    pub(crate) fn subscription(&self) -> &str {
+        &self.subscription
+    }
+
+    /// The body of `GET .../{topic}/stats` (the topic's counters, per subscription); `None`
+    /// when the topic does not exist.
+    pub(crate) async fn topic_stats(&self, topic: &str) -> Result<Option<Vec<u8>>, PulsarError> {
+        let url = join(&topic_url(&self.base, topic)?, &["stats"])?;
+        match self.get(topic, url).await? {
+            Some(response) => Ok(Some(read(topic, response).await?)),
+            None => Ok(None),
+        }
+    }
+
     /// GETs `url`; `None` on 404, and on 412 (what `examinemessage` answers for a topic
     /// without messages).
     async fn get(

@@ -155,6 +155,18 @@ pub trait PulsarClient: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// What the broker counts for the transport's subscription on `topic` (`Stats`): `None`
+    /// when the subscription does not exist yet. The default refuses, like
+    /// [`browse`](PulsarClient::browse): the counts come from the admin API.
+    async fn subscription_stats(
+        &self,
+        topic: &str,
+    ) -> Result<Option<crate::stats::SubscriptionStats>, PulsarError> {
+        Err(PulsarError::Config(format!(
+            "the stats of {topic} need the admin URL (PulsarOptions::admin_url or {ADMIN_URL_ENV})"
+        )))
+    }
+
     /// Closes producers, consumers and connections.
     async fn close(&self) -> Result<(), PulsarError> {
         Ok(())
@@ -609,6 +621,18 @@ impl PulsarClient for NativeClient {
             Some(admin) => admin.browse(topic, max).await,
             None => Err(PulsarError::Config(format!(
                 "browsing {topic} needs the admin URL (PulsarOptions::admin_url or {ADMIN_URL_ENV})"
+            ))),
+        }
+    }
+
+    async fn subscription_stats(
+        &self,
+        topic: &str,
+    ) -> Result<Option<crate::stats::SubscriptionStats>, PulsarError> {
+        match &self.admin {
+            Some(admin) => crate::stats::subscription_stats(admin, topic).await,
+            None => Err(PulsarError::Config(format!(
+                "the stats of {topic} need the admin URL (PulsarOptions::admin_url or {ADMIN_URL_ENV})"
             ))),
         }
     }

@@ -325,6 +325,26 @@ impl PulsarClient for FakePulsar {
         true
     }
 
+    /// The backlog [`browse`](PulsarClient::browse) reads and the messages in flight; the
+    /// fake's subscription always exists and has no consumer it could count.
+    async fn subscription_stats(
+        &self,
+        topic: &str,
+    ) -> Result<Option<crate::stats::SubscriptionStats>, PulsarError> {
+        let state = self.state();
+        let queued = state.queued.get(topic).map_or(0, VecDeque::len) as u64;
+        let unacked = state
+            .in_flight
+            .values()
+            .filter(|m| m.id.topic == topic)
+            .count() as u64;
+        Ok(Some(crate::stats::SubscriptionStats {
+            backlog: queued + unacked,
+            unacked,
+            consumers: 0,
+        }))
+    }
+
     /// The subscription's backlog on `topic` as the broker keeps it: every message not yet
     /// acknowledged (queued, held for later delivery, or in flight), in message-id order.
     /// Nothing changes: no message moves, no redelivery count is raised.

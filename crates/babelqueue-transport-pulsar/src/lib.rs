@@ -153,6 +153,7 @@ pub mod oauth2;
 #[doc(hidden)]
 pub mod projection;
 mod redelivery;
+pub mod stats;
 mod window;
 
 pub use auth::{ClientSettings, PulsarAuth, TOKEN_ENV};
@@ -548,10 +549,11 @@ impl Transport for PulsarTransport {
             .batch_ack(self)
             .batch_publish(self)
             .inspect(self);
-        // Browsing reads the subscription's backlog over the admin API; without an admin URL
-        // there is no way to read it in place (see the `browse` module), so none is offered.
+        // Browsing reads the subscription's backlog over the admin API, and stats count it
+        // there; without an admin URL there is no way to read it in place (see the `browse`
+        // and `stats` modules), so neither is offered.
         if self.client.can_browse() {
-            capabilities.browse(self)
+            capabilities.browse(self).stats(self)
         } else {
             capabilities
         }

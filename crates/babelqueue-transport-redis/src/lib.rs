@@ -145,6 +145,7 @@ mod inspect;
 pub mod layout;
 pub mod liveness;
 pub mod scripts;
+mod stats;
 mod tls;
 pub mod topology;
 mod watch;
@@ -974,6 +975,7 @@ impl Transport for RedisTransport {
             .batch_publish(self)
             .hold_check(self)
             .inspect(self)
+            .stats(self)
             .prefetch_per_slot(PREFETCH_PER_SLOT);
         match self.options.layout {
             // Laravel reads the stored job itself: headers cannot ride, so the layout does not

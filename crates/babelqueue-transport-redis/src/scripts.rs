@@ -430,8 +430,31 @@ return 0
 ",
 };
 
+/// `LLEN` or `ZCARD` of each key by its type (0 when it does not exist); an error reply names
+/// a key of any other type.
+pub static STATS_LENGTHS: LuaScript = LuaScript {
+    name: "stats_lengths",
+    lua: r"
+local out = {}
+for n = 1, #KEYS do
+  local held = redis.call('TYPE', KEYS[n])['ok']
+  if held == 'list' then
+    out[n] = redis.call('LLEN', KEYS[n])
+  elseif held == 'zset' then
+    out[n] = redis.call('ZCARD', KEYS[n])
+  elseif held == 'none' then
+    out[n] = 0
+  else
+    return redis.error_reply('BQWRONGTYPE key ' .. KEYS[n] .. ' holds a ' .. held ..
+      ' where a list or a sorted set is expected')
+  end
+end
+return out
+",
+};
+
 /// Every script, for loading and tests.
-pub static ALL: [&LuaScript; 16] = [
+pub static ALL: [&LuaScript; 17] = [
     &PUSH,
     &PUSH_LIST,
     &ACK_LEGACY,
@@ -448,4 +471,5 @@ pub static ALL: [&LuaScript; 16] = [
     &IDEMPOTENCY_SEEN,
     &IDEMPOTENCY_FORGET,
     &HELD,
+    &STATS_LENGTHS,
 ];

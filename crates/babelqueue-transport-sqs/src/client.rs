@@ -5,6 +5,7 @@
 //! drive the real [`SqsTransport`](crate::SqsTransport) against `fake::FakeSqs` (the `fake`
 //! feature).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
@@ -155,6 +156,14 @@ pub trait SqsClient: Send + Sync + fmt::Debug {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+    /// `GetQueueAttributes(QueueUrl, All)`: the attributes by the names SQS gives them
+    /// (`ApproximateNumberOfMessages` …), for `Stats`. The default says the client cannot.
+    async fn queue_attributes(&self, queue_url: &str) -> Result<HashMap<String, String>, SqsError> {
+        Err(SqsError::Other {
+            operation: "GetQueueAttributes",
+            message: format!("this SQS client does not read the attributes of {queue_url}"),
+        })
     }
 }
 
@@ -429,6 +438,24 @@ impl SqsClient for AwsSqs {
             .await?
             .map_err(|e| from_sdk("ChangeMessageVisibility", queue_url, &self.endpoint, &e))?;
         Ok(())
+    }
+
+    async fn queue_attributes(&self, queue_url: &str) -> Result<HashMap<String, String>, SqsError> {
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+            .send()
+            .within("GetQueueAttributes", Duration::ZERO)
+            .await?
+            .map_err(|e| from_sdk("GetQueueAttributes", queue_url, &self.endpoint, &e))?;
+        Ok(out
+            .attributes()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| (name.as_str().to_owned(), value.clone()))
+            .collect())
     }
 }
 

@@ -196,6 +196,33 @@ impl FakeSqs {
 
 #[async_trait]
 impl SqsClient for FakeSqs {
+    /// The visible messages and those in flight; nothing is ever delayed (timing is not
+    /// simulated).
+    async fn queue_attributes(&self, queue_url: &str) -> Result<HashMap<String, String>, SqsError> {
+        let mut state = self.state();
+        *state.requests.entry("GetQueueAttributes").or_default() += 1;
+        let visible = state.visible.get(queue_url).map_or(0, VecDeque::len);
+        let in_flight = state
+            .in_flight
+            .values()
+            .filter(|(url, _)| url == queue_url)
+            .count();
+        Ok(HashMap::from([
+            (
+                "ApproximateNumberOfMessages".to_owned(),
+                visible.to_string(),
+            ),
+            (
+                "ApproximateNumberOfMessagesNotVisible".to_owned(),
+                in_flight.to_string(),
+            ),
+            (
+                "ApproximateNumberOfMessagesDelayed".to_owned(),
+                "0".to_owned(),
+            ),
+        ]))
+    }
+
     async fn get_queue_url(&self, name: &str) -> Result<String, SqsError> {
         let mut state = self.state();
         *state.requests.entry("GetQueueUrl").or_default() += 1;

@@ -146,6 +146,7 @@ mod inspect;
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
 pub mod projection;
+mod stats;
 mod transport;
 
 pub use aws_sdk_sqs;

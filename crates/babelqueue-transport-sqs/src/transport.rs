@@ -92,6 +92,11 @@ impl SqsTransport {
         }
     }
 
+    /// The client, for the `Stats` module.
+    pub(crate) fn client(&self) -> &dyn SqsClient {
+        self.client.as_ref()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SqsOptions {
         &self.config
@@ -366,6 +371,7 @@ impl Transport for SqsTransport {
             .batch_ack(self)
             .batch_publish(self)
             .inspect(self)
+            .stats(self)
     }
 }
 

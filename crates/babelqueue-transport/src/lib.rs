@@ -68,6 +68,7 @@
 //!   by implementing [`BrokerError`];
 //! * [`ReconnectBackoff`], the jittered pause between a transport's reconnect attempts
 //!   ([`reconnect`]);
+//! * what a broker says of a queue ([`Stats`], [`QueueStats`], in [`stats`]), for tools;
 //! * URL option parsing ([`options`]) and secret redaction for logs and errors ([`redact`]).
 //!
 //! The runtime (`babelqueue-core`) depends on this crate and re-exports all of it under the
@@ -81,12 +82,14 @@ pub mod options;
 pub mod outgoing;
 pub mod reconnect;
 pub mod redact;
+pub mod stats;
 pub mod transport;
 
 pub use delivery::{Count, Declared, Delivery, Facts, Headers};
 pub use error::{BrokerError, TransportError, TransportErrorKind};
 pub use outgoing::{Outgoing, Sends};
 pub use reconnect::ReconnectBackoff;
+pub use stats::{QueueStats, Stats};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, HoldChecker, Inspector, NativeSettler, Redeliver,

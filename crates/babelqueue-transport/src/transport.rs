@@ -39,6 +39,7 @@ use async_trait::async_trait;
 pub use crate::delivery::{Delivery, Headers};
 use crate::error::TransportError;
 pub use crate::outgoing::{Outgoing, Sends};
+use crate::stats::Stats;
 
 /// The broker contract the runtime needs: publish bytes, reserve one delivery, acknowledge it.
 ///
@@ -174,6 +175,7 @@ pub struct Capabilities<'a> {
     batch_publish: Option<&'a dyn BatchPublisher>,
     hold_check: Option<&'a dyn HoldChecker>,
     inspect: Option<&'a dyn Inspector>,
+    stats: Option<&'a dyn Stats>,
     prefetch_per_slot: Option<usize>,
 }
 
@@ -255,6 +257,10 @@ impl<'a> Capabilities<'a> {
         /// Saying what the broker knows of a delivery, for tools that show the wire.
         inspect, inspect, inspector, Inspector
     );
+    capability!(
+        /// Saying what the broker knows of a queue: depths, in flight, dead letters.
+        stats, stats, stats_reader, Stats
+    );
 
     /// How a message goes back for another delivery.
     #[must_use]
@@ -308,6 +314,7 @@ impl fmt::Debug for Capabilities<'_> {
             ("batch_publish", self.batch_publish.is_some()),
             ("hold_check", self.hold_check.is_some()),
             ("inspect", self.inspect.is_some()),
+            ("stats", self.stats.is_some()),
         ] {
             if present {
                 offered.push(name);

@@ -18,47 +18,6 @@ async fn connect(url: &str) -> Result<(NatsOptions, jetstream::Context), String>
     Ok((options, jetstream::new(client)))
 }
 
-/// How many messages of `queue` are still to be handled: what the transport's durable consumer
-/// has not delivered yet plus what it delivered and saw no acknowledgement for; 0 when the
-/// stream was never created.
-///
-/// Not the stream's own message count: after a SIGKILL of nats-server 2.9, a message whose
-/// acknowledgement the consumer had recorded can stay in a work-queue stream (the removal had
-/// not reached the disk), and the consumer never hands it out again. Such a message was
-/// handled; the stream count is kept as a note by the caller's fresh read.
-pub(crate) async fn count(url: &str, queue: &str) -> Result<u64, String> {
-    let (options, js) = connect(url).await?;
-    let name = options.stream_name(queue).map_err(|e| e.to_string())?;
-    match js.get_stream(&name).await {
-        Ok(mut stream) => match stream
-            .get_consumer::<jetstream::consumer::pull::Config>(&options.consumer)
-            .await
-        {
-            Ok(mut consumer) => consumer
-                .info()
-                .await
-                .map(|info| info.num_pending + info.num_ack_pending as u64)
-                .map_err(|e| format!("consumer info {name}/{}: {e}", options.consumer)),
-            // Never consumed: everything in the stream is waiting.
-            Err(_) => stream
-                .info()
-                .await
-                .map(|info| info.state.messages)
-                .map_err(|e| format!("stream info {name}: {e}")),
-        },
-        Err(e)
-            if matches!(
-                e.kind(),
-                jetstream::context::GetStreamErrorKind::JetStream(ref j)
-                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-            ) =>
-        {
-            Ok(0)
-        }
-        Err(e) => Err(format!("stream {name}: {e}")),
-    }
-}
-
 /// The stream the dead-letter queue `dlq` needs, created as the transport would create it, but
 /// with a 64-byte limit on a message: every dead-letter write is refused.
 pub(crate) async fn break_dlq(url: &str, dlq: &str) -> Result<String, String> {
