@@ -34,6 +34,7 @@ mod chaos;
 mod examples;
 mod fuzz;
 mod labels;
+mod lengths;
 mod msrv;
 mod suite;
 mod tools;
@@ -316,6 +317,7 @@ fn tidy() -> Result<(), String> {
     }
     problems.extend(msrv::check()?);
     problems.extend(labels::check(&root())?);
+    problems.extend(lengths::check(&root())?);
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap_or_default();
     let first_block: Vec<&str> = readme
         .split("```")
