@@ -23,7 +23,7 @@ enum Fault {
     PopPanics,
     /// `pop` hands out a copy and leaves the message in the queue (a peek).
     PopPeeks,
-    /// Capabilities are hidden: only the three required methods.
+    /// Capabilities are hidden: only the required methods.
     NoCapabilities,
     /// A delayed publish is sent at once, and retries are delayed copies (so not delayed).
     DelayIgnored,

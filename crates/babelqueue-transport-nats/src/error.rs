@@ -6,7 +6,7 @@ use async_nats::jetstream::consumer::pull::BatchErrorKind;
 use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind, PublishErrorKind};
 use async_nats::jetstream::stream::{ConsumerErrorKind, LastRawMessageErrorKind};
 use async_nats::{ConnectError, ConnectErrorKind};
-use babelqueue_core::{BrokerError, TransportErrorKind, redact};
+use babelqueue_transport::{BrokerError, TransportErrorKind, redact};
 
 /// What the NATS transport can fail with. Each variant is one [`TransportErrorKind`]
 /// ([`NatsError::kind`]); no message shows a password or a token.
@@ -270,7 +270,7 @@ impl BrokerError for NatsError {
 
 #[cfg(test)]
 mod tests {
-    use babelqueue_core::TransportError;
+    use babelqueue_transport::TransportError;
 
     use super::*;
 

@@ -14,7 +14,7 @@
 
 use async_nats::datetime::DateTime;
 use async_nats::jetstream::message::Info;
-use babelqueue_core::{BrokerView, Delivery, Inspector};
+use babelqueue_transport::{BrokerView, Delivery, Inspector};
 
 use crate::transport::{Handle, NatsTransport};
 
@@ -79,7 +79,7 @@ impl Inspector for NatsTransport {
 #[cfg(test)]
 mod tests {
     use async_nats::jetstream;
-    use babelqueue_core::Transport;
+    use babelqueue_transport::Transport;
     use bytes::Bytes;
 
     use super::*;

@@ -31,17 +31,17 @@
 //! | a queue `q` | a stream `<stream_prefix><token(q)>` (work-queue retention: a message is removed when acknowledged) holding the one subject `<subject_prefix>.<token(q)>`; created on first use |
 //! | the queue name in a stream name or subject | `projection::token`: ASCII letters, digits and `-` as they are, `_` as `__`, any other byte as `_XX` (`orders.dlq` → `orders_2Edlq`), so every queue name is valid and names one stream |
 //! | `publish` | a JetStream publish, body byte for byte, waiting for the stream's acknowledgement |
-//! | publish with headers ([`Sends::headers`](babelqueue_core::Sends::headers)) | the same with NATS headers |
+//! | publish with headers ([`Sends::headers`](babelqueue_transport::Sends::headers)) | the same with NATS headers |
 //! | `pop` | one pull request for one message on the stream's durable pull consumer (`consumer=`, explicit acks, `AckWait` = `ack_wait`, no `MaxDeliver`) |
-//! | the facts of a delivery | `num_delivered − 1` as [`Count::Redelivered`](babelqueue_core::Count::Redelivered), the `bq-schema-version` header as the declared version, every header but JetStream's `Nats-*` as a header |
+//! | the facts of a delivery | `num_delivered − 1` as [`Count::Redelivered`](babelqueue_transport::Count::Redelivered), the `bq-schema-version` header as the declared version, every header but JetStream's `Nats-*` as a header |
 //! | `ack` | `+ACK`, confirmed by the server |
-//! | retry, release ([`Redeliverer`](babelqueue_core::Redeliverer), native) | `-NAK` with the back-off as its delay: the original comes back, bytes and headers unchanged, its count one higher; when that count would not give the `attempts` the runtime counted (a body ahead of the count), the runtime's body is published with the headers and the original acknowledged |
-//! | rewind ([`Rewinder`](babelqueue_core::Rewinder)) | `-NAK` (back first); `rewind_behind`: a copy at the tail (headers kept, the attempts JetStream counted carried in the body), then `+ACK` |
+//! | retry, release ([`Redeliverer`](babelqueue_transport::Redeliverer), native) | `-NAK` with the back-off as its delay: the original comes back, bytes and headers unchanged, its count one higher ([`keeps_original`](babelqueue_transport::Redeliverer::keeps_original)); when that count would not give the `attempts` the runtime counted (a body ahead of the count), the runtime does not ask for the NAK: it publishes its body with the headers and acknowledges the original |
+//! | rewind ([`Rewinder`](babelqueue_transport::Rewinder)) | `-NAK` (back first); `rewind_behind`: a copy at the tail (headers kept, the attempts JetStream counted carried in the body), then `+ACK` |
 //! | an unsettled delivery | back after `ack_wait` (a consumer that went away, a handler still running) |
 //! | dead-letter | the record published to the dead-letter queue (`<queue>.dlq`: its own stream), then `+ACK` |
-//! | a copy on behalf of a delivery with a schema-version header ([`Sends::facts`](babelqueue_core::Sends::facts)) | published with that header as carried (a gated message's raw bytes stay gated in the dead-letter queue) |
-//! | `babelqueue dlq list` ([`Browser`](babelqueue_core::Browser)) | the stream's messages read by sequence, no consumer |
-//! | what the broker said of a delivery ([`Inspector`](babelqueue_core::Inspector), for tools) | the stream sequence as its id, `num_delivered > 1` as redelivered; the stream, consumer, consumer sequence, delivery count, pending count and publish time (epoch nanoseconds) from the delivery's ack subject |
+//! | a copy on behalf of a delivery with a schema-version header ([`Sends::facts`](babelqueue_transport::Sends::facts)) | published with that header as carried (a gated message's raw bytes stay gated in the dead-letter queue) |
+//! | `babelqueue dlq list` ([`Browser`](babelqueue_transport::Browser)) | the stream's messages read by sequence, no consumer |
+//! | what the broker said of a delivery ([`Inspector`](babelqueue_transport::Inspector), for tools) | the stream sequence as its id, `num_delivered > 1` as redelivered; the stream, consumer, consumer sequence, delivery count, pending count and publish time (epoch nanoseconds) from the delivery's ack subject |
 //!
 //! # Clusters
 //!
@@ -59,7 +59,7 @@
 //! # Errors
 //!
 //! One enum, [`NatsError`], whose [`kind`](NatsError::kind) is the runtime's
-//! [`TransportErrorKind`](babelqueue_core::TransportErrorKind); credentials the server refuses
+//! [`TransportErrorKind`](babelqueue_transport::TransportErrorKind); credentials the server refuses
 //! are [`NatsError::Auth`] (the host named, never the password), a server without JetStream is
 //! a configuration error.
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
-use babelqueue_core::{Count, Declared, Facts, Headers, options, redact};
+use babelqueue_transport::{Count, Declared, Facts, Headers, options, redact};
 
 use crate::error::NatsError;
 use crate::servers;
@@ -185,7 +185,7 @@ impl NatsOptions {
         }
         let port = parsed.port().unwrap_or(DEFAULT_PORT);
         // `+` in the userinfo is a plus sign; `query_pairs` below reads `+` in the query as a
-        // space (see babelqueue_core::options).
+        // space (see babelqueue_transport::options).
         let decode = |text: &str| options::decode_lossy(text, options::Component::Userinfo);
         let mut options = options;
         options.server = format!("nats://{host}:{port}");
@@ -487,7 +487,7 @@ pub fn declared(headers: &Headers) -> Declared {
 }
 
 /// The headers a copy published on behalf of a delivery carries
-/// ([`Sends::facts`](babelqueue_core::Sends::facts)): the schema-version header as it was
+/// ([`Sends::facts`](babelqueue_transport::Sends::facts)): the schema-version header as it was
 /// carried (NATS headers are text, so only [`Declared::Text`] comes from this transport; other
 /// forms are written as their JSON text, a JSON `null` as no header).
 pub fn routed_headers(facts: &Facts) -> Headers {
@@ -701,7 +701,7 @@ mod tests {
             assert!(matches!(err, NatsError::Config(_)), "{url}: {err}");
             assert_eq!(
                 err.kind(),
-                babelqueue_core::TransportErrorKind::Config,
+                babelqueue_transport::TransportErrorKind::Config,
                 "{url}"
             );
         }
@@ -802,7 +802,7 @@ mod tests {
             let err = header_map(&headers).unwrap_err();
             assert_eq!(
                 err.kind(),
-                babelqueue_core::TransportErrorKind::Unsupported,
+                babelqueue_transport::TransportErrorKind::Unsupported,
                 "{bad:?}"
             );
         }

@@ -17,7 +17,7 @@
 use async_nats::jetstream::context::{ConsumerInfoErrorKind, GetStreamErrorKind};
 use async_nats::jetstream::{ErrorCode, consumer};
 use async_trait::async_trait;
-use babelqueue_core::{QueueStats, Stats, TransportError};
+use babelqueue_transport::{QueueStats, Stats, TransportError};
 
 use crate::error::NatsError;
 use crate::transport::NatsTransport;

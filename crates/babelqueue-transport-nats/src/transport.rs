@@ -12,7 +12,7 @@ use async_nats::jetstream::stream::{self, LastRawMessageErrorKind, RetentionPoli
 use async_nats::jetstream::{self, AckKind, ErrorCode};
 use async_nats::{Event, HeaderMap};
 use async_trait::async_trait;
-use babelqueue_core::{
+use babelqueue_transport::{
     Browser, Capabilities, Delivery, Outgoing, Redeliver, Redelivered, Redeliverer, Redelivery,
     Rewinder, Sends, Transport, TransportError,
 };

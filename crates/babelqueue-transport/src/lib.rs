@@ -5,7 +5,7 @@
 //! ([`Facts`]: an out-of-band URN, the schema-version property, a delivery count
 //! and how it relates to `attempts`, …); the runtime (`babelqueue-core`) classifies it, picks
 //! a settle plan from its decision tables, and carries the plan out with the transport's
-//! methods. Implement the three required methods, then list the capabilities your broker has:
+//! methods. Implement the four required methods, then list the capabilities your broker has:
 //!
 //! ```
 //! use std::collections::VecDeque;

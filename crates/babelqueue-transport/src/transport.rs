@@ -122,7 +122,7 @@ pub trait Transport: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// What the broker can do beyond the three required methods (none by default).
+    /// What the broker can do beyond the four required methods (none by default).
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
     }
