@@ -155,22 +155,9 @@ pub(crate) fn labels(text: &str) -> Vec<usize> {
 /// Every label in the tracked md, rs, sh and toml files under `root` (symbolic links left to the
 /// file they point to), as `file:line: ...`.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["ls-files", "-z"])
-        .output()
-        .map_err(|e| format!("git ls-files could not start: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git ls-files failed in {}: {}",
-            root.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let listing = String::from_utf8_lossy(&out.stdout);
+    let listing = tracked_files(root, &[])?;
     let mut problems = Vec::new();
-    for path in listing.split('\0').filter(|p| !p.is_empty()) {
+    for path in listing.iter().map(String::as_str) {
         let checked = Path::new(path)
             .extension()
             .and_then(|e| e.to_str())
@@ -204,6 +191,30 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>, String> {
         }
     }
     Ok(problems)
+}
+
+/// The files git tracks under `root` (relative, `/`-separated), limited to `pathspecs` when
+/// there are any.
+pub(crate) fn tracked_files(root: &Path, pathspecs: &[&str]) -> Result<Vec<String>, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["ls-files", "-z", "--"])
+        .args(pathspecs)
+        .output()
+        .map_err(|e| format!("git ls-files could not start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git ls-files failed in {}: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect())
 }
 
 #[cfg(test)]

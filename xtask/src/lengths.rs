@@ -5,7 +5,6 @@
 //! `tests.rs`) are not production files.
 
 use std::path::Path;
-use std::process::Command;
 
 /// The most production lines a source file holds without a reason.
 pub(crate) const MAX_LINES: usize = 800;
@@ -40,22 +39,9 @@ fn is_test_file(path: &str) -> bool {
 
 /// Every tracked production `.rs` file longer than [`MAX_LINES`] without a reason.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["ls-files", "-z", "--", "*.rs"])
-        .output()
-        .map_err(|e| format!("git ls-files could not start: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git ls-files failed in {}: {}",
-            root.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let listing = String::from_utf8_lossy(&out.stdout);
+    let listing = crate::labels::tracked_files(root, &["*.rs"])?;
     let mut problems = Vec::new();
-    for path in listing.split('\0').filter(|p| !p.is_empty()) {
+    for path in listing.iter().map(String::as_str) {
         if is_test_file(path) {
             continue;
         }
