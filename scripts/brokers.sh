@@ -98,6 +98,21 @@ ha_free_ports() {
 # ha_free_port : one port, as ha_free_ports gives them.
 ha_free_port() { ha_free_ports 1; }
 
+# ha_conf_port CONF KIND : the port of KIND a component's start wrote into its config file CONF
+# as a `# KIND=PORT` comment line.
+ha_conf_port() {
+    sed -n "s/^# $2=//p" "$1" 2>/dev/null
+}
+
+# ha_jvm_pid PIDFILE CONF : the pid in PIDFILE when that process runs with CONF on its command
+# line (a JVM started with its config, not a recycled pid), else nothing.
+ha_jvm_pid() {
+    local pid
+    pid=$(cat "$1" 2>/dev/null) || return 1
+    [ -n "$pid" ] && { tr "\\0" " " < "/proc/$pid/cmdline"; } 2>/dev/null |
+        grep -qF -- "$2" && echo "$pid"
+}
+
 # wait_for NAME SECONDS : polls ready_NAME until it succeeds or the time is up.
 wait_for() {
     local name=$1 limit=$2 waited=0

@@ -29,17 +29,10 @@ KAFKAP_DIR="$BQ_BROKERS_DIR/kafka-proxied"
 install_kafka-proxied() { install_kafka; }
 
 # kafkap_port KIND : the port of KIND (broker, direct, controller, proxy) in the config.
-kafkap_port() {
-    sed -n "s/^# $1=//p" "$KAFKAP_DIR/server.properties" 2>/dev/null
-}
+kafkap_port() { ha_conf_port "$KAFKAP_DIR/server.properties" "$1"; }
 
 # kafkap_pid : the pid of the node when it runs (a JVM started with its config), else nothing.
-kafkap_pid() {
-    local pid
-    pid=$(cat "$KAFKAP_DIR/kafka.pid" 2>/dev/null) || return 1
-    [ -n "$pid" ] && { tr "\\0" " " < "/proc/$pid/cmdline"; } 2>/dev/null |
-        grep -qF -- "$KAFKAP_DIR/server.properties" && echo "$pid"
-}
+kafkap_pid() { ha_jvm_pid "$KAFKAP_DIR/kafka.pid" "$KAFKAP_DIR/server.properties"; }
 
 kafkap_configure() {
     local p

@@ -33,18 +33,11 @@ PULSARP_DIR="$BQ_BROKERS_DIR/pulsar-proxied"
 install_pulsar-proxied() { install_pulsar; }
 
 # pulsarp_port KIND : the port of KIND (proxied, direct, web, bookie, proxy) in the config.
-pulsarp_port() {
-    sed -n "s/^# $1=//p" "$PULSARP_DIR/standalone.conf" 2>/dev/null
-}
+pulsarp_port() { ha_conf_port "$PULSARP_DIR/standalone.conf" "$1"; }
 
 # pulsarp_pid : the pid of the broker when it runs (a JVM started with its config), else
 # nothing.
-pulsarp_pid() {
-    local pid
-    pid=$(cat "$PULSARP_DIR/pulsar.pid" 2>/dev/null) || return 1
-    [ -n "$pid" ] && { tr "\\0" " " < "/proc/$pid/cmdline"; } 2>/dev/null |
-        grep -qF -- "$PULSARP_DIR/standalone.conf" && echo "$pid"
-}
+pulsarp_pid() { ha_jvm_pid "$PULSARP_DIR/pulsar.pid" "$PULSARP_DIR/standalone.conf"; }
 
 pulsarp_configure() {
     local p
