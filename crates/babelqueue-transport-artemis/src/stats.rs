@@ -230,6 +230,19 @@ mod tests {
         assert!(Figures::parse("queue.q", &[ok("[0]")]).is_err());
     }
 
+    #[tokio::test]
+    async fn a_client_without_management_requests_says_it_is_unsupported() {
+        let transport = ArtemisTransport::with_client(
+            crate::fake::FakeClient::new(),
+            std::time::Duration::from_millis(5),
+        );
+        let err = transport
+            .stats("q")
+            .await
+            .expect_err("the fake has no management");
+        assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Unsupported);
+    }
+
     #[test]
     fn a_count_reads_from_a_number_a_string_or_a_bare_value() {
         assert_eq!(attribute_value(&ok("[5]")), Ok(5));
