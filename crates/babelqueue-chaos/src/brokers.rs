@@ -414,9 +414,9 @@ pub(crate) fn redis_ready_key(url: &str, queue: &str) -> Result<String, String> 
 
 /// What the broker itself says is left in `queue` (ready + in flight + delayed): the
 /// transport's own `Stats` (Redis key lengths, SQS attributes, the Kafka group's lag, the
-/// Pulsar subscription backlog, the NATS consumer's pending and ack-pending counts), else
-/// `rabbitmqctl list_queues` (RabbitMQ's AMQP count leaves unacknowledged messages out) and
-/// `artemis queue stat` (the Artemis transport reports no stats).
+/// Pulsar subscription backlog, the NATS consumer's pending and ack-pending counts, the
+/// Artemis queue's management attributes), else `rabbitmqctl list_queues` (RabbitMQ's AMQP
+/// count leaves unacknowledged messages out).
 pub(crate) async fn broker_count(
     env: &Env,
     broker: Broker,
@@ -425,7 +425,6 @@ pub(crate) async fn broker_count(
 ) -> Option<Result<u64, String>> {
     Some(match broker {
         Broker::Rabbitmq => rabbit_count(env, url, queue).await,
-        Broker::Artemis => artemis_count(env, queue).await,
         _ => match stats_transport(env, broker, url).await {
             Ok(transport) => {
                 let counted = stats_total(&*transport, queue).await;
@@ -476,37 +475,6 @@ async fn stats_total(transport: &dyn Transport, queue: &str) -> Result<u64, Stri
     stats
         .total()
         .ok_or_else(|| format!("{name} gave no count of {queue} ({})", stats.source))
-}
-
-/// `artemis queue stat` (a JVM start: several seconds): the queue's message count.
-async fn artemis_count(env: &Env, queue: &str) -> Result<u64, String> {
-    let cli = env.brokers_dir().join("artemis/instance/bin/artemis");
-    let mut cmd = env.command(&cli.display().to_string());
-    cmd.args([
-        "queue",
-        "stat",
-        "--silent",
-        "--json",
-        "--url",
-        "tcp://127.0.0.1:61616",
-    ])
-    .args(["--user", env.var("BQ_ARTEMIS_USER").unwrap_or("bq")])
-    .args(["--password", env.var("BQ_ARTEMIS_PASSWORD").unwrap_or("bq")])
-    .args(["--field", "NAME", "--operation", "EQUALS", "--value", queue]);
-    let out = run(cmd, Duration::from_secs(60)).await?;
-    let json = out
-        .find('{')
-        .map(|at| &out[at..])
-        .ok_or_else(|| format!("artemis queue stat: no JSON in {out:?}"))?;
-    let value: serde_json::Value = serde_json::from_str(json.trim()).map_err(|e| e.to_string())?;
-    Ok(value
-        .get("data")
-        .and_then(|d| d.as_array())
-        .and_then(|rows| rows.first())
-        .and_then(|row| row.get("messageCount"))
-        .and_then(|n| n.as_str())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0))
 }
 
 async fn rabbit_count(env: &Env, url: &str, queue: &str) -> Result<u64, String> {
@@ -1010,6 +978,7 @@ mod tests {
             Broker::Kafka,
             Broker::Pulsar,
             Broker::Nats,
+            Broker::Artemis,
         ] {
             let queue = babelqueue_testkit::unique_queue(&format!("chaos-count-{}", broker.name()));
             let Ok(url) = crate::scenarios::worker_url(&env, broker, scenario, &queue, None) else {

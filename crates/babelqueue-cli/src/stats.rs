@@ -61,7 +61,6 @@ fn without_stats(transport: &str) -> String {
             ": Pulsar counts a subscription's backlog on its admin API; set BQ_PULSAR_ADMIN_URL \
              (e.g. http://127.0.0.1:8080)"
         }
-        "artemis" => ": ActiveMQ Artemis counts messages on its management API only",
         _ => "",
     };
     format!("the {transport} transport does not report queue stats{hint}")
@@ -137,7 +136,7 @@ mod tests {
 
     #[test]
     fn a_transport_without_stats_is_named() {
-        assert!(without_stats("artemis").contains("artemis transport"));
+        assert!(without_stats("azure").contains("azure transport"));
         assert!(without_stats("pulsar").contains("BQ_PULSAR_ADMIN_URL"));
     }
 }

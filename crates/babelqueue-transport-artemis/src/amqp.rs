@@ -68,6 +68,7 @@ use crate::credit::CreditWindow;
 use crate::error::ArtemisError;
 use crate::projection::AmqpMessage;
 
+mod management;
 mod operations;
 
 /// Transfers a batch send keeps in flight on one link before it awaits their outcomes.

@@ -75,6 +75,16 @@ pub struct Received {
     pub token: DeliveryToken,
 }
 
+/// One reply of the broker's management address to an attribute read
+/// ([`Client::read_attributes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagementReply {
+    /// The reply's `_AMQ_OperationSucceeded` property (`false` when it is missing).
+    pub succeeded: bool,
+    /// The reply's body as text: a JSON array holding the value, or the broker's error.
+    pub body: String,
+}
+
 /// An AMQP 1.0 client, as the transport needs it. Object safe.
 #[async_trait]
 pub trait Client: Send + Sync + fmt::Debug {
@@ -132,6 +142,18 @@ pub trait Client: Send + Sync + fmt::Debug {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Reads `attributes` of the management resource `resource` (`queue.<name>`) through the
+    /// broker's management address, one reply per attribute, in order. The default says the
+    /// client does not support it ([`ArtemisError::Unsupported`]).
+    async fn read_attributes(
+        &self,
+        resource: &str,
+        attributes: &[&str],
+    ) -> Result<Vec<ManagementReply>, ArtemisError> {
+        let _ = (resource, attributes);
+        Err(ArtemisError::Unsupported("management requests"))
     }
 
     /// Closes the connection; unsettled deliveries go back to the broker.

@@ -80,6 +80,19 @@ pub enum ArtemisError {
     /// The transport was closed.
     #[error("the Artemis transport is closed")]
     Closed,
+    /// The client cannot do what was asked (a client behind the seam without management
+    /// requests).
+    #[error("the Artemis client does not support {0}")]
+    Unsupported(&'static str),
+    /// The management address answered a request with a failure or with a body that cannot be
+    /// read (no permission to manage, an unknown attribute …).
+    #[error("Artemis management request {request}: {reason}")]
+    Management {
+        /// The resource and the attribute asked for.
+        request: String,
+        /// What the reply said, or why it could not be read.
+        reason: String,
+    },
 }
 
 impl ArtemisError {
@@ -99,7 +112,8 @@ impl ArtemisError {
             ArtemisError::LinkRefused { .. } | ArtemisError::NotAccepted { .. } => {
                 TransportErrorKind::Rejected
             }
-            ArtemisError::Closed => TransportErrorKind::Other,
+            ArtemisError::Closed | ArtemisError::Management { .. } => TransportErrorKind::Other,
+            ArtemisError::Unsupported(_) => TransportErrorKind::Unsupported,
         }
     }
 

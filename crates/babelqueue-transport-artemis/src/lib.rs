@@ -181,10 +181,11 @@ mod inspect;
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
 pub mod projection;
+mod stats;
 mod transport;
 
 pub use amqp::AmqpClient;
-pub use client::{Client, DeliveryToken, Disposition, Received};
+pub use client::{Client, DeliveryToken, Disposition, ManagementReply, Received};
 #[allow(deprecated)]
 pub use config::ArtemisConfig;
 pub use config::ArtemisOptions;

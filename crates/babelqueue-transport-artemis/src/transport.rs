@@ -213,6 +213,7 @@ impl Transport for ArtemisTransport {
             .batch_publish(self)
             .browse(self)
             .inspect(self)
+            .stats(self)
     }
 }
 

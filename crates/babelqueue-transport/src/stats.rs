@@ -16,7 +16,8 @@
 //! | RabbitMQ | passive `queue.declare`: message count (ready only) | `None` (only the management API says) | `None` | passive declare of `<queue>.dlq` | passive declare: consumer count |
 //! | Kafka | the consumer group's lag: end offsets less committed offsets (what is handed out and not committed too) | `None` | `None` | the group's lag on `<queue>.dlq` | `None` |
 //! | Pulsar (with an admin URL) | the subscription's `msgBacklog` less its `unackedMessages` (admin REST topic stats) | `unackedMessages` | `None` | the subscription's backlog on `<queue>.dlq`, `None` while nobody subscribed to it | the subscription's consumers |
-//! | Artemis, Azure Service Bus | not offered: their counts need the broker's management API | | | | |
+//! | Artemis | `messageCount` less `deliveringCount` and `scheduledCount` (attributes of `queue.<queue>`, read through the `activemq.management` address) | `deliveringCount` | `scheduledCount` | `messageCount` of `<queue>.dlq`, `None` when it does not exist | `consumerCount` |
+//! | Azure Service Bus | not offered: its counts need the management API | | | | |
 //!
 //! No transport fills `oldest_ready_age` yet: none of these brokers says it in the call
 //! above (the memory transport keeps no publish time).

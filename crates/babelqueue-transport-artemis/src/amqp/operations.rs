@@ -265,6 +265,14 @@ impl Client for AmqpClient {
         first_error.map_or(Ok(()), Err)
     }
 
+    async fn read_attributes(
+        &self,
+        resource: &str,
+        attributes: &[&str],
+    ) -> Result<Vec<crate::client::ManagementReply>, ArtemisError> {
+        self.management_read(resource, attributes).await
+    }
+
     async fn close(&self) -> Result<(), ArtemisError> {
         self.closed.store(true, Ordering::SeqCst);
         let _guard = self.connecting.lock().await;

@@ -1,0 +1,253 @@
+//! What Artemis says of a queue ([`Stats`]): four attributes of the queue's management
+//! resource (`queue.<name>`), read through the broker's management address
+//! ([`Client::read_attributes`](crate::Client::read_attributes)).
+//!
+//! * `ready`: `messageCount` less `deliveringCount` and `scheduledCount` (Artemis counts both
+//!   in `messageCount`), never below 0;
+//! * `in_flight`: `deliveringCount` (handed to a consumer, not settled);
+//! * `delayed`: `scheduledCount` (scheduled delivery: a delayed publish, the retry back-off);
+//! * `consumers`: `consumerCount`;
+//! * `dead_letter`: `messageCount` of `<queue>.dlq`, `None` while that queue does not exist.
+//!
+//! A queue Artemis does not know (never used: the transport creates it on first use) counts 0
+//! everywhere. The user needs the `manage` permission on the management address.
+
+use async_trait::async_trait;
+use babelqueue_core::{QueueStats, Stats, TransportError};
+
+use crate::client::ManagementReply;
+use crate::error::ArtemisError;
+use crate::transport::ArtemisTransport;
+
+/// The attributes read, in the order [`Figures::parse`] expects them.
+const ATTRIBUTES: [&str; 4] = [
+    "messageCount",
+    "deliveringCount",
+    "scheduledCount",
+    "consumerCount",
+];
+
+const SOURCE: &str = "artemis: management attributes messageCount, deliveringCount, \
+                      scheduledCount, consumerCount";
+
+/// The attributes of one queue.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Figures {
+    messages: u64,
+    delivering: u64,
+    scheduled: u64,
+    consumers: u64,
+}
+
+impl Figures {
+    /// The figures in `replies` (one per [`ATTRIBUTES`] entry); `None` when Artemis has no
+    /// such queue.
+    fn parse(resource: &str, replies: &[ManagementReply]) -> Result<Option<Figures>, ArtemisError> {
+        if replies.len() != ATTRIBUTES.len() {
+            return Err(ArtemisError::Management {
+                request: resource.to_owned(),
+                reason: format!(
+                    "{} replies to {} attribute reads",
+                    replies.len(),
+                    ATTRIBUTES.len()
+                ),
+            });
+        }
+        if replies
+            .iter()
+            .all(|reply| !reply.succeeded && no_such_resource(&reply.body))
+        {
+            return Ok(None);
+        }
+        let mut values = [0u64; 4];
+        for ((value, reply), attribute) in values.iter_mut().zip(replies).zip(ATTRIBUTES) {
+            match attribute_value(reply) {
+                Ok(n) => *value = n,
+                Err(reason) => {
+                    return Err(ArtemisError::Management {
+                        request: format!("{resource}.{attribute}"),
+                        reason,
+                    });
+                }
+            }
+        }
+        let [messages, delivering, scheduled, consumers] = values;
+        Ok(Some(Figures {
+            messages,
+            delivering,
+            scheduled,
+            consumers,
+        }))
+    }
+}
+
+/// The number a successful reply carries: its body is a JSON array holding the value.
+fn attribute_value(reply: &ManagementReply) -> Result<u64, String> {
+    if !reply.succeeded {
+        return Err(format!(
+            "the broker answered with a failure: {}",
+            reply.body
+        ));
+    }
+    let parsed: serde_json::Value = serde_json::from_str(reply.body.trim())
+        .map_err(|e| format!("the reply {:?} is not JSON: {e}", reply.body))?;
+    let value = match &parsed {
+        serde_json::Value::Array(items) => items.first(),
+        other => Some(other),
+    };
+    value
+        .and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_i64().map(|n| n.max(0).unsigned_abs()))
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
+        .ok_or_else(|| format!("the reply {:?} holds no count", reply.body))
+}
+
+/// Whether a failed reply can mean the resource does not exist. Artemis 2.40 hides the cause
+/// of a failed attribute read behind `Problem while retrieving attribute <name>`; older brokers say `Cannot find resource with name queue.<name>`. A queue counts as
+/// absent only when all four reads failed so, as they do for a queue never created.
+fn no_such_resource(body: &str) -> bool {
+    body.contains("Cannot find resource") || body.contains("Problem while retrieving attribute")
+}
+
+fn project(own: Option<Figures>, dead_letter: Option<Figures>) -> QueueStats {
+    let own = own.unwrap_or_default();
+    let ready = own
+        .messages
+        .saturating_sub(own.delivering)
+        .saturating_sub(own.scheduled);
+    let stats = QueueStats::new(SOURCE)
+        .ready(ready)
+        .in_flight(own.delivering)
+        .delayed(own.scheduled)
+        .consumers(own.consumers);
+    match dead_letter {
+        Some(dlq) => stats.dead_letter(dlq.messages),
+        None => stats,
+    }
+}
+
+impl ArtemisTransport {
+    async fn figures(&self, queue: &str) -> Result<Option<Figures>, ArtemisError> {
+        let resource = format!("queue.{queue}");
+        let replies = self
+            .client()
+            .read_attributes(&resource, &ATTRIBUTES)
+            .await?;
+        Figures::parse(&resource, &replies)
+    }
+}
+
+#[async_trait]
+impl Stats for ArtemisTransport {
+    async fn stats(&self, queue: &str) -> Result<QueueStats, TransportError> {
+        let own = self.figures(queue).await?;
+        let dead_letter = self.figures(&format!("{queue}.dlq")).await?;
+        Ok(project(own, dead_letter))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(body: &str) -> ManagementReply {
+        ManagementReply {
+            succeeded: true,
+            body: body.to_owned(),
+        }
+    }
+
+    fn failed(body: &str) -> ManagementReply {
+        ManagementReply {
+            succeeded: false,
+            body: body.to_owned(),
+        }
+    }
+
+    #[test]
+    fn ready_is_the_message_count_less_delivering_and_scheduled() {
+        let own = Figures::parse("queue.q", &[ok("[7]"), ok("[2]"), ok("[1]"), ok("[3]")])
+            .expect("parsed");
+        let dlq = Figures::parse("queue.q.dlq", &[ok("[4]"), ok("[0]"), ok("[0]"), ok("[0]")])
+            .expect("parsed");
+        let stats = project(own, dlq);
+        assert_eq!(
+            (
+                stats.ready,
+                stats.in_flight,
+                stats.delayed,
+                stats.consumers,
+                stats.dead_letter
+            ),
+            (Some(4), Some(2), Some(1), Some(3), Some(4))
+        );
+        assert_eq!(stats.total(), Some(7));
+    }
+
+    #[test]
+    fn ready_never_goes_below_zero() {
+        // the attributes are read one after the other; a delivery can start in between
+        let own = Figures {
+            messages: 1,
+            delivering: 2,
+            scheduled: 1,
+            consumers: 0,
+        };
+        assert_eq!(project(Some(own), None).ready, Some(0));
+    }
+
+    #[test]
+    fn an_unknown_queue_is_empty_and_an_unknown_dead_letter_queue_is_none() {
+        let unknown = failed("[\"Problem while retrieving attribute messageCount\"]");
+        let replies = vec![unknown.clone(); 4];
+        assert_eq!(
+            Figures::parse("queue.q.dlq", &replies).expect("parsed"),
+            None
+        );
+        let older = vec![failed("Cannot find resource with name queue.q.dlq"); 4];
+        assert_eq!(Figures::parse("queue.q.dlq", &older).expect("parsed"), None);
+        // one attribute read failing so among others that succeeded is an error
+        let mixed = [ok("[1]"), unknown, ok("[0]"), ok("[0]")];
+        let err = Figures::parse("queue.q", &mixed).expect_err("one failed");
+        assert!(err.to_string().contains("queue.q.deliveringCount"), "{err}");
+        let stats = project(None, None);
+        assert_eq!(stats.total(), Some(0));
+        assert_eq!((stats.consumers, stats.dead_letter), (Some(0), None));
+    }
+
+    #[test]
+    fn other_failures_and_unreadable_bodies_are_errors_that_name_them() {
+        let denied = failed("AMQ229213: User: bq does not have permission='MANAGE'");
+        let replies = [denied, ok("[0]"), ok("[0]"), ok("[0]")];
+        let err = Figures::parse("queue.q", &replies).expect_err("refused");
+        assert!(err.to_string().contains("queue.q.messageCount"), "{err}");
+        assert!(err.to_string().contains("MANAGE"), "{err}");
+        let garbled = [ok("[0]"), ok("nope"), ok("[0]"), ok("[0]")];
+        let err = Figures::parse("queue.q", &garbled).expect_err("unreadable");
+        assert!(err.to_string().contains("deliveringCount"), "{err}");
+        assert!(Figures::parse("queue.q", &[ok("[0]")]).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_client_without_management_requests_says_it_is_unsupported() {
+        let transport = ArtemisTransport::with_client(
+            crate::fake::FakeClient::new(),
+            std::time::Duration::from_millis(5),
+        );
+        let err = transport
+            .stats("q")
+            .await
+            .expect_err("the fake has no management");
+        assert_eq!(err.kind(), babelqueue_core::TransportErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn a_count_reads_from_a_number_a_string_or_a_bare_value() {
+        assert_eq!(attribute_value(&ok("[5]")), Ok(5));
+        assert_eq!(attribute_value(&ok("[\"6\"]")), Ok(6));
+        assert_eq!(attribute_value(&ok(" 8 ")), Ok(8));
+        assert!(attribute_value(&ok("[]")).is_err());
+    }
+}
