@@ -37,9 +37,6 @@ pub struct Features {
     pub delayed_retry: bool,
     /// One consumer of one queue receives messages in the order they were published.
     pub ordered: bool,
-    /// The broker dead-letters natively ([`NativeSettler`](babelqueue_core::NativeSettler)):
-    /// with the runtime's dead-lettering off, a poison or rejected message is left to it.
-    pub native_dead_letter: bool,
     /// A redelivered message carries the broker's own delivery count
     /// ([`Facts::count`](babelqueue_core::Facts::count)): 0 (or none) on the first delivery,
     /// at least 1 on the next.
@@ -107,7 +104,6 @@ impl Features {
         Features {
             delayed_retry: false,
             ordered: false,
-            native_dead_letter: false,
             native_redelivery_count: false,
             redelivery_after: None,
             max_body_bytes: None,
@@ -130,10 +126,6 @@ impl Features {
     setter!(
         /// Claims order on one queue ([`Features::ordered`]).
         ordered: bool
-    );
-    setter!(
-        /// Claims native dead-lettering ([`Features::native_dead_letter`]).
-        native_dead_letter: bool
     );
     setter!(
         /// Claims a native delivery count ([`Features::native_redelivery_count`]).

@@ -33,7 +33,6 @@ async fn asb_passes_the_contract_suite_over_its_fake() {
         // Not ordered: Service Bus guarantees FIFO only with sessions, which the binding does
         // not use.
         // `NativeSettler`: the entity's own `$DeadLetterQueue`.
-        .native_dead_letter(true)
         // `DeliveryCount - 1` as `Count::Redelivered`.
         .native_redelivery_count(true)
         // A lapsed PeekLock.

@@ -146,7 +146,6 @@ async fn sqs_passes_the_contract_suite() {
         // ChangeMessageVisibility with the back-off
         .delayed_retry(true)
         // `NativeSettler`: left to the queue's RedrivePolicy
-        .native_dead_letter(true)
         // ApproximateReceiveCount - 1
         .native_redelivery_count(true)
         .redelivery_after(VISIBILITY)

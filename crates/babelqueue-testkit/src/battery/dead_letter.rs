@@ -261,10 +261,12 @@ pub(super) async fn poison_no_identity(ctx: Arc<Ctx>) -> Check {
 
 pub(super) async fn native_dead_letter(ctx: Arc<Ctx>) -> Check {
     let t = ctx.connect().await?;
-    ensure!(
-        t.capabilities().native_settler().is_some(),
-        "Features::native_dead_letter is claimed, but the transport offers no NativeSettler"
-    );
+    if t.capabilities().native_settler().is_none() {
+        close(&[&t]).await;
+        return Err(Stop::NotApplicable(
+            "the transport offers no NativeSettler".to_owned(),
+        ));
+    }
     let q = ctx.queue();
     let (builder, outcomes) = outcome_app(&ctx, &t, &q);
     let app = builder

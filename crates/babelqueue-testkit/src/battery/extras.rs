@@ -1,7 +1,8 @@
 //! Capabilities and what they promise: headers, delays, large bodies, competing consumers.
 //!
-//! Headers and delays are read from what the transport declares ([`Sends`](babelqueue_core::Sends)),
-//! not claimed twice: their tests run whenever it declares them.
+//! Headers, delays and native dead-lettering are read from what the transport declares
+//! ([`Sends`](babelqueue_core::Sends), its capabilities), not claimed twice: their tests run
+//! whenever it declares them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,25 +20,6 @@ pub(super) async fn capabilities_declared(ctx: Arc<Ctx>) -> Check {
     let capabilities = t.capabilities();
     let f = &ctx.features;
     let mut problems = Vec::new();
-    let mut pair = |claimed: bool, offered: bool, feature: &str, capability: &str| {
-        if claimed && !offered {
-            problems.push(format!(
-                "Features::{feature} is claimed, but the transport offers no {capability}"
-            ));
-        }
-        if offered && !claimed {
-            problems.push(format!(
-                "the transport offers a {capability}, but Features::{feature} is not claimed \
-                 (its test would not run): claim it, or exclude this test with a reason"
-            ));
-        }
-    };
-    pair(
-        f.native_dead_letter,
-        capabilities.native_settler().is_some(),
-        "native_dead_letter",
-        "NativeSettler",
-    );
     let redelivery = capabilities.redelivery_mode();
     if f.delayed_retry {
         match redelivery {
