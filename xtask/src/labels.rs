@@ -55,7 +55,7 @@ const NUMBERED: &[(&str, bool)] = &[
     ("round", true),
 ];
 
-/// The ordinals that make "<ordinal> wave" a label ("the second wave"), besides "2nd", "3rd", ….
+/// The ordinals that make "`<ordinal>` wave" a label ("the second wave"), besides "2nd", "3rd", ….
 const ORDINALS: &[&str] = &[
     "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
     "eleventh", "twelfth",
