@@ -140,9 +140,15 @@ pub async fn on_behalf(
     if let Some(delay) = delay {
         asked = asked.delay(delay);
     }
+    copy(transport, &asked).await
+}
+
+/// Sends `asked` as a copy on behalf of a consumed delivery ([`Purpose::OnBehalf`]), with the
+/// parts the transport does not honour left out ([`shape`]).
+pub async fn copy(transport: &dyn Transport, asked: &Outgoing<'_>) -> Result<(), TransportError> {
     let outgoing = shape(
         Purpose::OnBehalf,
-        &asked,
+        asked,
         transport.capabilities().send_parts(),
     )
     .map_err(|refused| {

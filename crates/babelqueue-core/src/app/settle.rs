@@ -11,7 +11,7 @@ use crate::decide::{
     self, DropReason, Failure, OnWriteFailure, Plan, QueueFacts, ReleaseBody, Unsettle,
 };
 use crate::error::{Error, TransportError};
-use crate::send::{self, Purpose};
+use crate::send;
 use crate::transport::Outgoing;
 use crate::transport::{Delivery, Redeliver, Redelivered, Redelivery};
 use crate::{attempts, classify};
@@ -239,20 +239,11 @@ impl Inner {
         delivery: &Delivery,
         redeliver: Redeliver<'_>,
     ) -> Result<(), TransportError> {
-        let transport = self.transport.as_ref();
         let asked = Outgoing::new(delivery.queue(), redeliver.body)
             .headers(delivery.headers())
             .facts(delivery.facts())
             .key(delivery.key());
-        let outgoing = send::shape(
-            Purpose::OnBehalf,
-            &asked,
-            transport.capabilities().send_parts(),
-        )
-        .map_err(|refused| {
-            TransportError::unsupported(format!("the {} transport {refused}", transport.name()))
-        })?;
-        transport.send(&outgoing).await?;
+        send::copy(self.transport.as_ref(), &asked).await?;
         if let Some(delay) = redeliver.delay.filter(|d| !d.is_zero()) {
             tracing::debug!(target: LOG, queue = delivery.queue(), ?delay,
                 "The retry of a message whose attempts are ahead of the broker's count was published as a copy, at once");
