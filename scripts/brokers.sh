@@ -104,6 +104,20 @@ ha_conf_port() {
     sed -n "s/^# $2=//p" "$1" 2>/dev/null
 }
 
+# ha_stop_pid PID PIDFILE : stops PID (TERM, up to 30 s for a JVM to flush, then KILL) and
+# removes PIDFILE.
+ha_stop_pid() {
+    local waited=0
+    kill "$1"
+    while kill -0 "$1" 2>/dev/null && [ $waited -lt 150 ]; do
+        sleep 0.2
+        waited=$((waited + 1))
+    done
+    kill -0 "$1" 2>/dev/null && kill -9 "$1"
+    rm -f "$2"
+    return 0
+}
+
 # ha_jvm_pid PIDFILE CONF : the pid in PIDFILE when that process runs with CONF on its command
 # line (a JVM started with its config, not a recycled pid), else nothing.
 ha_jvm_pid() {

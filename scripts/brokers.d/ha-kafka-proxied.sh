@@ -114,16 +114,9 @@ ready_kafka-proxied() {
 }
 
 stop_kafka-proxied() {
-    local pid waited=0
+    local pid
     pid=$(kafkap_pid) || return 0
-    kill "$pid"
-    while kill -0 "$pid" 2>/dev/null && [ $waited -lt 150 ]; do
-        sleep 0.2
-        waited=$((waited + 1))
-    done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    rm -f "$KAFKAP_DIR/kafka.pid"
-    return 0
+    ha_stop_pid "$pid" "$KAFKAP_DIR/kafka.pid"
 }
 
 # Nothing while the node is down: its recorded ports would point the tests at nothing.

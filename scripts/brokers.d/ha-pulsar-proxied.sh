@@ -116,16 +116,9 @@ ready_pulsar-proxied() {
 }
 
 stop_pulsar-proxied() {
-    local pid waited=0
+    local pid
     pid=$(pulsarp_pid) || return 0
-    kill "$pid"
-    while kill -0 "$pid" 2>/dev/null && [ $waited -lt 150 ]; do
-        sleep 0.2
-        waited=$((waited + 1))
-    done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    rm -f "$PULSARP_DIR/pulsar.pid"
-    return 0
+    ha_stop_pid "$pid" "$PULSARP_DIR/pulsar.pid"
 }
 
 # Nothing while the broker is down: its recorded ports would point the tests at nothing.
