@@ -31,6 +31,8 @@ use std::process::Command;
 
 use crate::{cargo, root, status, tools};
 
+mod latency;
+
 /// `cargo xtask bench [--quick]`, `cargo xtask bench runtime` or
 /// `cargo xtask bench brokers [--broker NAME]...`.
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
@@ -496,8 +498,13 @@ fn brokers(args: &[String]) -> Result<(), String> {
 fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
     let rate = |phase: &str, who: &str| figure(figures, &["broker", row, phase, who]);
     println!();
-    println!("{row}: messages/s, one run");
-    println!("  {:<20} {:>12} {:>12}", "", "publish", "consume+ack");
+    println!(
+        "{row}: messages/s, one run; the consuming side's CPU-seconds per 1 000 messages (getrusage)"
+    );
+    println!(
+        "  {:<20} {:>12} {:>12} {:>10}",
+        "", "publish", "consume+ack", "CPU s/1k"
+    );
     for who in [
         "rust-c1",
         "rust-c8",
@@ -513,7 +520,17 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
             continue;
         }
         let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
-        println!("  {who:<20} {:>12} {:>12}", show(p), show(c));
+        let cpu = latency::cpu(figures, row, who).map_or("-".to_owned(), |v| format!("{v:.3}"));
+        println!("  {who:<20} {:>12} {:>12} {cpu:>10}", show(p), show(c));
+    }
+    if let (Some(ours), Some(raw)) = (
+        latency::cpu(figures, row, "rust-c8"),
+        latency::cpu(figures, row, "raw"),
+    ) {
+        println!(
+            "  consume CPU per message at concurrency 8: {:.2}x the raw client loop's",
+            ours / raw
+        );
     }
     if let Some(latency) = rate("latency", "rust-c1") {
         println!(
@@ -525,6 +542,7 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
     if rate("consume", "raw").is_none() {
         println!("  (no raw client loop in this broker's benchmark yet)");
     }
+    latency::report(row, figures);
     for phase in ["publish", "consume"] {
         let (Some(ours), raw, python) = (
             rate(phase, "rust-c8"),

@@ -1,0 +1,385 @@
+//! Open-loop publish-to-handled latency, for the broker benchmarks.
+//!
+//! A producer paced by a clock schedule offers a fixed load (`rate` messages per second for a
+//! while); every message carries its *scheduled* send time (wall clock, ns since the Unix
+//! epoch, in its `t` data field) and its latency is the handler's start minus that time. A
+//! producer or a consumer that falls behind therefore shows in the figures instead of slowing
+//! the offered load down (no coordinated omission). The latencies go into an
+//! [`hdrhistogram`] histogram in µs; the same record is built from the Python SDK's samples
+//! (`xtask/bench/python_latency.py`), so both sides' percentiles come from one computation.
+//!
+//! A side *sustains* a load when it handled every offered message and its handled rate over
+//! the run (messages / (last handled − first scheduled)) is at least 95% of the offered rate;
+//! otherwise the run reports the load as not sustained, and its percentiles only describe a
+//! growing backlog.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use babelqueue_core::{AppBuilder, Consume, Context, HandlerError};
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+
+use crate::cpu::cpu_time;
+
+/// The loads the broker benchmarks offer, messages per second and for how long: 1 000 and
+/// 10 000 (the targets' loads) and 100, a load the Python SDK sustains on every broker.
+pub const OPEN_LOOP_LOADS: [(u64, Duration); 3] = [
+    (100, Duration::from_secs(3)),
+    (1_000, Duration::from_secs(3)),
+    (10_000, Duration::from_secs(2)),
+];
+
+/// The share of the offered rate a run must reach to count as sustained.
+pub const SUSTAINED_SHARE: f64 = 0.95;
+
+/// How long after the schedule's end a run waits for the rest of its messages.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// The producer wakes at most this often (each time sending every message then due).
+const WAKE_QUANTUM: Duration = Duration::from_micros(500);
+
+/// The histogram's highest value: one hour, in µs.
+const HOUR_US: u64 = 3_600_000_000;
+
+/// Publishes in flight at once at most, for this SDK's producer: a publish that waits for its
+/// broker's confirm does not hold the schedule back, and a broker that cannot keep up still
+/// shows (the producer then waits for a slot, late against its schedule).
+const IN_FLIGHT: usize = 256;
+
+/// One open-loop run: the latencies of the handled messages and the load they were offered at.
+#[derive(Debug, Clone)]
+pub struct OpenLoopRun {
+    /// The offered rate, messages per second.
+    pub rate: u64,
+    /// How many messages the schedule offered.
+    pub offered: u64,
+    /// Publish-to-handled latency of every handled message, in µs.
+    pub histogram: Histogram<u64>,
+    /// From the first scheduled send to the last handler start.
+    pub span: Duration,
+    /// CPU time of the consuming process over the run, when measured.
+    pub cpu: Option<Duration>,
+}
+
+impl OpenLoopRun {
+    /// A run from its latency samples (µs).
+    ///
+    /// # Panics
+    ///
+    /// Never: the bounds are constants (1 µs to one hour, 3 significant digits; a sample
+    /// above an hour is recorded as an hour).
+    pub fn from_samples(rate: u64, offered: u64, samples_us: &[u64], span: Duration) -> Self {
+        let mut histogram =
+            Histogram::<u64>::new_with_bounds(1, HOUR_US, 3).expect("valid histogram bounds");
+        for &us in samples_us {
+            histogram.saturating_record(us.clamp(1, HOUR_US));
+        }
+        OpenLoopRun {
+            rate,
+            offered,
+            histogram,
+            span,
+            cpu: None,
+        }
+    }
+
+    /// How many messages were handled.
+    pub fn handled(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    /// Handled messages per second over the run.
+    pub fn achieved_rate(&self) -> f64 {
+        let secs = self.span.as_secs_f64();
+        if secs > 0.0 {
+            self.handled() as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// Every offered message handled, at [`SUSTAINED_SHARE`] of the offered rate at least.
+    pub fn sustained(&self) -> bool {
+        self.offered > 0
+            && self.handled() >= self.offered
+            && self.achieved_rate() >= SUSTAINED_SHARE * self.rate as f64
+    }
+
+    /// The latency at `quantile` (0.5, 0.99, 0.999), in µs.
+    pub fn percentile_us(&self, quantile: f64) -> u64 {
+        self.histogram.value_at_quantile(quantile)
+    }
+
+    /// CPU-seconds per 1 000 handled messages, when the CPU was measured.
+    pub fn cpu_per_thousand(&self) -> Option<f64> {
+        let handled = self.handled();
+        self.cpu
+            .filter(|_| handled > 0)
+            .map(|cpu| cpu.as_secs_f64() * 1000.0 / handled as f64)
+    }
+
+    /// The `BQ-FIGURE latency` line `cargo xtask bench brokers` reads:
+    /// `latency <row> <rate> <who> <p50> <p99> <p99.9> <max> <handled> <offered> <achieved/s>
+    /// <sustained: 1 or 0> <cpu s/1000 or ->`, latencies in µs.
+    pub fn figure(&self, row: &str, who: &str) -> String {
+        format!(
+            "BQ-FIGURE latency {row} {} {who} {} {} {} {} {} {} {:.0} {} {}",
+            self.rate,
+            self.percentile_us(0.5),
+            self.percentile_us(0.99),
+            self.percentile_us(0.999),
+            self.histogram.max(),
+            self.handled(),
+            self.offered,
+            self.achieved_rate(),
+            u8::from(self.sustained()),
+            self.cpu_per_thousand()
+                .map_or("-".to_owned(), |c| format!("{c:.4}")),
+        )
+    }
+
+    /// Prints a human line and the figure line.
+    #[allow(clippy::print_stdout)]
+    pub fn print(&self, row: &str, who: &str) {
+        println!(
+            "{row}, {who}: open loop at {} msg/s: p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms; {} of {} handled at {:.0}/s{}",
+            self.rate,
+            self.percentile_us(0.5) as f64 / 1e3,
+            self.percentile_us(0.99) as f64 / 1e3,
+            self.percentile_us(0.999) as f64 / 1e3,
+            self.histogram.max() as f64 / 1e3,
+            self.handled(),
+            self.offered,
+            self.achieved_rate(),
+            if self.sustained() {
+                ""
+            } else {
+                " (not sustained)"
+            },
+        );
+        println!("{}", self.figure(row, who));
+    }
+}
+
+/// Wall-clock ns since the Unix epoch: the clock both SDKs stamp and read.
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The message body of the open-loop runs: the throughput benchmarks' body plus the scheduled
+/// send time.
+pub fn stamped(scheduled_ns: u64) -> Value {
+    json!({"order_id": 1042, "total": 99.9, "t": scheduled_ns})
+}
+
+/// Runs `builder`'s worker on its queue with a handler for `urn`, offers `rate` messages per
+/// second for `duration` on an open-loop schedule, and records each handled message's
+/// latency. One warm-up message is published and handled first (connections, first poll).
+/// The run gives up 5 s after the schedule's end (as the Python script does); what was not handled by then is missing
+/// from the histogram (and the run is not sustained).
+///
+/// # Panics
+///
+/// When the app cannot be built or the warm-up message is not handled within 10 s: it is a
+/// benchmark helper, and a broken run has no figure to give.
+pub async fn open_loop(
+    builder: AppBuilder,
+    urn: &str,
+    rate: u64,
+    duration: Duration,
+) -> OpenLoopRun {
+    let offered = (rate as f64 * duration.as_secs_f64()).round() as u64;
+    let (tx, mut handled) = tokio::sync::mpsc::unbounded_channel::<Option<(u64, u64)>>();
+    let app = builder
+        .handle(urn, move |ctx: Context| {
+            let now = wall_ns();
+            let stamp = ctx
+                .data_as::<Value>()
+                .ok()
+                .and_then(|d| d.get("t").and_then(Value::as_u64));
+            let _ = tx.send(stamp.map(|t| (now.saturating_sub(t) / 1_000, now)));
+            async { Ok::<(), HandlerError>(()) }
+        })
+        .build()
+        .expect("a valid benchmark app");
+    let stop = app.stop_handle();
+    let worker = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            app.consume(
+                Consume::new()
+                    .max_messages(offered + 1)
+                    .handle_signals(false),
+            )
+            .await
+        })
+    };
+    app.publish(urn, &json!({"warm": true}))
+        .await
+        .expect("the warm-up message is published");
+    match tokio::time::timeout(Duration::from_secs(10), handled.recv()).await {
+        Ok(Some(None)) => {}
+        other => panic!("the warm-up message was not handled: {other:?}"),
+    }
+
+    let cpu_before = cpu_time();
+    let interval_ns = 1_000_000_000 / rate.max(1);
+    let start_ns = wall_ns() + 5_000_000;
+    let start = std::time::Instant::now() + Duration::from_millis(5);
+    // The producer paces itself on a thread of its own with the OS's sleep (tokio's timer
+    // rounds every wake-up up to the next millisecond, which would be counted as latency): at
+    // each wake-up it hands every message then due to the runtime, and it wakes at the next
+    // message's time, at most every WAKE_QUANTUM (at 10 000 msg/s, five messages a wake-up).
+    let stop_producing = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (app, urn, stop) = (app.clone(), urn.to_owned(), stop_producing.clone());
+        let (handle, slots) = (
+            tokio::runtime::Handle::current(),
+            Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
+        );
+        std::thread::spawn(move || {
+            let due = |i: u64| start + Duration::from_nanos(i * interval_ns);
+            let mut i = 0;
+            while i < offered && !stop.load(Ordering::Relaxed) {
+                let now = std::time::Instant::now();
+                while i < offered && due(i) <= now {
+                    let Ok(slot) = handle.block_on(slots.clone().acquire_owned()) else {
+                        return;
+                    };
+                    let (app, urn) = (app.clone(), urn.clone());
+                    let body = stamped(start_ns + i * interval_ns);
+                    handle.spawn(async move {
+                        app.publish(&urn, &body).await.expect("published");
+                        drop(slot);
+                    });
+                    i += 1;
+                }
+                let next = due(i).max(now + WAKE_QUANTUM);
+                std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
+            }
+        })
+    };
+    let start = tokio::time::Instant::from_std(start);
+    let deadline = start + duration + GRACE;
+    let mut samples = Vec::with_capacity(usize::try_from(offered).unwrap_or(0));
+    let mut last_ns = start_ns;
+    while (samples.len() as u64) < offered {
+        match tokio::time::timeout_at(deadline, handled.recv()).await {
+            Ok(Some(Some((us, at)))) => {
+                samples.push(us);
+                last_ns = last_ns.max(at);
+            }
+            Ok(Some(None)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let cpu = cpu_time().saturating_sub(cpu_before);
+    stop_producing.store(true, Ordering::Relaxed);
+    let _ = tokio::task::spawn_blocking(move || producer.join()).await;
+    stop.stop();
+    let _ = tokio::time::timeout(Duration::from_secs(10), worker).await;
+    let span = Duration::from_nanos(last_ns.saturating_sub(start_ns));
+    let mut run = OpenLoopRun::from_samples(rate, offered, &samples, span);
+    run.cpu = Some(cpu);
+    run
+}
+
+/// Runs the Python SDK's open loop (`xtask/bench/python_latency.py` under `python`) on `url`
+/// and `queue` at `rate` for `duration`; `None` (with the reason printed) when it could not
+/// run.
+#[allow(clippy::print_stdout)]
+pub fn python_open_loop(
+    python: &Path,
+    url: &str,
+    queue: &str,
+    rate: u64,
+    duration: Duration,
+) -> Option<OpenLoopRun> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../xtask/bench/python_latency.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .args([
+            url,
+            queue,
+            &rate.to_string(),
+            &duration.as_secs_f64().to_string(),
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        println!(
+            "the Python open loop failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    parse_python(&out.stdout)
+}
+
+/// The Python script's JSON line: `{"rate", "offered", "lat_us": [...], "span_s", "cpu_s"}`.
+fn parse_python(stdout: &[u8]) -> Option<OpenLoopRun> {
+    let text = String::from_utf8_lossy(stdout);
+    let line: Value = serde_json::from_str(text.lines().last()?).ok()?;
+    let samples: Vec<u64> = line["lat_us"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    let mut run = OpenLoopRun::from_samples(
+        line["rate"].as_u64()?,
+        line["offered"].as_u64()?,
+        &samples,
+        Duration::from_secs_f64(line["span_s"].as_f64()?.max(0.0)),
+    );
+    run.cpu = line["cpu_s"]
+        .as_f64()
+        .map(|s| Duration::from_secs_f64(s.max(0.0)));
+    Some(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_the_sustained_verdict_come_from_the_samples() {
+        // 1 000 samples of 1..=1000 µs over 1.01 s at 1 000/s: sustained.
+        let samples: Vec<u64> = (1..=1000).collect();
+        let run = OpenLoopRun::from_samples(1000, 1000, &samples, Duration::from_millis(1010));
+        assert_eq!(run.handled(), 1000);
+        assert_eq!(run.percentile_us(0.5), 500);
+        assert_eq!(run.percentile_us(0.99), 990);
+        assert_eq!(run.histogram.max(), 1000);
+        assert!(run.sustained());
+        // The same samples over 1.2 s (83% of the offered rate): not sustained.
+        let slow = OpenLoopRun::from_samples(1000, 1000, &samples, Duration::from_millis(1200));
+        assert!(!slow.sustained());
+        // A message missing: not sustained whatever the rate.
+        let short = OpenLoopRun::from_samples(1000, 1001, &samples, Duration::from_secs(1));
+        assert!(!short.sustained());
+    }
+
+    #[test]
+    fn the_figure_line_carries_every_column() {
+        let mut run = OpenLoopRun::from_samples(10, 2, &[100, 3000], Duration::from_millis(200));
+        run.cpu = Some(Duration::from_millis(5));
+        assert_eq!(
+            run.figure("redis", "python"),
+            "BQ-FIGURE latency redis 10 python 100 3001 3001 3001 2 2 10 1 2.5000"
+        );
+    }
+
+    #[test]
+    fn the_python_line_is_read() {
+        let out = b"noise\n{\"rate\": 1000, \"offered\": 3, \"lat_us\": [10, 20, 30], \"span_s\": 0.003, \"cpu_s\": 0.5}\n";
+        let run = parse_python(out).expect("a run");
+        assert_eq!((run.rate, run.offered, run.handled()), (1000, 3, 3));
+        assert_eq!(run.percentile_us(0.5), 20);
+        assert!(run.sustained());
+    }
+}
