@@ -78,7 +78,7 @@ def consume(url, queue, rate, seconds):
     app.register(URN, handle)
     # Warm-up: connections and the first poll, as the Rust side does.
     app.publish(URN, {"warm": True})
-    app.consume(max_messages=1, timeout=10.0, handle_signals=False)
+    app.consume(max_messages=1, handle_signals=False)
     producer = subprocess.Popen(
         [sys.executable, __file__, "produce", url, queue, str(rate), str(seconds)],
         stdin=subprocess.PIPE,
@@ -92,10 +92,15 @@ def consume(url, queue, rate, seconds):
     producer.stdin.flush()
     # A load this side cannot sustain would take minutes to drain: the run gives up GRACE_S
     # after the schedule's end, as the Rust side does (what is missing then is not sustained).
-    give_up = threading.Timer((start_ns - time.time_ns()) / 1e9 + seconds + GRACE_S, app.stop)
+    # With max_messages, the SDK's consume returns at the first empty poll (pika's basic_get
+    # finds the queue empty between two messages), so it is called again until every message
+    # was handled; each call with the SDK's default poll timeout (1 s).
+    give_up_ns = start_ns + int((seconds + GRACE_S) * 1e9)
+    give_up = threading.Timer((give_up_ns - time.time_ns()) / 1e9, app.stop)
     give_up.start()
     before = cpu_seconds()
-    app.consume(max_messages=offered, timeout=GRACE_S, handle_signals=False)
+    while len(latencies) < offered and time.time_ns() < give_up_ns:
+        app.consume(max_messages=offered - len(latencies), handle_signals=False)
     cpu = cpu_seconds() - before
     give_up.cancel()
     if producer.poll() is None:

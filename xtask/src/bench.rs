@@ -423,10 +423,17 @@ const BROKERS: &[BrokerBench] = &[
         python_times: 10.0,
         raw_share: 0.5,
     },
+    // The Python SDK 1.24.0 has no NATS transport: the raw loop and the latency are the
+    // comparison.
+    BrokerBench {
+        name: "nats",
+        package: "babelqueue-transport-nats",
+        bench: "nats",
+        rows: &["nats"],
+        python_times: 10.0,
+        raw_share: 0.5,
+    },
 ];
-
-/// The brokers whose benchmarks do not print side-by-side figures yet.
-const NOT_YET: &[&str] = &["nats"];
 
 /// SQS on moto: moto bounds the rates, so its target is the requests per message (at most 0.25).
 const SQS: &str = "sqs";
@@ -444,11 +451,7 @@ fn brokers(args: &[String]) -> Result<(), String> {
         }
     }
     for name in &wanted {
-        if NOT_YET.contains(name) {
-            println!(
-                "{name}: its benchmark does not print side-by-side figures yet, so no throughput target is checked; run `cargo bench -p babelqueue-transport-{name}` for its own figures"
-            );
-        } else if *name != SQS && !BROKERS.iter().any(|b| b.name == *name) {
+        if *name != SQS && !BROKERS.iter().any(|b| b.name == *name) {
             return Err(format!("unknown broker {name:?}"));
         }
     }
@@ -471,6 +474,13 @@ fn brokers(args: &[String]) -> Result<(), String> {
         for row in broker.rows {
             report_broker(broker, row, &figures);
         }
+        if broker.name == "redis" {
+            println!();
+            println!(
+                "memory:// (the same open-loop schedule in the same process: the runtime and the machine alone)"
+            );
+            latency::report("memory", &figures);
+        }
     }
     if wanted.is_empty() || wanted.contains(&SQS) {
         println!("== {SQS}");
@@ -485,12 +495,6 @@ fn brokers(args: &[String]) -> Result<(), String> {
         .env("BQ_BENCH_FIGURES_ONLY", "1")
         .env("BQ_REQUIRE_BROKERS", "1");
         report_sqs(&run_figures(cmd)?);
-    }
-    if wanted.is_empty() {
-        println!(
-            "not measured by this command yet: {} (their benchmarks print their own figures)",
-            NOT_YET.join(", ")
-        );
     }
     Ok(())
 }
@@ -558,7 +562,9 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
                 ours / py,
                 verdict(ours / py >= broker.python_times)
             ),
-            None => println!("  target: {phase} against the Python SDK: not measured"),
+            None => println!(
+                "  target: {phase} against the Python SDK: not measured (no Python row in this benchmark)"
+            ),
         }
         if let Some(raw) = raw {
             println!(
