@@ -20,8 +20,8 @@
 //! this process around the consume phase, the least of the rounds; the Python SDK's own
 //! process's), as `BQ-FIGURE broker kafka cpu <who> <s>`; last, the open-loop
 //! publish-to-handled latency at each load of `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK
-//! with its defaults and the Python SDK (`xtask/bench/python_latency.py`), as `BQ-FIGURE
-//! latency kafka` lines.
+//! with its defaults, again with `linger.ms=0` (`rust-linger0`), and the Python SDK
+//! (`xtask/bench/python_latency.py`), as `BQ-FIGURE latency kafka` lines.
 //!
 //! Without `--bench` (`cargo test --all-targets`) it runs the criterion functions once and a
 //! 200-record smoke run of the two Rust consumers. With `BQ_BENCH_FIGURES_ONLY=1` (as
@@ -561,6 +561,19 @@ fn latency(runtime: &tokio::runtime::Runtime) {
             open_loop(App::builder(transport).queue(topic), URN, rate, duration).await
         });
         run.print("kafka", "rust");
+        // The producer's batching linger (librdkafka's `linger.ms`, 5 ms by default) is the
+        // default that trades latency for publishing throughput: the same run without it.
+        let (topic, url) = (
+            unique("open-linger0"),
+            format!("{}?group_id={}&linger.ms=0", url(), unique("open")),
+        );
+        let run = runtime.block_on(async {
+            let transport = KafkaTransport::connect(&url)
+                .await
+                .expect("Kafka is reachable");
+            open_loop(App::builder(transport).queue(topic), URN, rate, duration).await
+        });
+        run.print("kafka", "rust-linger0");
         let Some(python) = python_path() else {
             continue;
         };
