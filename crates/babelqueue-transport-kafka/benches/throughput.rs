@@ -553,9 +553,9 @@ fn live(figures_only: bool) {
 fn latency(runtime: &tokio::runtime::Runtime) {
     for (rate, duration) in OPEN_LOOP_LOADS {
         let topic = unique("open");
-        let url = format!("{}?group_id={}", url(), unique("open"));
+        let group_url = format!("{}?group_id={}", url(), unique("open"));
         let run = runtime.block_on(async {
-            let transport = KafkaTransport::connect(&url)
+            let transport = KafkaTransport::connect(&group_url)
                 .await
                 .expect("Kafka is reachable");
             open_loop(App::builder(transport).queue(topic), URN, rate, duration).await
@@ -563,12 +563,12 @@ fn latency(runtime: &tokio::runtime::Runtime) {
         run.print("kafka", "rust");
         // The producer's batching linger (librdkafka's `linger.ms`, 5 ms by default) is the
         // default that trades latency for publishing throughput: the same run without it.
-        let (topic, url) = (
+        let (topic, group_url) = (
             unique("open-linger0"),
             format!("{}?group_id={}&linger.ms=0", url(), unique("open")),
         );
         let run = runtime.block_on(async {
-            let transport = KafkaTransport::connect(&url)
+            let transport = KafkaTransport::connect(&group_url)
                 .await
                 .expect("Kafka is reachable");
             open_loop(App::builder(transport).queue(topic), URN, rate, duration).await
