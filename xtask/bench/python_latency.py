@@ -68,17 +68,24 @@ def consume(url, queue, rate, seconds):
     latencies = []
     last = [0]
 
+    # Warm-up: connections and the first poll, as the Rust side does.
+    # A Kafka consumer group may take a while to join a topic that was just created.
+    warm = [False]
+
     def handle(data, meta):
         now = time.time_ns()
         due = data.get("t")
-        if due is not None:
+        if due is None:
+            warm[0] = True
+        else:
             latencies.append(max(0, now - due) // 1000)
             last[0] = now
 
     app.register(URN, handle)
-    # Warm-up: connections and the first poll, as the Rust side does.
     app.publish(URN, {"warm": True})
-    app.consume(max_messages=1, handle_signals=False)
+    warm_until = time.monotonic() + 60
+    while not warm[0] and time.monotonic() < warm_until:
+        app.consume(max_messages=1, handle_signals=False)
     producer = subprocess.Popen(
         [sys.executable, __file__, "produce", url, queue, str(rate), str(seconds)],
         stdin=subprocess.PIPE,
