@@ -60,6 +60,10 @@ def produce(url, queue, rate, seconds):
         if wait > 0:
             time.sleep(wait)
         app.publish(URN, {"order_id": 1042, "total": 99.9, "t": due})
+    # Kafka's producer sends in the background: what it still holds goes out before the exit.
+    close = getattr(app.transport, "close", None)
+    if close is not None:
+        close()
 
 
 def consume(url, queue, rate, seconds):

@@ -236,7 +236,8 @@ pub async fn open_loop(
     rate: u64,
     duration: Duration,
 ) -> OpenLoopRun {
-    let offered = (rate as f64 * duration.as_secs_f64()).round() as u64;
+    let offered =
+        rate.saturating_mul(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)) / 1000;
     let (tx, mut handled) = tokio::sync::mpsc::unbounded_channel::<Option<(u64, u64)>>();
     let app = builder
         .handle(urn, move |ctx: Context| {
