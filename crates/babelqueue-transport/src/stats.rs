@@ -13,14 +13,24 @@
 //! | Redis (Laravel) | `LLEN queues:<queue>` | `ZCARD …:reserved` | `ZCARD …:delayed` | `LLEN` of `<queue>.dlq` | `None` |
 //! | SQS | `ApproximateNumberOfMessages` | `…NotVisible` | `…Delayed` | `ApproximateNumberOfMessages` of `<queue>-dlq` (`<base>-dlq.fifo`), `None` when it does not exist | `None` |
 //! | NATS JetStream | the consumer's `num_pending` (the stream's count before a consumer exists) | `num_ack_pending` | `None` | the `<queue>.dlq` stream's count | `None` |
-//! | RabbitMQ | passive `queue.declare`: message count (ready only) | `None` (only the management API says) | `None` | passive declare of `<queue>.dlq` | passive declare: consumer count |
+//! | RabbitMQ | passive `queue.declare`: message count (ready only) | `messages_unacknowledged` of the management API, with a management URL (sampled); else `None` | `None` | passive declare of `<queue>.dlq` | passive declare: consumer count |
 //! | Kafka | the consumer group's lag: end offsets less committed offsets (what is handed out and not committed too) | `None` | `None` | the group's lag on `<queue>.dlq` | `None` |
 //! | Pulsar (with an admin URL) | the subscription's `msgBacklog` less its `unackedMessages` (admin REST topic stats) | `unackedMessages` | `None` | the subscription's backlog on `<queue>.dlq`, `None` while nobody subscribed to it | the subscription's consumers |
 //! | Artemis | `messageCount` less `deliveringCount` and `scheduledCount` (attributes of `queue.<queue>`, read through the `activemq.management` address) | `deliveringCount` | `scheduledCount` | `messageCount` of `<queue>.dlq`, `None` when it does not exist | `consumerCount` |
 //! | Azure Service Bus | not offered: its counts need the management API | | | | |
 //!
-//! No transport fills `oldest_ready_age` yet: none of these brokers says it in the call
-//! above (the memory transport keeps no publish time).
+//! `oldest_ready_age`, how long the next message to hand out has waited:
+//!
+//! | transport | from |
+//! |---|---|
+//! | Redis (both layouts) | the ready list's head's `meta.created_at` (decoded on the server), `None` for a body that is not an envelope |
+//! | NATS JetStream | the stored time of the next sequence the consumer has not handed out |
+//! | Pulsar (with an admin URL) | the subscription's `earliestMsgPublishTimeInBacklog` (may be a message handed out and not acknowledged) |
+//! | Artemis | `firstMessageTimestamp` (the AMQP `creation-time` the transport sets from `meta.created_at`) |
+//! | memory, SQS, RabbitMQ, Kafka | `None`: no cheap call says it |
+//!
+//! Ages compare a time another clock wrote (a producer's, the broker's) with this host's; a
+//! clock ahead gives zero, never a negative age.
 //!
 //! `source` says in a few words what the broker reported (`"LLEN/ZCARD"`,
 //! `"GetQueueAttributes"` …), so a reader knows what a figure means on that broker.
@@ -53,7 +63,8 @@ pub struct QueueStats {
     /// Messages in the queue's default dead-letter queue, where the transport can name and
     /// count it cheaply.
     pub dead_letter: Option<u64>,
-    /// How long the oldest ready message has waited, where the broker says it cheaply.
+    /// How long the oldest message waiting to be handed out has waited, where the broker says
+    /// it cheaply (see the table above for what each transport reads).
     pub oldest_ready_age: Option<Duration>,
     /// Consumers attached to the queue right now, where the broker says (a worker that is
     /// running but polls with a short request between receives may not be counted).
