@@ -253,6 +253,12 @@ pub(crate) struct ConsumeArgs {
     /// received and not started when the consumer stops are released unchanged.
     #[arg(long)]
     pub(crate) prefetch: Option<usize>,
+    /// Serve Prometheus metrics at http://ADDR/metrics while consuming (e.g.
+    /// 127.0.0.1:9464; port 0 picks one and logs it): messages consumed, published, failed and
+    /// dead-lettered by queue and URN, handler duration, messages in flight, and the queue's
+    /// lag where the broker reports it (sampled every 5 s).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]

@@ -3,8 +3,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use babelqueue::envelope::RawJson;
+use babelqueue::prometheus::{LagWatch, MetricsServer, Prometheus, watch_lag};
 use babelqueue::{
     App, AppBuilder, Consume, Context, Event, HandlerError, Observer, Outcome, StopHandle,
     Transport,
@@ -111,6 +113,25 @@ fn configure(mut builder: AppBuilder, args: &ConsumeArgs) -> Result<AppBuilder, 
     Ok(builder)
 }
 
+/// The seconds between two reads of the queue's stats for the lag gauges.
+const LAG_EVERY: Duration = Duration::from_secs(5);
+
+/// Installs the Prometheus recorder, serves it on `addr` and samples the queue's lag.
+async fn metrics(
+    addr: std::net::SocketAddr,
+    transport: Arc<dyn Transport>,
+    queue: &str,
+) -> Result<(Prometheus, MetricsServer, LagWatch), String> {
+    let prometheus = Prometheus::install().map_err(|e| e.to_string())?;
+    let server = prometheus
+        .serve(addr)
+        .await
+        .map_err(|e| format!("--metrics-listen: {e}"))?;
+    tracing::info!(target: "babelqueue::cli", url = %server.url(), "serving Prometheus metrics");
+    let lag = watch_lag(transport, vec![queue.to_owned()], LAG_EVERY);
+    Ok((prometheus, server, lag))
+}
+
 pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
     let io = session.io().clone();
     let transport = session.connect(&args.url.url).await?;
@@ -123,6 +144,20 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
             close(&io, transport.as_ref()).await;
             return Err(e);
         }
+    };
+    // Held until the run ends: dropping them stops the endpoint and the lag sampling.
+    let metrics = match args.metrics_listen {
+        Some(addr) => match metrics(addr, transport.clone(), &args.queue).await {
+            Ok((prometheus, server, lag)) => {
+                builder = builder.observer(prometheus.observer());
+                Some((server, lag))
+            }
+            Err(e) => {
+                close(&io, transport.as_ref()).await;
+                return Err(e);
+            }
+        },
+        None => None,
     };
     if !per_call {
         builder = builder.observer(Arc::new(WireLines {
@@ -196,6 +231,8 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
         transport.name()
     ));
     let summary = app.consume(options).await;
+    // The endpoint answers until the loop has settled its last delivery.
+    drop(metrics);
     io.done();
     close(&io, transport.as_ref()).await;
     let summary = summary.map_err(|e| e.to_string())?;

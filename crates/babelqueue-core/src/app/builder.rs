@@ -149,9 +149,13 @@ impl AppBuilder {
         self.rewind_pause = pause;
         self
     }
-    /// Reports every settled delivery to `observer`.
+    /// Reports every settled delivery (and every publish) to `observer`. Several may be added
+    /// (metrics and a tracer, say): each sees every call, in the order they were added.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = Some(observer);
+        self.observer = Some(match self.observer.take() {
+            Some(first) => Arc::new(super::Observers(vec![first, observer])),
+            None => observer,
+        });
         self
     }
     /// Shows every enabled delivery span (`babelqueue.handle`, see [`trace`](super::trace)) to
