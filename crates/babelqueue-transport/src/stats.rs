@@ -17,7 +17,7 @@
 //! | Kafka | the consumer group's lag: end offsets less committed offsets (what is handed out and not committed too) | `None` | `None` | the group's lag on `<queue>.dlq` | `None` |
 //! | Pulsar (with an admin URL) | the subscription's `msgBacklog` less its `unackedMessages` (admin REST topic stats) | `unackedMessages` | `None` | the subscription's backlog on `<queue>.dlq`, `None` while nobody subscribed to it | the subscription's consumers |
 //! | Artemis | `messageCount` less `deliveringCount` and `scheduledCount` (attributes of `queue.<queue>`, read through the `activemq.management` address) | `deliveringCount` | `scheduledCount` | `messageCount` of `<queue>.dlq`, `None` when it does not exist | `consumerCount` |
-//! | Azure Service Bus | not offered: its counts need the management API | | | | |
+//! | Azure Service Bus | `ActiveMessageCount` of the management REST API (locked messages included) | `None` (counted in `ready`) | `ScheduledMessageCount` | `ActiveMessageCount` of `<queue>.dlq`, `None` when it does not exist | `None` |
 //!
 //! `oldest_ready_age`, how long the next message to hand out has waited:
 //!
@@ -27,7 +27,7 @@
 //! | NATS JetStream | the stored time of the next sequence the consumer has not handed out |
 //! | Pulsar (with an admin URL) | the subscription's `earliestMsgPublishTimeInBacklog` (may be a message handed out and not acknowledged) |
 //! | Artemis | `firstMessageTimestamp` (the AMQP `creation-time` the transport sets from `meta.created_at`) |
-//! | memory, SQS, RabbitMQ, Kafka | `None`: no cheap call says it |
+//! | memory, SQS, RabbitMQ, Kafka, Azure Service Bus | `None`: no cheap call says it |
 //!
 //! Ages compare a time another clock wrote (a producer's, the broker's) with this host's; a
 //! clock ahead gives zero, never a negative age.
