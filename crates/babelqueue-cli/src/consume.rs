@@ -33,21 +33,6 @@ fn call_line(ctx: &Context) -> String {
     )
 }
 
-/// The name an outcome is printed by.
-fn outcome_name(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Acked => "acked",
-        Outcome::Dropped => "dropped",
-        Outcome::Retried => "retried",
-        Outcome::Released => "released",
-        Outcome::DeadLettered => "dead_lettered",
-        Outcome::Native => "native",
-        Outcome::Unsettled => "unsettled",
-        Outcome::Interrupted => "interrupted",
-        _ => "other",
-    }
-}
-
 /// Prints one line per settled delivery (`--output raw|wire`), whatever it held.
 struct WireLines {
     io: Io,
@@ -64,7 +49,7 @@ impl Observer for WireLines {
                 "{{\"queue\":{},\"outcome\":\"{}\",\"urn\":{},{body},\"members\":{},\"headers\":{},\
                  \"facts\":{},\"broker\":{}}}",
                 RawJson::string(event.queue),
-                outcome_name(event.outcome),
+                Outcome::as_str(event.outcome),
                 RawJson::string(event.urn),
                 wire::members(delivery.body()),
                 wire::headers(delivery.headers()),

@@ -1291,3 +1291,25 @@ async fn an_empty_receive_that_answers_at_once_is_waited_out() {
         started.elapsed()
     );
 }
+
+#[test]
+fn every_outcome_has_its_own_snake_case_name() {
+    let all = [
+        Outcome::Acked,
+        Outcome::Dropped,
+        Outcome::Retried,
+        Outcome::Released,
+        Outcome::DeadLettered,
+        Outcome::Native,
+        Outcome::Unsettled,
+        Outcome::Interrupted,
+    ];
+    let names: std::collections::BTreeSet<&str> = all.iter().map(|o| o.as_str()).collect();
+    assert_eq!(names.len(), all.len());
+    assert!(
+        names
+            .iter()
+            .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+    );
+    assert_eq!(Outcome::DeadLettered.as_str(), "dead_lettered");
+}

@@ -147,9 +147,7 @@ fn project(own: Option<Figures>, dead_letter: Option<Figures>, now_ms: u64) -> Q
         .delayed(own.scheduled)
         .consumers(own.consumers);
     let stats = match own.first_timestamp_ms {
-        Some(ms) => {
-            stats.oldest_ready_age(std::time::Duration::from_millis(now_ms.saturating_sub(ms)))
-        }
+        Some(ms) => stats.oldest_written_at(ms, now_ms),
         None => stats,
     };
     match dead_letter {
@@ -174,9 +172,7 @@ impl Stats for ArtemisTransport {
     async fn stats(&self, queue: &str) -> Result<QueueStats, TransportError> {
         let own = self.figures(queue).await?;
         let dead_letter = self.figures(&format!("{queue}.dlq")).await?;
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_ms = babelqueue_core::stats::now_epoch_ms();
         Ok(project(own, dead_letter, now_ms))
     }
 }

@@ -18,8 +18,6 @@
 //! acknowledgement the consumer recorded can stay in a work-queue stream (the removal had not
 //! reached the disk) and is never handed out again; the consumer's figures leave it out.
 
-use std::time::Duration;
-
 use async_nats::jetstream::context::{ConsumerInfoErrorKind, GetStreamErrorKind};
 use async_nats::jetstream::{ErrorCode, consumer};
 use async_trait::async_trait;
@@ -50,9 +48,7 @@ fn project(own: Read, dead_letter: Read, now_ms: u64) -> QueueStats {
         .in_flight(in_flight)
         .dead_letter(dead_letter.stored.unwrap_or(0));
     match own.oldest_ms.filter(|_| ready > 0) {
-        Some(oldest) => {
-            stats.oldest_ready_age(Duration::from_millis(now_ms.saturating_sub(oldest)))
-        }
+        Some(oldest) => stats.oldest_written_at(oldest, now_ms),
         None => stats,
     }
 }
@@ -139,13 +135,15 @@ impl Stats for NatsTransport {
     async fn stats(&self, queue: &str) -> Result<QueueStats, TransportError> {
         let own = self.read(queue).await?;
         let dead_letter = self.read(&format!("{queue}.dlq")).await?;
-        let now_ms = epoch_ms(time::OffsetDateTime::now_utc());
+        let now_ms = babelqueue_transport::stats::now_epoch_ms();
         Ok(project(own, dead_letter, now_ms))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

@@ -18,8 +18,6 @@
 //! A topic that does not exist counts 0. A topic whose subscription does not exist yet (nobody
 //! consumed it) has no figure: the broker counts a backlog per subscription only.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use async_trait::async_trait;
 use babelqueue_core::{QueueStats, Stats, TransportError};
 
@@ -94,7 +92,7 @@ fn project(
             .in_flight(own.unacked)
             .consumers(own.consumers);
         if let Some(earliest) = own.earliest_publish_ms.filter(|_| own.backlog > 0) {
-            stats = stats.oldest_ready_age(Duration::from_millis(now_ms.saturating_sub(earliest)));
+            stats = stats.oldest_written_at(earliest, now_ms);
         }
     } else {
         stats
@@ -111,9 +109,7 @@ impl Stats for PulsarTransport {
         let own = self.client.subscription_stats(&self.topic(queue)).await?;
         let dlq = self.topic(&format!("{queue}.dlq"));
         let dead_letter = self.client.subscription_stats(&dlq).await?;
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_ms = babelqueue_core::stats::now_epoch_ms();
         Ok(project(own, dead_letter, now_ms))
     }
 }

@@ -17,8 +17,6 @@
 //!
 //! A key that does not exist counts 0; a key of another type is an error naming it.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use async_trait::async_trait;
 use babelqueue_core::{QueueStats, Stats, TransportError};
 
@@ -73,7 +71,7 @@ fn project(
         None => stats,
     };
     if created_at > 0 && at(0) > 0 {
-        stats.oldest_ready_age(Duration::from_millis(now_ms.saturating_sub(created_at)))
+        stats.oldest_written_at(created_at, now_ms)
     } else {
         stats
     }
@@ -112,9 +110,7 @@ impl Stats for RedisTransport {
             .await?
             .first()
             .copied();
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_ms = babelqueue_core::stats::now_epoch_ms();
         Ok(project(
             self.options.layout,
             &own,
@@ -127,6 +123,8 @@ impl Stats for RedisTransport {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

@@ -41,6 +41,14 @@ use async_trait::async_trait;
 
 use crate::error::TransportError;
 
+/// This host's clock in milliseconds since the Unix epoch (0 before it): the `now_ms` of
+/// [`QueueStats::oldest_written_at`].
+pub fn now_epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// The figures a broker gave for one queue. `None`: the broker does not say it cheaply.
 ///
 /// ```
@@ -115,6 +123,25 @@ impl QueueStats {
     pub fn oldest_ready_age(mut self, age: Duration) -> QueueStats {
         self.oldest_ready_age = Some(age);
         self
+    }
+
+    /// With the age of the oldest ready message written at `written_ms` (ms since the Unix
+    /// epoch, by the clock of whoever wrote it: a producer, the broker), read at `now_ms`
+    /// ([`now_epoch_ms`]). A writer's clock ahead of this one gives zero, never a negative or
+    /// wrapped-around age.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use babelqueue_transport::QueueStats;
+    ///
+    /// let stats = QueueStats::new("x").oldest_written_at(1_000, 4_500);
+    /// assert_eq!(stats.oldest_ready_age, Some(Duration::from_millis(3_500)));
+    /// let ahead = QueueStats::new("x").oldest_written_at(9_000, 4_500);
+    /// assert_eq!(ahead.oldest_ready_age, Some(Duration::ZERO));
+    /// ```
+    #[must_use]
+    pub fn oldest_written_at(self, written_ms: u64, now_ms: u64) -> QueueStats {
+        self.oldest_ready_age(Duration::from_millis(now_ms.saturating_sub(written_ms)))
     }
 
     /// With the consumers attached.

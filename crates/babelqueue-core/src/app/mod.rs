@@ -54,6 +54,23 @@ pub enum Outcome {
     Interrupted,
 }
 
+impl Outcome {
+    /// The outcome's name in snake case (`acked`, `dead_lettered` …), as tools print it and
+    /// metrics label it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Acked => "acked",
+            Outcome::Dropped => "dropped",
+            Outcome::Retried => "retried",
+            Outcome::Released => "released",
+            Outcome::DeadLettered => "dead_lettered",
+            Outcome::Native => "native",
+            Outcome::Unsettled => "unsettled",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// What the runtime reports about each delivery, for metrics, tracing and tools that show the
 /// wire.
 #[derive(Debug, Clone)]
