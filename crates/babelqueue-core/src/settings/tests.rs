@@ -5,8 +5,11 @@ use std::time::Duration;
 use super::*;
 use crate::ErrorKind;
 
+/// Whether a field holds what its variable said.
+type Check = Box<dyn Fn(&Settings) -> bool>;
+
 /// Every documented variable, a valid value, and the field it must set.
-fn every_variable() -> Vec<(&'static str, &'static str, Box<dyn Fn(&Settings) -> bool>)> {
+fn every_variable() -> Vec<(&'static str, &'static str, Check)> {
     vec![
         (
             "BABELQUEUE_URL",
