@@ -11,10 +11,15 @@
 //! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
 //! cargo xtask tidy                     # repository invariants, rust-version floors, no
-//!                                      # work-period or issue labels in tracked text
+//!                                      # work-period or issue labels in tracked text,
+//!                                      # publishing metadata, the changelog's sections
+//! cargo xtask release-check [--package NAME]... [--rebaseline]  # before publishing: cargo
+//!                                      # package (verify), cargo semver-checks vs the kept
+//!                                      # baselines ($BQ_CACHE/release)
 //! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
 //! cargo xtask chaos --ha [--short] [--topology NAME]... [--fault NAME]...  # network faults, HA
-//! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,
+//! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, packaging
+//!                                      # (--no-verify), conformance,
 //!                                      # examples, chaos --short, chaos --ha --short,
 //!                                      # fuzz (20 s per target), audit
 //! ```
@@ -36,6 +41,8 @@ mod fuzz;
 mod labels;
 mod lengths;
 mod msrv;
+mod publish;
+mod release;
 mod suite;
 mod tools;
 
@@ -247,6 +254,8 @@ fn ci() -> Result<(), String> {
     }
     println!("==> tidy");
     tidy()?;
+    println!("==> packaging (cargo package --no-verify of every published crate)");
+    release::package(&publish::published(&publish::metadata()?), false)?;
     println!("==> conformance (project vectors, then the official suite)");
     let result = conformance(&["--all".to_string()]);
     disk_report();
@@ -318,6 +327,7 @@ fn tidy() -> Result<(), String> {
     problems.extend(msrv::check()?);
     problems.extend(labels::check(&root())?);
     problems.extend(lengths::check(&root())?);
+    problems.extend(release::problems()?);
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap_or_default();
     let first_block: Vec<&str> = readme
         .split("```")
@@ -349,9 +359,10 @@ fn main() -> ExitCode {
         Some("examples") => examples::examples(&args[1..]),
         Some("chaos") => chaos::chaos(&args[1..]),
         Some("ci") => ci(),
+        Some("release-check") => release::release_check(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|conformance|suite|examples|bench|fuzz|audit|tidy|chaos> [options]"
+                "usage: cargo xtask <ci|conformance|suite|examples|bench|fuzz|audit|tidy|chaos|release-check> [options]"
             );
             eprintln!("  ci");
             eprintln!(
@@ -363,6 +374,7 @@ fn main() -> ExitCode {
             eprintln!("  fuzz [--seconds N] [--all | --target NAME]");
             eprintln!("  audit");
             eprintln!("  tidy");
+            eprintln!("  release-check [--package NAME]... [--rebaseline]");
             eprintln!(
                 "  chaos [--short] [--broker NAME]... [--scenario NAME]... [--jobs N] [--json PATH]"
             );

@@ -184,9 +184,11 @@ pub(crate) enum ConsumeOutput {
 pub(crate) struct ConsumeArgs {
     #[command(flatten)]
     pub(crate) url: UrlArg,
-    /// The queue to consume.
+    /// The queue to consume (default: $BABELQUEUE_QUEUE or the settings file's `queue`).
+    /// Every setting below also comes from the environment or $BABELQUEUE_CONFIG (a TOML
+    /// file; docs/settings.md); a flag given here wins.
     #[arg(long)]
-    pub(crate) queue: String,
+    pub(crate) queue: Option<String>,
     /// Handle this URN (repeatable); with none, every URN is handled.
     #[arg(long = "urn")]
     pub(crate) urns: Vec<String>,
@@ -209,29 +211,29 @@ pub(crate) struct ConsumeArgs {
     /// bytes (`raw`) or everything the broker carried (`wire`).
     #[arg(long, value_enum, default_value_t = ConsumeOutput::Call)]
     pub(crate) output: ConsumeOutput,
-    /// Deliveries per message before it is dead-lettered or dropped.
-    #[arg(long, default_value_t = 3)]
-    pub(crate) max_attempts: i64,
+    /// Deliveries per message before it is dead-lettered or dropped (default 3).
+    #[arg(long)]
+    pub(crate) max_attempts: Option<i64>,
     /// Dead-letter exhausted and poison messages.
     #[arg(long)]
     pub(crate) dead_letter: bool,
-    /// With --dead-letter: the dead-letter queue's name (default: the queue and
+    /// With dead-lettering on: the dead-letter queue's name (default: the queue and
     /// --dead-letter-suffix).
-    #[arg(long, requires = "dead_letter")]
+    #[arg(long)]
     pub(crate) dead_letter_queue: Option<String>,
-    /// With --dead-letter: the suffix of the derived dead-letter queue's name (`.dlq`).
-    #[arg(long, requires = "dead_letter")]
+    /// With dead-lettering on: the suffix of the derived dead-letter queue's name (`.dlq`).
+    #[arg(long)]
     pub(crate) dead_letter_suffix: Option<String>,
-    /// What to do with a URN no handler is registered for.
-    #[arg(long, value_enum, default_value_t = OnUnknownUrn::Fail)]
-    pub(crate) on_unknown_urn: OnUnknownUrn,
+    /// What to do with a URN no handler is registered for (default `fail`).
+    #[arg(long, value_enum)]
+    pub(crate) on_unknown_urn: Option<OnUnknownUrn>,
     /// How long a message with an unknown URN waits before it comes back, seconds (the
     /// `release` strategy).
     #[arg(long)]
     pub(crate) unknown_urn_release_delay: Option<f64>,
-    /// Retry back-off base, seconds.
-    #[arg(long, default_value_t = 0.0)]
-    pub(crate) retry_backoff: f64,
+    /// Retry back-off base, seconds (default 0).
+    #[arg(long)]
+    pub(crate) retry_backoff: Option<f64>,
     /// Each retry waits this many times longer than the one before.
     #[arg(long)]
     pub(crate) retry_backoff_multiplier: Option<f64>,
@@ -246,9 +248,9 @@ pub(crate) struct ConsumeArgs {
     /// back unchanged, seconds.
     #[arg(long)]
     pub(crate) shutdown_timeout: Option<f64>,
-    /// Handlers in flight at once.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) concurrency: usize,
+    /// Handlers in flight at once (default 1).
+    #[arg(long)]
+    pub(crate) concurrency: Option<usize>,
     /// Deliveries received per broker round trip, at most (default: --concurrency). Deliveries
     /// received and not started when the consumer stops are released unchanged.
     #[arg(long)]
@@ -257,7 +259,7 @@ pub(crate) struct ConsumeArgs {
     /// 127.0.0.1:9464; port 0 picks one and logs it): messages consumed, published, failed and
     /// dead-lettered by queue and URN, handler duration, messages in flight, and the queue's
     /// lag where the broker reports it (sampled every 5 s).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "BABELQUEUE_METRICS_LISTEN")]
     pub(crate) metrics_listen: Option<std::net::SocketAddr>,
 }
 
