@@ -43,6 +43,9 @@ pub(crate) enum Command {
     /// Classify a body (identity, poison cause) and show its normalised envelope; exits 3 when
     /// the body is poison.
     Inspect(InspectArgs),
+    /// Serve the web console and admin API over one or more brokers: queue depths, a paged
+    /// dead-letter browser, retry/remove/redrive, `/api/v1`, `/metrics`.
+    Serve(ServeArgs),
     /// Print a shell completion script (e.g. `babelqueue completions bash > /etc/bash_completion.d/babelqueue`).
     Completions {
         /// The shell to complete for.
@@ -431,6 +434,7 @@ impl Command {
             Command::Publish(a) => Some(&a.url.url),
             Command::Consume(a) => Some(&a.url.url),
             Command::Stats(a) => Some(&a.url.url),
+            Command::Serve(a) => a.urls.first().map(String::as_str),
             Command::Dlq { command } => Some(match command {
                 DlqCommand::List(a) => &a.url.url,
                 DlqCommand::Redrive(a) => &a.dlq.url.url,
