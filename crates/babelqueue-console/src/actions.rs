@@ -113,6 +113,16 @@ fn broker(source: &Source, e: &babelqueue::Error) -> ConsoleError {
     ConsoleError::Broker(source.scrub(&e.to_string()))
 }
 
+/// How long a retry or redrive waits for the dead-letter queue's messages: a Kafka consumer
+/// joins its group and is assigned the topic's partitions in seconds, the other brokers hand
+/// out at once.
+fn drain_timeout(transport: &str) -> Duration {
+    match transport {
+        "kafka" => Duration::from_secs(10),
+        _ => Duration::from_secs(1),
+    }
+}
+
 fn writable(console: &Console, what: &str) -> Result<(), ConsoleError> {
     if console.is_read_only() {
         return Err(ConsoleError::ReadOnly(what.to_owned()));
@@ -143,7 +153,9 @@ pub(crate) async fn retry(
     if ids.is_empty() {
         return Err(ConsoleError::BadRequest("nothing to retry: no id".to_owned()));
     }
-    let options = Redrive::new().ids(ids.iter().cloned());
+    let options = Redrive::new()
+        .ids(ids.iter().cloned())
+        .timeout(drain_timeout(source.transport().name()));
     let report = redrive::redrive(source.transport(), &queue.dlq, &options, &mut |_| {})
         .await
         .map_err(|e| broker(source, &e))?;
@@ -225,7 +237,10 @@ pub(crate) async fn redrive_all(
     writable(console, "redrive")?;
     let (source, queue) = console.queue(source_ix, queue)?;
     let options = |max: usize| {
-        let mut o = Redrive::new().max(max).dry_run(request.dry_run);
+        let mut o = Redrive::new()
+            .max(max)
+            .dry_run(request.dry_run)
+            .timeout(drain_timeout(source.transport().name()));
         if let Some(urn) = request.urn.clone().filter(|u| !u.is_empty()) {
             o = o.select(move |envelope| envelope.urn() == urn);
         }
