@@ -25,14 +25,17 @@ pub(crate) async fn run(session: &Session, args: ServeArgs) -> CliResult {
         for url in &args.urls {
             let transport = session.connect(url).await?;
             transports.push(transport.clone());
-            sources.push(Source::new(url, transport, args.queues.clone()).map_err(|e| e.to_string())?);
+            sources
+                .push(Source::new(url, transport, args.queues.clone()).map_err(|e| e.to_string())?);
         }
         let console = Console::new(sources)
             .read_only(args.read_only)
             .token(token)
             .sample_every(every);
         // Refuse an open listener before binding it.
-        console.check_listen(args.listen).map_err(|e| e.to_string())?;
+        console
+            .check_listen(args.listen)
+            .map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;

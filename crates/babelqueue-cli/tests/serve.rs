@@ -17,7 +17,14 @@ async fn a_non_loopback_listen_without_a_token_is_refused_with_a_clear_error() {
     let memory = MemoryTransport::new();
     let ran = run_memory(
         &memory,
-        &["serve", "memory://", "--queue", "orders", "--listen", "0.0.0.0:0"],
+        &[
+            "serve",
+            "memory://",
+            "--queue",
+            "orders",
+            "--listen",
+            "0.0.0.0:0",
+        ],
     )
     .await;
     assert_eq!(ran.status, 1, "{ran:?}");
@@ -36,7 +43,11 @@ fn free_port() -> u16 {
 fn http_get(port: u16, path: &str) -> Option<String> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
     Some(text)

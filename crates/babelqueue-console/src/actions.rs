@@ -151,7 +151,9 @@ pub(crate) async fn retry(
     ids.sort();
     ids.dedup();
     if ids.is_empty() {
-        return Err(ConsoleError::BadRequest("nothing to retry: no id".to_owned()));
+        return Err(ConsoleError::BadRequest(
+            "nothing to retry: no id".to_owned(),
+        ));
     }
     let options = Redrive::new()
         .ids(ids.iter().cloned())
@@ -193,7 +195,9 @@ pub(crate) async fn remove(
     writable(console, "remove")?;
     let (source, queue) = console.queue(source_ix, queue)?;
     if request.ids.is_empty() {
-        return Err(ConsoleError::BadRequest("nothing to remove: no id".to_owned()));
+        return Err(ConsoleError::BadRequest(
+            "nothing to remove: no id".to_owned(),
+        ));
     }
     let removed = redrive::remove(source.transport(), &queue.dlq, &request.ids, &mut |_| {})
         .await
@@ -287,8 +291,16 @@ pub(crate) async fn redrive_all(
         }
     }
     let done = items.iter().filter(|i| i.done).count();
-    let action = if request.dry_run { "redrive (dry run)" } else { "redrive" };
-    let ids: Vec<String> = items.iter().filter(|i| i.done).map(|i| i.id.clone()).collect();
+    let action = if request.dry_run {
+        "redrive (dry run)"
+    } else {
+        "redrive"
+    };
+    let ids: Vec<String> = items
+        .iter()
+        .filter(|i| i.done)
+        .map(|i| i.id.clone())
+        .collect();
     audit(who, action, source, queue, &ids, done);
     Ok(ActionReport {
         action: action.to_owned(),

@@ -63,7 +63,12 @@ mod tests {
     #[test]
     fn a_point_now_at_the_top_is_drawn_top_right() {
         let now = now_ms();
-        let points = [Point { at_ms: now, ready: Some(10), in_flight: None, dead_letter: None }];
+        let points = [Point {
+            at_ms: now,
+            ready: Some(10),
+            in_flight: None,
+            dead_letter: None,
+        }];
         let line = polyline(&points, |p| p.ready, now, 10);
         assert_eq!(line, format!("{WIDTH},0"));
         let half = polyline(&points, |p| p.ready, now, 20);

@@ -136,14 +136,20 @@ mod tests {
             ),
             ("object deadbeef01 missing", "object <hex> missing"),
             ("pointer 0x7ffd12ab", "pointer <hex>"),
-            ("sha256:e3b0c44298fc1c14 is poison", "sha256:<hex> is poison"),
+            (
+                "sha256:e3b0c44298fc1c14 is poison",
+                "sha256:<hex> is poison",
+            ),
             // Words of hex letters without a digit are words.
             ("accepted deadbeef", "accepted deadbeef"),
             // Digits inside a word stay.
             ("http2 error on v1 api", "http2 error on v1 api"),
             ("abc123 x", "abc123 x"),
             ("  spread\n\tout   text ", "spread out text"),
-            ("port 5432: connection refused", "port #: connection refused"),
+            (
+                "port 5432: connection refused",
+                "port #: connection refused",
+            ),
             ("<script>alert(1)</script>", "<script>alert(#)</script>"),
             ("é 12 ü", "é # ü"),
         ];
@@ -158,6 +164,9 @@ mod tests {
             fingerprint("payment 77 declined for 3f2a1b0c-0192-4c1d-9b1a-5d4e3f2a1b0c"),
             fingerprint("payment 12345 declined for 0192c1d2-7a0e-7c3f-9b1a-5d4e3f2a1b0c"),
         );
-        assert_ne!(fingerprint("payment declined"), fingerprint("payment refused"));
+        assert_ne!(
+            fingerprint("payment declined"),
+            fingerprint("payment refused")
+        );
     }
 }

@@ -52,10 +52,10 @@ mod view;
 
 pub use actions::{ActionReport, ItemResult, RedriveRequest, RemoveRequest, RetryRequest};
 pub use api::ApiDoc;
-pub use sampler::Point;
-pub use scan::{Group, Groups, Page};
 pub use error::{ConsoleError, ErrorKind};
 pub use fingerprint::fingerprint;
+pub use sampler::Point;
+pub use scan::{Group, Groups, Page};
 pub use security::TOKEN_ENV;
 pub use view::{EntryDetail, EntryView, Filter, Member};
 

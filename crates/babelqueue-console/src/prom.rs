@@ -76,7 +76,10 @@ impl Gauges {
 async fn metrics_page(State(console): State<Console>) -> impl IntoResponse {
     crate::sampler::sample(&console).await;
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         console.inner.metrics.render(),
     )
 }

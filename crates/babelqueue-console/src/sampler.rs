@@ -86,7 +86,10 @@ pub(crate) async fn sample(console: &Console) {
     for source in console.sources() {
         for queue in source.queues() {
             if let Ok(Some(stats)) = crate::scan::stats(source, queue).await {
-                console.inner.metrics.set(source.transport().name(), &queue.name, &stats);
+                console
+                    .inner
+                    .metrics
+                    .set(source.transport().name(), &queue.name, &stats);
                 console.inner.history.push(
                     n,
                     Point {

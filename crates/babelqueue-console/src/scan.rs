@@ -101,7 +101,11 @@ pub(crate) async fn page(
     let mut scanned = 0;
     let mut more = true;
     while entries.len() < limit && scanned < SCAN_LIMIT {
-        let want = if filter.is_empty() { limit - entries.len() } else { CHUNK };
+        let want = if filter.is_empty() {
+            limit - entries.len()
+        } else {
+            CHUNK
+        };
         let got = chunk(source, queue, at, want).await?;
         let read = got.len();
         for (i, entry) in got.iter().enumerate() {
@@ -252,8 +256,7 @@ pub(crate) async fn stats(
     let Some(reader) = source.transport().capabilities().stats_reader() else {
         return Ok(None);
     };
-    match tokio::time::timeout(std::time::Duration::from_secs(5), reader.stats(&queue.name)).await
-    {
+    match tokio::time::timeout(std::time::Duration::from_secs(5), reader.stats(&queue.name)).await {
         Ok(Ok(stats)) => Ok(Some(stats)),
         Ok(Err(e)) => Err(ConsoleError::Broker(source.scrub(&e.to_string()))),
         Err(_) => Err(ConsoleError::Broker(format!(

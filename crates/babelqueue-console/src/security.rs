@@ -169,7 +169,11 @@ fn is_api(path: &str) -> bool {
     path.starts_with("/api/") || path == "/metrics"
 }
 
-async fn authenticate(State(console): State<Console>, mut request: Request, next: Next) -> Response {
+async fn authenticate(
+    State(console): State<Console>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let path = request.uri().path().to_owned();
     if path == "/login" || path.starts_with("/static/") {
         return next.run(request).await;
@@ -200,7 +204,9 @@ async fn authenticate(State(console): State<Console>, mut request: Request, next
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
-                axum::Json(serde_json::json!({"error": "unauthorized: send Authorization: Bearer TOKEN"})),
+                axum::Json(
+                    serde_json::json!({"error": "unauthorized: send Authorization: Bearer TOKEN"}),
+                ),
             )
                 .into_response();
         }
@@ -284,7 +290,10 @@ mod tests {
     #[test]
     fn a_cookie_is_read_by_name() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, HeaderValue::from_static("a=1; bq_session=xyz; b=2"));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; bq_session=xyz; b=2"),
+        );
         assert_eq!(cookie(&headers, COOKIE).as_deref(), Some("xyz"));
         assert_eq!(cookie(&headers, "c"), None);
     }

@@ -284,15 +284,61 @@ mod tests {
         let view = EntryView::of(&entry(FAILED), 0, 61_000_000);
         let rows: [(Filter, bool); 9] = [
             (Filter::default(), true),
-            (Filter { urn: Some("orders".into()), ..Filter::default() }, true),
-            (Filter { urn: Some("billing".into()), ..Filter::default() }, false),
-            (Filter { reason: Some("poison".into()), ..Filter::default() }, false),
-            (Filter { cause: Some("order # failed".into()), ..Filter::default() }, true),
-            (Filter { cause: Some("ORDER 42".into()), ..Filter::default() }, true),
-            (Filter { older_than: Some(3600), ..Filter::default() }, true),
-            (Filter { newer_than: Some(3600), ..Filter::default() }, false),
             (
-                Filter { urn: Some("orders".into()), reason: Some("failed".into()), ..Filter::default() },
+                Filter {
+                    urn: Some("orders".into()),
+                    ..Filter::default()
+                },
+                true,
+            ),
+            (
+                Filter {
+                    urn: Some("billing".into()),
+                    ..Filter::default()
+                },
+                false,
+            ),
+            (
+                Filter {
+                    reason: Some("poison".into()),
+                    ..Filter::default()
+                },
+                false,
+            ),
+            (
+                Filter {
+                    cause: Some("order # failed".into()),
+                    ..Filter::default()
+                },
+                true,
+            ),
+            (
+                Filter {
+                    cause: Some("ORDER 42".into()),
+                    ..Filter::default()
+                },
+                true,
+            ),
+            (
+                Filter {
+                    older_than: Some(3600),
+                    ..Filter::default()
+                },
+                true,
+            ),
+            (
+                Filter {
+                    newer_than: Some(3600),
+                    ..Filter::default()
+                },
+                false,
+            ),
+            (
+                Filter {
+                    urn: Some("orders".into()),
+                    reason: Some("failed".into()),
+                    ..Filter::default()
+                },
                 true,
             ),
         ];
@@ -300,6 +346,12 @@ mod tests {
             assert_eq!(filter.matches(&view), expected, "{filter:?}");
         }
         let undated = EntryView::of(&entry(br#"{"job":"urn:a"}"#), 0, 0);
-        assert!(!Filter { older_than: Some(0), ..Filter::default() }.matches(&undated));
+        assert!(
+            !Filter {
+                older_than: Some(0),
+                ..Filter::default()
+            }
+            .matches(&undated)
+        );
     }
 }

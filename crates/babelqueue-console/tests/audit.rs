@@ -31,24 +31,56 @@ fn an_action_is_audited_with_who_what_and_which_ids() {
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .finish();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     tracing::subscriber::with_default(subscriber, || {
         runtime.block_on(async {
             let memory = Arc::new(MemoryTransport::new());
             for id in ["m-1", "m-2"] {
-                memory.publish("orders.dlq", &record(id, "urn:a", "failed", "boom", 1)).await.unwrap();
+                memory
+                    .publish("orders.dlq", &record(id, "urn:a", "failed", "boom", 1))
+                    .await
+                    .unwrap();
             }
-            let router = Console::new(vec![Source::new("memory://", memory, ["orders"]).unwrap()]).router();
+            let router =
+                Console::new(vec![Source::new("memory://", memory, ["orders"]).unwrap()]).router();
             let token = csrf(&router).await;
-            post_json(&router, "/api/v1/queues/0/orders/retry", &token, serde_json::json!({"ids": ["m-1"]})).await;
-            post_json(&router, "/api/v1/queues/0/orders/remove", &token, serde_json::json!({"ids": ["m-2"]})).await;
+            post_json(
+                &router,
+                "/api/v1/queues/0/orders/retry",
+                &token,
+                serde_json::json!({"ids": ["m-1"]}),
+            )
+            .await;
+            post_json(
+                &router,
+                "/api/v1/queues/0/orders/remove",
+                &token,
+                serde_json::json!({"ids": ["m-2"]}),
+            )
+            .await;
             // A read is not audited.
             get(&router, "/api/v1/queues/0/orders/dead-letters").await;
         });
     });
     let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-    let audit: Vec<&str> = text.lines().filter(|l| l.contains("babelqueue::audit")).collect();
+    let audit: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("babelqueue::audit"))
+        .collect();
     assert_eq!(audit.len(), 2, "{text}");
-    assert!(audit[0].contains("who=\"local\"") && audit[0].contains("action=\"retry\"") && audit[0].contains("ids=\"m-1\""), "{}", audit[0]);
-    assert!(audit[1].contains("action=\"remove\"") && audit[1].contains("ids=\"m-2\""), "{}", audit[1]);
+    assert!(
+        audit[0].contains("who=\"local\"")
+            && audit[0].contains("action=\"retry\"")
+            && audit[0].contains("ids=\"m-1\""),
+        "{}",
+        audit[0]
+    );
+    assert!(
+        audit[1].contains("action=\"remove\"") && audit[1].contains("ids=\"m-2\""),
+        "{}",
+        audit[1]
+    );
 }

@@ -59,22 +59,40 @@ async fn dead_lettered(url: &str) -> Option<String> {
         .max_attempts(1)
         .dead_letter(true)
         .handle_any(|ctx: babelqueue::Context| async move {
-            Err(HandlerError::new(format!("{} failed: payment service 503", ctx.urn())))
+            Err(HandlerError::new(format!(
+                "{} failed: payment service 503",
+                ctx.urn()
+            )))
         })
         .build()
         .unwrap();
-    for urn in ["urn:console:orders", "urn:console:orders", "urn:console:billing"] {
-        app.publish(urn, &serde_json::json!({"amount": 42})).await.unwrap();
+    for urn in [
+        "urn:console:orders",
+        "urn:console:orders",
+        "urn:console:billing",
+    ] {
+        app.publish(urn, &serde_json::json!({"amount": 42}))
+            .await
+            .unwrap();
     }
-    app.consume(Consume::new().max_messages(3).idle_timeout(Duration::from_secs(10)).handle_signals(false))
-        .await
-        .unwrap();
+    app.consume(
+        Consume::new()
+            .max_messages(3)
+            .idle_timeout(Duration::from_secs(10))
+            .handle_signals(false),
+    )
+    .await
+    .unwrap();
     transport.close().await.unwrap();
     Some(queue)
 }
 
 async fn rows(client: &Client) -> usize {
-    client.find_all(Locator::Css("#dead-letter-list tr.entry")).await.unwrap().len()
+    client
+        .find_all(Locator::Css("#dead-letter-list tr.entry"))
+        .await
+        .unwrap()
+        .len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,21 +102,33 @@ async fn the_console_in_a_real_browser() {
         program("BQ_CHROMIUM", "chromium"),
         program("BQ_CHROMEDRIVER", "chromedriver"),
     ) else {
-        skip_or_fail("chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)");
+        skip_or_fail(
+            "chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)",
+        );
         return;
     };
-    let Some(queue) = dead_lettered(&url).await else { return };
+    let Some(queue) = dead_lettered(&url).await else {
+        return;
+    };
 
     // The console, on a port of its own.
     let transport: Arc<dyn Transport> = babelqueue::connect(&url).await.unwrap();
-    let console = Console::new(vec![Source::new(&url, transport.clone(), [queue.clone()]).unwrap()]);
+    let console = Console::new(vec![
+        Source::new(&url, transport.clone(), [queue.clone()]).unwrap(),
+    ]);
     console.sample().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = {
         let console = console.clone();
-        tokio::spawn(async move { console.serve(listener, async { let _ = stopped.await; }).await })
+        tokio::spawn(async move {
+            console
+                .serve(listener, async {
+                    let _ = stopped.await;
+                })
+                .await
+        })
     };
 
     // chromedriver, then a headless chromium session.
@@ -129,7 +159,10 @@ async fn the_console_in_a_real_browser() {
         {
             Ok(client) => break client,
             Err(e) => {
-                assert!(Instant::now() < deadline, "chromedriver never answered: {e}");
+                assert!(
+                    Instant::now() < deadline,
+                    "chromedriver never answered: {e}"
+                );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -137,10 +170,18 @@ async fn the_console_in_a_real_browser() {
 
     // The overview lists the queue with its 3 dead letters.
     client.goto(&format!("{base}/")).await.unwrap();
-    let table = client.find(Locator::Css("#queues")).await.unwrap().text().await.unwrap();
+    let table = client
+        .find(Locator::Css("#queues"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(table.contains(&queue), "{table}");
     let row = client
-        .find(Locator::XPath(&format!("//table[@id='queues']//tr[td/a[text()='{queue}']]")))
+        .find(Locator::XPath(&format!(
+            "//table[@id='queues']//tr[td/a[text()='{queue}']]"
+        )))
         .await
         .unwrap()
         .text()
@@ -150,32 +191,94 @@ async fn the_console_in_a_real_browser() {
     shoot(&client, "overview").await;
 
     // The dead-letter page: three, then one when filtered by URN.
-    client.find(Locator::LinkText(&queue)).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::LinkText(&queue))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     assert_eq!(rows(&client).await, 3);
     shoot(&client, "dead-letters").await;
-    let urn = client.find(Locator::Css("form.filters input[name='urn']")).await.unwrap();
+    let urn = client
+        .find(Locator::Css("form.filters input[name='urn']"))
+        .await
+        .unwrap();
     urn.send_keys("billing").await.unwrap();
-    client.find(Locator::Css("form.filters button[type='submit']")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::Css("form.filters button[type='submit']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     assert_eq!(rows(&client).await, 1);
-    let shown = client.find(Locator::Css("#dead-letter-list")).await.unwrap().text().await.unwrap();
-    assert!(shown.contains("urn:console:billing") && !shown.contains("urn:console:orders"), "{shown}");
+    let shown = client
+        .find(Locator::Css("#dead-letter-list"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        shown.contains("urn:console:billing") && !shown.contains("urn:console:orders"),
+        "{shown}"
+    );
     shoot(&client, "filtered").await;
 
     // Its Retry button moves it back to the queue.
-    client.find(Locator::Css("button.retry-one")).await.unwrap().click().await.unwrap();
-    let summary = client.find(Locator::Css("#summary")).await.unwrap().text().await.unwrap();
+    client
+        .find(Locator::Css("button.retry-one"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let summary = client
+        .find(Locator::Css("#summary"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(summary.starts_with("1 done"), "{summary}");
     shoot(&client, "retried").await;
-    let stats = transport.capabilities().stats_reader().unwrap().stats(&queue).await.unwrap();
-    assert_eq!((stats.ready, stats.dead_letter), (Some(1), Some(2)), "{stats:?}");
-    let delivery = transport.pop(&queue, Duration::from_secs(5)).await.unwrap().unwrap();
+    let stats = transport
+        .capabilities()
+        .stats_reader()
+        .unwrap()
+        .stats(&queue)
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.ready, stats.dead_letter),
+        (Some(1), Some(2)),
+        "{stats:?}"
+    );
+    let delivery = transport
+        .pop(&queue, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(String::from_utf8_lossy(delivery.body()).contains("urn:console:billing"));
     transport.ack(&delivery).await.unwrap();
 
     // The causes page, then the overview once more for the record.
-    client.goto(&format!("{base}/q/0/{queue}/groups")).await.unwrap();
-    let groups = client.find(Locator::Css("#groups")).await.unwrap().text().await.unwrap();
-    assert!(groups.contains("urn:console:orders failed: payment service #"), "{groups}");
+    client
+        .goto(&format!("{base}/q/0/{queue}/groups"))
+        .await
+        .unwrap();
+    let groups = client
+        .find(Locator::Css("#groups"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        groups.contains("urn:console:orders failed: payment service #"),
+        "{groups}"
+    );
     shoot(&client, "causes").await;
 
     client.close().await.unwrap();

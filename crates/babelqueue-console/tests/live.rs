@@ -36,7 +36,11 @@ async fn dead_lettered(
         .unwrap();
     let mut ids = Vec::new();
     for n in 0..3 {
-        ids.push(app.publish(URN, &serde_json::json!({ "n": n })).await.unwrap());
+        ids.push(
+            app.publish(URN, &serde_json::json!({ "n": n }))
+                .await
+                .unwrap(),
+        );
     }
     let summary = app
         .consume(
@@ -79,7 +83,9 @@ async fn the_api_lists_groups_and_retries_on(label: &str, env: &str, default: &s
     let Some((transport, queue, ids)) = dead_lettered(label, &url).await else {
         return;
     };
-    let console = Console::new(vec![Source::new(&url, transport.clone(), [queue.clone()]).unwrap()]);
+    let console = Console::new(vec![
+        Source::new(&url, transport.clone(), [queue.clone()]).unwrap(),
+    ]);
     let router = console.router();
     let base = format!("/api/v1/queues/0/{queue}");
     let queues = until(&router, "/api/v1/queues", |q| q[0]["dead_letter"] == 3).await;
@@ -105,7 +111,13 @@ async fn the_api_lists_groups_and_retries_on(label: &str, env: &str, default: &s
     assert_eq!(groups["groups"].as_array().unwrap().len(), 1, "{groups}");
     assert_eq!(groups["groups"][0]["count"], 3);
     let token = csrf(&router).await;
-    let retried = post_json(&router, &format!("{base}/retry"), &token, serde_json::json!({"ids": [listed[0]]})).await;
+    let retried = post_json(
+        &router,
+        &format!("{base}/retry"),
+        &token,
+        serde_json::json!({"ids": [listed[0]]}),
+    )
+    .await;
     assert_eq!(retried.status, StatusCode::OK, "{label}: {}", retried.body);
     assert_eq!(retried.json()["done"], 1, "{}", retried.body);
     until(&router, &format!("{base}/dead-letters"), |p| {
@@ -122,7 +134,10 @@ async fn the_api_lists_groups_and_retries_on(label: &str, env: &str, default: &s
         .unwrap()
         .unwrap_or_else(|| panic!("{label}: the retried message is not on {queue}"));
     let body = String::from_utf8_lossy(delivery.body()).into_owned();
-    assert!(body.contains(listed[0]) && !body.contains("dead_letter"), "{body}");
+    assert!(
+        body.contains(listed[0]) && !body.contains("dead_letter"),
+        "{body}"
+    );
     transport.ack(&delivery).await.unwrap();
     transport.close().await.unwrap();
 }
@@ -134,7 +149,12 @@ async fn redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq() {
-    the_api_lists_groups_and_retries_on("RabbitMQ", "BQ_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f").await;
+    the_api_lists_groups_and_retries_on(
+        "RabbitMQ",
+        "BQ_AMQP_URL",
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

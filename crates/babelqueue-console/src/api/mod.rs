@@ -11,15 +11,13 @@ use axum::{Extension, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
-use crate::actions::{
-    self, ActionReport, ItemResult, RedriveRequest, RemoveRequest, RetryRequest,
-};
+use crate::Console;
+use crate::actions::{self, ActionReport, ItemResult, RedriveRequest, RemoveRequest, RetryRequest};
 use crate::error::ConsoleError;
 use crate::sampler::{self, Point};
 use crate::scan::{self, Group, Groups, Page};
 use crate::security::Auth;
 use crate::view::{EntryDetail, EntryView, Filter, Member};
-use crate::Console;
 
 mod queues;
 
@@ -48,8 +46,21 @@ pub(crate) use queues::{QueueRow, rows};
         redrive,
     ),
     components(schemas(
-        QueueRow, SessionInfo, Page, EntryView, EntryDetail, Member, Groups, Group, Point,
-        RetryRequest, RemoveRequest, RedriveRequest, ActionReport, ItemResult, ApiError
+        QueueRow,
+        SessionInfo,
+        Page,
+        EntryView,
+        EntryDetail,
+        Member,
+        Groups,
+        Group,
+        Point,
+        RetryRequest,
+        RemoveRequest,
+        RedriveRequest,
+        ActionReport,
+        ItemResult,
+        ApiError
     ))
 )]
 pub struct ApiDoc;
@@ -122,10 +133,9 @@ pub(crate) struct ListQuery {
 fn number(value: Option<&str>, name: &str) -> Result<Option<u64>, ConsoleError> {
     match value.map(str::trim).filter(|v| !v.is_empty()) {
         None => Ok(None),
-        Some(v) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| ConsoleError::BadRequest(format!("{name} must be a whole number, got {v:?}"))),
+        Some(v) => v.parse().map(Some).map_err(|_| {
+            ConsoleError::BadRequest(format!("{name} must be a whole number, got {v:?}"))
+        }),
     }
 }
 
@@ -250,7 +260,9 @@ async fn retry(
     Path((source, queue)): Path<(usize, String)>,
     Json(request): Json<RetryRequest>,
 ) -> Result<Json<ActionReport>, ConsoleError> {
-    Ok(Json(actions::retry(&console, &auth.who, source, &queue, request).await?))
+    Ok(Json(
+        actions::retry(&console, &auth.who, source, &queue, request).await?,
+    ))
 }
 
 /// Removes entries by id.
@@ -264,7 +276,9 @@ async fn remove(
     Path((source, queue)): Path<(usize, String)>,
     Json(request): Json<RemoveRequest>,
 ) -> Result<Json<ActionReport>, ConsoleError> {
-    Ok(Json(actions::remove(&console, &auth.who, source, &queue, request).await?))
+    Ok(Json(
+        actions::remove(&console, &auth.who, source, &queue, request).await?,
+    ))
 }
 
 /// Redrives the dead-letter queue (or its first `max` entries), with a dry run and a rate.
@@ -278,12 +292,18 @@ async fn redrive(
     Path((source, queue)): Path<(usize, String)>,
     Json(request): Json<RedriveRequest>,
 ) -> Result<Json<ActionReport>, ConsoleError> {
-    Ok(Json(actions::redrive_all(&console, &auth.who, source, &queue, request).await?))
+    Ok(Json(
+        actions::redrive_all(&console, &auth.who, source, &queue, request).await?,
+    ))
 }
 
 async fn openapi() -> impl IntoResponse {
     match ApiDoc::openapi().to_pretty_json() {
-        Ok(json) => ([(axum::http::header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Ok(json) => (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            json,
+        )
+            .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
@@ -293,8 +313,14 @@ pub(crate) fn routes() -> Router<Console> {
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/session", get(session))
         .route("/api/v1/queues", get(queues::list_queues))
-        .route("/api/v1/queues/{source}/{queue}/dead-letters", get(dead_letters))
-        .route("/api/v1/queues/{source}/{queue}/dead-letters/{id}", get(dead_letter))
+        .route(
+            "/api/v1/queues/{source}/{queue}/dead-letters",
+            get(dead_letters),
+        )
+        .route(
+            "/api/v1/queues/{source}/{queue}/dead-letters/{id}",
+            get(dead_letter),
+        )
         .route("/api/v1/queues/{source}/{queue}/groups", get(groups))
         .route("/api/v1/queues/{source}/{queue}/history", get(history))
         .route("/api/v1/queues/{source}/{queue}/retry", post(retry))

@@ -49,7 +49,9 @@ fn checked(auth: &Auth, body: &[u8]) -> Result<Form, ConsoleError> {
     if auth.csrf_ok(form.one("csrf").as_deref()) {
         Ok(form)
     } else {
-        Err(ConsoleError::Forbidden("missing or wrong CSRF token: reload the page".to_owned()))
+        Err(ConsoleError::Forbidden(
+            "missing or wrong CSRF token: reload the page".to_owned(),
+        ))
     }
 }
 
@@ -90,8 +92,13 @@ async fn retry(
     let result = match checked(&auth, &body) {
         Ok(form) => {
             // A row's own button names one id; else the ticked boxes, or a cause.
-            let ids = form.one("one").map_or_else(|| form.all("ids"), |one| vec![one]);
-            let request = RetryRequest { ids, cause: form.one("cause") };
+            let ids = form
+                .one("one")
+                .map_or_else(|| form.all("ids"), |one| vec![one]);
+            let request = RetryRequest {
+                ids,
+                cause: form.one("cause"),
+            };
             actions::retry(&console, &auth.who, source, &queue, request).await
         }
         Err(e) => Err(e),
@@ -107,7 +114,9 @@ async fn remove(
 ) -> Response {
     let result = match checked(&auth, &body) {
         Ok(form) => {
-            let request = RemoveRequest { ids: form.all("ids") };
+            let request = RemoveRequest {
+                ids: form.all("ids"),
+            };
             actions::remove(&console, &auth.who, source, &queue, request).await
         }
         Err(e) => Err(e),

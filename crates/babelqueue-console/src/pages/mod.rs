@@ -67,7 +67,13 @@ pub(crate) fn layout(title: &str, body: Markup) -> Markup {
 pub(crate) fn error_page(e: &ConsoleError) -> Response {
     (
         e.status(),
-        Html(layout("Error", html! { p.error { (e.to_string()) } p { a href="/" { "Back to the queues" } } }).into_string()),
+        Html(
+            layout(
+                "Error",
+                html! { p.error { (e.to_string()) } p { a href="/" { "Back to the queues" } } },
+            )
+            .into_string(),
+        ),
     )
         .into_response()
 }

@@ -97,7 +97,12 @@ pub async fn post_json(router: &Router, path: &str, csrf: &str, json: serde_json
 }
 
 /// POSTs an HTML form.
-pub async fn post_form(router: &Router, path: &str, headers: &[(&str, &str)], form: &str) -> Answer {
+pub async fn post_form(
+    router: &Router,
+    path: &str,
+    headers: &[(&str, &str)],
+    form: &str,
+) -> Answer {
     call(
         router,
         Method::POST,
