@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::Request;
 use babelqueue::redis::RedisTransport;
-use fred::interfaces::{ClientLike as _, KeysInterface as _, ListInterface as _};
 use babelqueue_console::{Console, Source};
+use fred::interfaces::{ClientLike as _, KeysInterface as _, ListInterface as _};
 use http_body_util::BodyExt as _;
 use tower::ServiceExt as _;
 

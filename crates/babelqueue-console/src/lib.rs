@@ -229,7 +229,11 @@ impl Console {
     /// on the pages. An empty token is no token.
     #[must_use]
     pub fn token(self, token: Option<String>) -> Console {
-        self.rebuild(|s| s.token = token.filter(|t| !t.is_empty()).map(security::Token::new))
+        self.rebuild(|s| {
+            s.token = token
+                .filter(|t| !t.is_empty())
+                .map(|t| security::Token::new(&t))
+        })
     }
 
     /// Samples every queue's stats this often (the chart's resolution).

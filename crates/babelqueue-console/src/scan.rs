@@ -151,12 +151,11 @@ pub(crate) async fn find(
     hint: Option<usize>,
 ) -> Result<EntryDetail, ConsoleError> {
     let now = now_ms();
-    if let Some(at) = hint {
-        if let Some(entry) = chunk(source, queue, at, 1).await?.first() {
-            if entry.id == id {
-                return Ok(EntryDetail::of(entry, at, now));
-            }
-        }
+    if let Some(at) = hint
+        && let Some(entry) = chunk(source, queue, at, 1).await?.first()
+        && entry.id == id
+    {
+        return Ok(EntryDetail::of(entry, at, now));
     }
     let mut at = 0;
     loop {

@@ -103,36 +103,23 @@ impl Filter {
     /// Whether `entry` passes. An entry whose age is unknown passes no age bound.
     pub fn matches(&self, entry: &EntryView) -> bool {
         let set = |f: &Option<String>| f.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
-        if let Some(urn) = set(&self.urn) {
-            if !entry.urn.contains(&urn) {
-                return false;
-            }
-        }
-        if let Some(reason) = set(&self.reason) {
-            if entry.reason.as_deref() != Some(reason.as_str()) {
-                return false;
-            }
-        }
-        if let Some(cause) = set(&self.cause) {
+        let urn_ok = set(&self.urn).is_none_or(|urn| entry.urn.contains(&urn));
+        let reason_ok =
+            set(&self.reason).is_none_or(|r| entry.reason.as_deref() == Some(r.as_str()));
+        let cause_ok = set(&self.cause).is_none_or(|cause| {
             let in_text = entry
                 .error
                 .as_deref()
                 .is_some_and(|e| e.to_lowercase().contains(&cause.to_lowercase()));
-            if entry.cause != cause && !in_text {
-                return false;
-            }
-        }
-        if let Some(min) = self.older_than {
-            if entry.age_secs.is_none_or(|age| age < min) {
-                return false;
-            }
-        }
-        if let Some(max) = self.newer_than {
-            if entry.age_secs.is_none_or(|age| age > max) {
-                return false;
-            }
-        }
-        true
+            entry.cause == cause || in_text
+        });
+        let older_ok = self
+            .older_than
+            .is_none_or(|min| entry.age_secs.is_some_and(|age| age >= min));
+        let newer_ok = self
+            .newer_than
+            .is_none_or(|max| entry.age_secs.is_some_and(|age| age <= max));
+        urn_ok && reason_ok && cause_ok && older_ok && newer_ok
     }
 }
 

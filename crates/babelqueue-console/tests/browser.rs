@@ -7,6 +7,8 @@
 //! Without Redis, chromium or chromedriver the test prints `SKIPPED`, and fails with
 //! `BQ_REQUIRE_BROKERS=1` (scripts/brokers.sh installs both browsers' packages).
 
+#![allow(clippy::print_stdout)]
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

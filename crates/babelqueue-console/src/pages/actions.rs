@@ -73,7 +73,7 @@ fn report_page(source: usize, queue: &str, report: &ActionReport) -> Response {
         }
         p { a href=(base) { "Back to the dead letters" } }
     };
-    Html(layout(&format!("{} on {queue}", report.action), body).into_string()).into_response()
+    Html(layout(&format!("{} on {queue}", report.action), &body).into_string()).into_response()
 }
 
 fn answer(source: usize, queue: &str, result: Result<ActionReport, ConsoleError>) -> Response {

@@ -138,7 +138,7 @@ async fn queue_page(
             }
         }
     };
-    Html(layout(&format!("Queue {queue}"), body).into_string()).into_response()
+    Html(layout(&format!("Queue {queue}"), &body).into_string()).into_response()
 }
 
 async fn groups_page(
@@ -185,7 +185,7 @@ async fn groups_page(
             }
         }
     };
-    Html(layout(&format!("Causes in {}", groups.dlq), body).into_string()).into_response()
+    Html(layout(&format!("Causes in {}", groups.dlq), &body).into_string()).into_response()
 }
 
 async fn entry_page(
@@ -242,7 +242,7 @@ async fn entry_page(
             }
         }
     };
-    Html(layout(&format!("Dead letter {id}"), body).into_string()).into_response()
+    Html(layout(&format!("Dead letter {id}"), &body).into_string()).into_response()
 }
 
 pub(crate) fn routes() -> Router<Console> {

@@ -42,7 +42,7 @@ pub(crate) fn figure(n: Option<u64>) -> Markup {
 }
 
 /// The frame of every page.
-pub(crate) fn layout(title: &str, body: Markup) -> Markup {
+pub(crate) fn layout(title: &str, body: &Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -70,7 +70,7 @@ pub(crate) fn error_page(e: &ConsoleError) -> Response {
         Html(
             layout(
                 "Error",
-                html! { p.error { (e.to_string()) } p { a href="/" { "Back to the queues" } } },
+                &html! { p.error { (e.to_string()) } p { a href="/" { "Back to the queues" } } },
             )
             .into_string(),
         ),
@@ -85,7 +85,7 @@ async fn css() -> impl IntoResponse {
 fn login_form(message: Option<&str>) -> Markup {
     layout(
         "Log in",
-        html! {
+        &html! {
             @if let Some(m) = message { p.error { (m) } }
             form method="post" action="/login" {
                 label { "Admin token " input type="password" name="token" autocomplete="current-password" required; }

@@ -54,5 +54,5 @@ pub(crate) async fn page(State(console): State<Console>) -> Html<String> {
             }
         }
     };
-    Html(layout("Queues", body).into_string())
+    Html(layout("Queues", &body).into_string())
 }
