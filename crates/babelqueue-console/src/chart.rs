@@ -47,6 +47,12 @@ pub(crate) fn chart(points: &[Point]) -> Markup {
                 line x1="0" y1=(HEIGHT) x2=(WIDTH) y2=(HEIGHT) class="axis" {}
                 polyline class="ready" fill="none" points=(ready) {}
                 polyline class="dead" fill="none" points=(dead) {}
+                // The latest sample as a dot: one sample draws no line.
+                @for (class, series) in [("ready", &ready), ("dead", &dead)] {
+                    @if let Some((x, y)) = series.rsplit(' ').next().and_then(|p| p.split_once(',')) {
+                        circle class=(class) cx=(x) cy=(y) r="3" {}
+                    }
+                }
                 text x="0" y=(HEIGHT + 15) class="label" { "-60 min" }
                 text x=(WIDTH - 30) y=(HEIGHT + 15) class="label" { "now" }
                 text x="4" y="12" class="label" { "max " (top) }
@@ -75,6 +81,19 @@ mod tests {
         assert_eq!(half, format!("{WIDTH},{}", HEIGHT / 2));
         // A figure the broker does not give draws nothing, not a zero.
         assert_eq!(polyline(&points, |p| p.dead_letter, now, 10), "");
+    }
+
+    #[test]
+    fn one_sample_is_a_dot_per_series_the_broker_reports() {
+        let points = [Point {
+            at_ms: now_ms(),
+            ready: Some(2),
+            in_flight: None,
+            dead_letter: None,
+        }];
+        let svg = chart(&points).into_string();
+        assert!(svg.contains("<circle class=\"ready\""), "{svg}");
+        assert!(!svg.contains("<circle class=\"dead\""), "{svg}");
     }
 
     #[test]

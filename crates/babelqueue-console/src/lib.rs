@@ -63,6 +63,7 @@ use sampler::History;
 use security::Sessions;
 
 /// One broker the console shows: its transport and the queues it watches.
+#[derive(Clone)]
 pub struct Source {
     /// The URL as shown: [`babelqueue::redact::redact`]ed.
     label: String,
@@ -197,22 +198,21 @@ impl Console {
         }
     }
 
+    /// A console with the settings `f` changes (a fresh one: its history and logins start
+    /// empty; a clone taken before keeps the old settings).
     fn rebuild(self, f: impl FnOnce(&mut Settings)) -> Console {
-        let inner = match Arc::try_unwrap(self.inner) {
-            Ok(inner) => inner,
-            Err(shared) => {
-                // Settings are set before the console is shared; a shared one keeps them.
-                return Console { inner: shared };
-            }
-        };
         let mut settings = Settings {
-            read_only: inner.read_only,
-            token: inner.token,
-            sample_every: inner.sample_every,
+            read_only: self.inner.read_only,
+            token: self.inner.token.clone(),
+            sample_every: self.inner.sample_every,
         };
         f(&mut settings);
+        let sources = match Arc::try_unwrap(self.inner) {
+            Ok(inner) => inner.sources,
+            Err(shared) => shared.sources.clone(),
+        };
         Console::build(
-            inner.sources,
+            sources,
             settings.read_only,
             settings.token,
             settings.sample_every,

@@ -89,6 +89,16 @@ async fn dead_lettered(url: &str) -> Option<String> {
     Some(queue)
 }
 
+/// Waits for the page at an address containing `part`, then for `css` on it.
+async fn arrived(client: &Client, part: &str, css: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !client.current_url().await.unwrap().as_str().contains(part) {
+        assert!(Instant::now() < deadline, "never reached {part}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.wait().for_element(Locator::Css(css)).await.unwrap();
+}
+
 async fn rows(client: &Client) -> usize {
     client
         .find_all(Locator::Css("#dead-letter-list tr.entry"))
@@ -200,6 +210,7 @@ async fn the_console_in_a_real_browser() {
         .click()
         .await
         .unwrap();
+    arrived(&client, "/q/0/", "#dead-letter-list").await;
     assert_eq!(rows(&client).await, 3);
     shoot(&client, "dead-letters").await;
     let urn = client
@@ -214,6 +225,7 @@ async fn the_console_in_a_real_browser() {
         .click()
         .await
         .unwrap();
+    arrived(&client, "urn=billing", "#dead-letter-list").await;
     assert_eq!(rows(&client).await, 1);
     let shown = client
         .find(Locator::Css("#dead-letter-list"))
@@ -236,6 +248,7 @@ async fn the_console_in_a_real_browser() {
         .click()
         .await
         .unwrap();
+    arrived(&client, "/retry", "#summary").await;
     let summary = client
         .find(Locator::Css("#summary"))
         .await
