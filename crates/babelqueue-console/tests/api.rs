@@ -553,3 +553,28 @@ async fn the_committed_openapi_document_is_the_generated_one() {
     let doc = served.json();
     assert!(doc["paths"]["/api/v1/queues/{source}/{queue}/retry"]["post"].is_object());
 }
+
+#[tokio::test]
+async fn a_rate_limited_redrive_takes_a_batch_a_second() {
+    let dlq: Vec<Vec<u8>> = (0..5)
+        .map(|n| record(&format!("m-{n}"), "urn:a", "failed", "boom", 5))
+        .collect();
+    let (memory, console) = console_with(&dlq).await;
+    let router = console.router();
+    let token = csrf(&router).await;
+    let started = std::time::Instant::now();
+    let report = post_json(
+        &router,
+        "/api/v1/queues/0/orders/redrive",
+        &token,
+        serde_json::json!({"rate": 2}),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    assert_eq!(report.json()["done"], 5, "{}", report.body);
+    assert_eq!((memory.len("orders"), memory.len("orders.dlq")), (5, 0));
+    // Batches of 2, 2 and 1: two waits of a second between them.
+    assert!(took >= std::time::Duration::from_secs(2), "{took:?}");
+    assert!(took < std::time::Duration::from_secs(6), "{took:?}");
+}
