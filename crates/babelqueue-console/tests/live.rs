@@ -141,6 +141,21 @@ async fn the_api_lists_groups_and_retries_on(label: &str, env: &str, default: &s
         p["entries"].as_array().is_some_and(|e| e.len() == 2)
     })
     .await;
+    let removed = post_json(
+        &router,
+        &format!("{base}/remove"),
+        &token,
+        serde_json::json!({"ids": [listed[2]]}),
+    )
+    .await;
+    assert_eq!(removed.status, StatusCode::OK, "{label}: {}", removed.body);
+    assert_eq!(removed.json()["done"], 1, "{label}: {}", removed.body);
+    until(&router, &format!("{base}/dead-letters"), |p| {
+        p["entries"]
+            .as_array()
+            .is_some_and(|e| e.len() == 1 && e[0]["id"] == listed[1])
+    })
+    .await;
     // The broker hands the retried message out again, on its original queue (read by a
     // worker of its own).
     transport.close().await.unwrap();
