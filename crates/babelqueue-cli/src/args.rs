@@ -43,6 +43,9 @@ pub(crate) enum Command {
     /// Classify a body (identity, poison cause) and show its normalised envelope; exits 3 when
     /// the body is poison.
     Inspect(InspectArgs),
+    /// Serve the web console and admin API over one or more brokers: queue depths, a paged
+    /// dead-letter browser, retry/remove/redrive, `/api/v1`, `/metrics`.
+    Serve(ServeArgs),
     /// Print a shell completion script (e.g. `babelqueue completions bash > /etc/bash_completion.d/babelqueue`).
     Completions {
         /// The shell to complete for.
@@ -408,6 +411,27 @@ pub(crate) struct InspectArgs {
     pub(crate) output: OutputArg,
 }
 
+/// `babelqueue serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Broker URLs (one or more; each is watched for every --queue); defaults to
+    /// $BABELQUEUE_URL.
+    #[arg(env = URL_ENV, hide_env_values = true, value_delimiter = ' ', num_args = 1.., required = true)]
+    pub(crate) urls: Vec<String>,
+    /// The address to listen on. Any non-loopback address requires BABELQUEUE_ADMIN_TOKEN.
+    #[arg(long, default_value = "127.0.0.1:8025")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// A queue to watch (repeatable), on every broker.
+    #[arg(long = "queue", required = true)]
+    pub(crate) queues: Vec<String>,
+    /// Refuse every action (retry, remove, redrive): a console to look only.
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// Seconds between two readings of every queue's stats (the chart's resolution).
+    #[arg(long, default_value_t = 15.0)]
+    pub(crate) sample_every: f64,
+}
+
 fn parse_header(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -439,6 +463,7 @@ impl Command {
             Command::Publish(a) => Some(&a.url.url),
             Command::Consume(a) => Some(&a.url.url),
             Command::Stats(a) => Some(&a.url.url),
+            Command::Serve(a) => a.urls.first().map(String::as_str),
             Command::Dlq { command } => Some(match command {
                 DlqCommand::List(a) => &a.url.url,
                 DlqCommand::Redrive(a) => &a.dlq.url.url,
