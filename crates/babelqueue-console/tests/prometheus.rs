@@ -1,14 +1,17 @@
-//! A real Prometheus server scrapes a worker: the server (`BQ_PROMETHEUS`, as
-//! `scripts/brokers.sh env` exports it, else `prometheus` on the `PATH`) is started on a port
-//! probed free, scraping the worker's `/metrics` every second, and its query API must answer
-//! the worker's counts. Without the binary the test prints `SKIPPED`; with
-//! `BQ_REQUIRE_BROKERS` set it fails instead.
+//! A real Prometheus server scrapes a worker and `babelqueue serve`: the server
+//! (`BQ_PROMETHEUS`, as `scripts/brokers.sh env` exports it, else `prometheus` on the `PATH`) is
+//! started on a port probed free, scraping the worker's `/metrics` (`babelqueue::prometheus`)
+//! and the console's every second, and its query API must answer the worker's counts and the
+//! broker-side depth the console reports, under the same queue label. Without the binary the
+//! test prints `SKIPPED`; with `BQ_REQUIRE_BROKERS` set it fails instead.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use babelqueue_core::{App, Consume, Context, HandlerError, MemoryTransport};
-use babelqueue_prometheus::Prometheus;
+use babelqueue::prometheus::Prometheus;
+use babelqueue::{App, Consume, Context, HandlerError, MemoryTransport, Transport};
+use babelqueue_console::{Console, Source};
 use babelqueue_testkit::{skip_or_fail, unique_queue};
 
 /// Kills the server when the test ends, however it ends.
@@ -44,7 +47,7 @@ async fn query(api: u16, promql: &str) -> Option<f64> {
 }
 
 #[tokio::test]
-async fn prometheus_scrapes_the_workers_counts() {
+async fn prometheus_scrapes_a_worker_and_the_console() {
     let binary = std::env::var("BQ_PROMETHEUS").unwrap_or_else(|_| "prometheus".to_owned());
     if Command::new(&binary)
         .arg("--version")
@@ -64,7 +67,8 @@ async fn prometheus_scrapes_the_workers_counts() {
         .await
         .expect("serving");
     let queue = unique_queue("prometheus-scraped");
-    let app = App::builder(MemoryTransport::new())
+    let memory = MemoryTransport::new();
+    let app = App::builder(memory.clone())
         .queue(&queue)
         .observer(prometheus.observer())
         .handle("urn:babel:orders:created", |_ctx: Context| async {
@@ -80,6 +84,29 @@ async fn prometheus_scrapes_the_workers_counts() {
     app.consume(Consume::new().max_messages(3).handle_signals(false))
         .await
         .expect("consume");
+    // two messages left waiting, for the console's depth
+    for _ in 0..2 {
+        memory.publish(&queue, b"{}").await.expect("publish");
+    }
+    let source = Source::new(
+        "memory://",
+        Arc::new(memory.clone()) as Arc<dyn Transport>,
+        [queue.clone()],
+    )
+    .expect("a source");
+    let console = Console::new(vec![source]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let console_addr = listener.local_addr().expect("an address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(async move {
+        console
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
 
     let dir = std::env::temp_dir().join(format!("bq-prometheus-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
@@ -88,8 +115,10 @@ async fn prometheus_scrapes_the_workers_counts() {
         &config,
         format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: worker\n    \
+             static_configs:\n      - targets: ['{}']\n  - job_name: console\n    \
              static_configs:\n      - targets: ['{}']\n",
-            worker.local_addr()
+            worker.local_addr(),
+            console_addr
         ),
     )
     .expect("the config");
@@ -114,19 +143,32 @@ async fn prometheus_scrapes_the_workers_counts() {
         "sum(messaging_client_consumed_messages_total{{messaging_destination_name=\"{queue}\",\
          messaging_babelqueue_outcome=\"acked\",job=\"worker\"}})"
     );
+    let ready = format!(
+        "sum(babelqueue_queue_messages{{messaging_destination_name=\"{queue}\",\
+         state=\"ready\",job=\"console\"}})"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
-    let (mut got_sent, mut got_acked) = (None, None);
+    let (mut got_sent, mut got_acked, mut got_ready) = (None, None, None);
     while Instant::now() < deadline {
         got_sent = query(api, &sent).await;
         got_acked = query(api, &acked).await;
-        if got_sent.is_some() && got_acked.is_some() {
+        got_ready = query(api, &ready).await;
+        if got_sent.is_some() && got_acked.is_some() && got_ready.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(got_sent, Some(3.0), "Prometheus answered {sent}");
     assert_eq!(got_acked, Some(3.0), "Prometheus answered {acked}");
-    let up = query(api, "up{job=\"worker\"}").await;
-    assert_eq!(up, Some(1.0), "the worker target is up");
+    assert_eq!(got_ready, Some(2.0), "Prometheus answered {ready}");
+    for job in ["worker", "console"] {
+        let up = query(api, &format!("up{{job=\"{job}\"}}")).await;
+        assert_eq!(up, Some(1.0), "the {job} target is up");
+    }
+    let _ = stop.send(());
+    serving
+        .await
+        .expect("the console task")
+        .expect("the console served");
     let _ = std::fs::remove_dir_all(&dir);
 }
