@@ -76,7 +76,8 @@ async fn publish_raw(
         body.len()
     );
     // A plain body repeated goes out in windows, as envelopes do.
-    if let (None, true, Some(publisher)) = (delay, headers.is_empty(), capabilities.batch_publisher())
+    if let (None, true, Some(publisher)) =
+        (delay, headers.is_empty(), capabilities.batch_publisher())
     {
         let mut confirmed = 0;
         while confirmed < args.count && session.shutdown().exit().is_none() {

@@ -35,7 +35,14 @@ async fn count_lands_exactly_n_in_windows_and_prints_each_once() {
     let ran = run_memory(
         &memory,
         &[
-            "publish", "memory://", "--queue", "orders", "--urn", "urn:a", "--count", "2500",
+            "publish",
+            "memory://",
+            "--queue",
+            "orders",
+            "--urn",
+            "urn:a",
+            "--count",
+            "2500",
         ],
     )
     .await;
@@ -177,7 +184,14 @@ mod live {
         let n = N.to_string();
         let published = babelqueue(
             &[
-                "publish", url, "--queue", queue, "--urn", "urn:cli:n", "--count", &n,
+                "publish",
+                url,
+                "--queue",
+                queue,
+                "--urn",
+                "urn:cli:n",
+                "--count",
+                &n,
             ],
             None,
         );
@@ -209,7 +223,10 @@ mod live {
         }
         assert_eq!(got.len(), N, "{url}: exactly {N} on the queue, no more");
         let got: BTreeSet<String> = got.into_iter().collect();
-        assert_eq!(got, sent, "{url}: the printed ids are the ones on the queue");
+        assert_eq!(
+            got, sent,
+            "{url}: the printed ids are the ones on the queue"
+        );
     }
 
     fn queue(broker: &str) -> String {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{cargo, status};
+use crate::cargo;
 
 /// Clock ticks per second of `/proc/*/stat` (`sysconf(_SC_CLK_TCK)`: 100 on every Linux
 /// architecture this runs on).
@@ -25,10 +25,7 @@ fn stat_fields(text: &str) -> Vec<&str> {
 
 /// Field `n` (1-based, as `man 5 proc` numbers them) of a stat line, in ticks.
 fn stat_ticks(fields: &[&str], n: usize) -> u64 {
-    fields
-        .get(n - 3)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    fields.get(n - 3).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// CPU seconds of this process's waited-for children so far (user + system).
@@ -48,33 +45,27 @@ fn process_cpu(pid: u32) -> f64 {
 /// A broker's processes: those whose `comm` is `comm` and whose command line holds `marker`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BrokerProcess {
-    pub(crate) label: &'static str,
     pub(crate) comm: &'static str,
     pub(crate) marker: &'static str,
 }
 
 pub(crate) const REDIS: BrokerProcess = BrokerProcess {
-    label: "redis-server",
     comm: "redis-server",
     marker: "6379",
 };
 pub(crate) const RABBITMQ: BrokerProcess = BrokerProcess {
-    label: "beam (RabbitMQ)",
     comm: "beam.smp",
     marker: "rabbit",
 };
 pub(crate) const KAFKA: BrokerProcess = BrokerProcess {
-    label: "java (Kafka)",
     comm: "java",
     marker: "brokers/kafka/",
 };
 pub(crate) const NATS: BrokerProcess = BrokerProcess {
-    label: "nats-server",
     comm: "nats-server",
-    marker: "",
+    marker: "4222",
 };
 pub(crate) const POSTGRES: BrokerProcess = BrokerProcess {
-    label: "postgres (all backends)",
     comm: "postgres",
     marker: "",
 };
@@ -97,21 +88,16 @@ impl BrokerProcess {
             })
             .collect()
     }
-
-    /// CPU seconds of every matching process so far (the backends of PostgreSQL come and go:
-    /// a backend that exited in between is not counted).
-    pub(crate) fn cpu(&self) -> f64 {
-        self.pids().into_iter().map(process_cpu).sum()
-    }
 }
 
-/// A run's wall clock and CPU: of the children (the SDK's side) and of the broker's processes
-/// (shared with everything else on the machine that uses the broker).
-#[derive(Debug, Clone, Copy, Default)]
+/// A run's wall clock and CPU: of the children (the SDK's side) and of each group of broker
+/// processes (shared with whatever else used the broker meanwhile).
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Cost {
     pub(crate) wall: f64,
     pub(crate) cpu: f64,
-    pub(crate) broker_cpu: f64,
+    /// CPU seconds of each group of broker processes, in the order given to [`Meter::start`].
+    pub(crate) brokers: Vec<f64>,
 }
 
 impl Cost {
@@ -120,35 +106,74 @@ impl Cost {
         self.cpu / messages.max(1) as f64 * 1000.0
     }
 
-    /// The broker's CPU as a share of one core over the run (1.0 = one core saturated).
-    pub(crate) fn broker_cores(&self) -> f64 {
-        self.broker_cpu / self.wall.max(f64::EPSILON)
+    /// Broker group `i`'s CPU as a share of one core over the run (1.0 = one core saturated).
+    pub(crate) fn broker_cores(&self, i: usize) -> f64 {
+        self.brokers.get(i).copied().unwrap_or(0.0) / self.wall.max(f64::EPSILON)
     }
 }
 
-/// Starts a clock on the children's and the broker's CPU; [`Meter::stop`] reads the cost.
+/// How often the broker processes are sampled: a process that ends during the run (a
+/// PostgreSQL backend of a relay that exited) keeps the CPU it had at its last sample.
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+
+/// Starts a clock on the children's and the brokers' CPU; [`Meter::stop`] reads the cost.
 pub(crate) struct Meter {
     started: Instant,
     cpu: f64,
-    broker: Option<BrokerProcess>,
-    broker_cpu: f64,
+    stop: std::sync::mpsc::Sender<()>,
+    sampler: std::thread::JoinHandle<Vec<f64>>,
+}
+
+/// CPU seconds by pid of each group's processes.
+fn sample(groups: &[BrokerProcess]) -> Vec<BTreeMap<u32, f64>> {
+    groups
+        .iter()
+        .map(|g| g.pids().into_iter().map(|p| (p, process_cpu(p))).collect())
+        .collect()
 }
 
 impl Meter {
-    pub(crate) fn start(broker: Option<BrokerProcess>) -> Meter {
+    pub(crate) fn start(groups: &[BrokerProcess]) -> Meter {
+        let groups = groups.to_vec();
+        let first = sample(&groups);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let sampler = std::thread::spawn(move || {
+            let mut last = first.clone();
+            loop {
+                let done = stopped.recv_timeout(SAMPLE_EVERY).is_ok();
+                for (i, now) in sample(&groups).into_iter().enumerate() {
+                    last[i].extend(now);
+                }
+                if done {
+                    break;
+                }
+            }
+            // A process born during the run started from nothing.
+            last.iter()
+                .zip(&first)
+                .map(|(last, first)| {
+                    last.iter()
+                        .map(|(pid, cpu)| cpu - first.get(pid).copied().unwrap_or(0.0))
+                        .sum()
+                })
+                .collect()
+        });
         Meter {
             started: Instant::now(),
             cpu: children_cpu(),
-            broker_cpu: broker.map_or(0.0, |b| b.cpu()),
-            broker,
+            stop,
+            sampler,
         }
     }
 
-    pub(crate) fn stop(&self) -> Cost {
+    pub(crate) fn stop(self) -> Cost {
+        let wall = self.started.elapsed().as_secs_f64();
+        let cpu = children_cpu() - self.cpu;
+        let _ = self.stop.send(());
         Cost {
-            wall: self.started.elapsed().as_secs_f64(),
-            cpu: children_cpu() - self.cpu,
-            broker_cpu: self.broker.map_or(0.0, |b| b.cpu()) - self.broker_cpu,
+            wall,
+            cpu,
+            brokers: self.sampler.join().unwrap_or_default(),
         }
     }
 }
@@ -210,25 +235,47 @@ pub(crate) const CLI_FEATURES: &str = "redis,amqp,kafka,nats";
 /// Builds the release `babelqueue` binary (the workspace's release profile unless the
 /// environment overrides it) and returns its path.
 pub(crate) fn build_cli() -> Result<PathBuf, String> {
-    let mut cmd = cargo();
-    cmd.args([
-        "build",
-        "--release",
-        "--package",
-        "babelqueue-cli",
-        "--no-default-features",
-        "--features",
-        CLI_FEATURES,
-    ]);
-    status(cmd)?;
-    Ok(target_dir().join("release/babelqueue"))
+    built(
+        &[
+            "--package",
+            "babelqueue-cli",
+            "--no-default-features",
+            "--features",
+            CLI_FEATURES,
+        ],
+        "babelqueue",
+    )
 }
 
-/// Cargo's target directory, as the builds above use it.
-pub(crate) fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::root().join("target"))
+/// Builds `crates/babelqueue/benches/drivers.rs` (the library's windowed publish and the outbox
+/// relay, as processes) with the release profile and returns its path.
+pub(crate) fn build_drivers() -> Result<PathBuf, String> {
+    built(
+        &[
+            "--package",
+            "babelqueue",
+            "--bench",
+            "drivers",
+            "--features",
+            "postgres,redis,amqp,kafka",
+        ],
+        "drivers",
+    )
+}
+
+/// `cargo build --release ARGS`, and the executable of target `name` that Cargo reported.
+fn built(args: &[&str], name: &str) -> Result<PathBuf, String> {
+    let mut cmd = cargo();
+    cmd.args(["build", "--release"])
+        .args(args)
+        .args(["--message-format", "json-render-diagnostics"]);
+    let out = output(cmd)?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.pointer("/target/name").and_then(|n| n.as_str()) == Some(name))
+        .find_map(|v| v.get("executable")?.as_str().map(PathBuf::from))
+        .ok_or_else(|| format!("cargo named no {name} executable"))
 }
 
 /// A name no earlier run used: `prefix-<pid><nanos>`.
@@ -288,10 +335,12 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         }
     }
     let line = |cells: Vec<&str>| {
-        let mut text = String::from(" ");
+        let mut text = String::from("  ");
         for (i, cell) in cells.iter().enumerate() {
             let pad = widths[i] - cell.chars().count();
-            text.push(' ');
+            if i > 0 {
+                text.push_str("  ");
+            }
             if i == 0 {
                 text.push_str(cell);
                 text.push_str(&" ".repeat(pad));
@@ -364,10 +413,11 @@ mod tests {
         let c = Cost {
             wall: 2.0,
             cpu: 3.0,
-            broker_cpu: 1.0,
+            brokers: vec![1.0],
         };
         assert!((c.cpu_per_1000(20_000) - 0.15).abs() < 1e-9);
-        assert!((c.broker_cores() - 0.5).abs() < 1e-9);
+        assert!((c.broker_cores(0) - 0.5).abs() < 1e-9);
+        assert!(c.broker_cores(1).abs() < 1e-9);
         assert!(c.cpu_per_1000(0) > 0.0);
     }
 }

@@ -125,7 +125,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             other => return Err(format!("unknown option {other:?}")),
         }
     }
-    if let Some(bad) = wanted.iter().find(|w| !BROKERS.iter().any(|b| b.name == *w)) {
+    if let Some(bad) = wanted
+        .iter()
+        .find(|w| !BROKERS.iter().any(|b| b.name == *w))
+    {
         return Err(format!("unknown broker {bad:?}"));
     }
     let cli = measure::build_cli()?;
@@ -135,7 +138,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         .filter(|b| wanted.is_empty() || wanted.iter().any(|w| w == b.name))
     {
         for &k in &processes {
-            println!("== {}: {k} worker process(es), {count} messages", broker.name);
+            println!(
+                "== {}: {k} worker process(es), {count} messages",
+                broker.name
+            );
             match row(&cli, broker, k, count, Duration::from_secs(cap)) {
                 Ok(row) => rows.push(row),
                 Err(e) => println!("  {}: {k} process(es) failed: {e}", broker.name),
@@ -189,7 +195,7 @@ fn row(cli: &Path, broker: &Broker, k: u32, count: u64, cap: Duration) -> Result
         topic
     } else {
         let queue = format!("bq-bench-scale-{}", broker.name);
-        drain(cli, &url, &queue)?;
+        drain(cli, &url, &queue, &broker.idle.to_string())?;
         queue
     };
     let result = measure_row(cli, broker, &url, &queue, k, count, cap);
@@ -210,10 +216,16 @@ fn measure_row(
 ) -> Result<Row, String> {
     let mut publish = Command::new(cli);
     publish
-        .args(["publish", "--queue", queue, "--urn", "urn:babel:bench:scale"])
+        .args([
+            "publish",
+            "--queue",
+            queue,
+            "--urn",
+            "urn:babel:bench:scale",
+        ])
         .args(["--count", &count.to_string()])
         .env("BABELQUEUE_URL", url);
-    let prefill = Meter::start(None);
+    let prefill = Meter::start(&[]);
     let out = measure::output(publish)?;
     let expected: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -226,13 +238,20 @@ fn measure_row(
     );
     let output = if broker.kafka { "wire" } else { "raw" };
     let idle = broker.idle.to_string();
-    let meter = Meter::start(Some(broker.process));
+    let meter = Meter::start(&[broker.process]);
     let mut children = Vec::new();
     for _ in 0..k {
         let mut consume = Command::new(cli);
         consume
             .args(["consume", "--queue", queue, "--output", output])
-            .args(["--concurrency", "1", "--prefetch", "64", "--idle-timeout", &idle])
+            .args([
+                "--concurrency",
+                "1",
+                "--prefetch",
+                "64",
+                "--idle-timeout",
+                &idle,
+            ])
             .env("BABELQUEUE_URL", url);
         children.push(measure::spawn(consume)?);
     }
@@ -277,7 +296,7 @@ fn measure_row(
         rate: tally.distinct as f64 / busy,
         cpu_per_1000: cost.cpu_per_1000(tally.deliveries),
         worker_cores: cost.cpu / busy,
-        broker_cores: cost.broker_cpu / busy,
+        broker_cores: cost.brokers.first().copied().unwrap_or(0.0) / busy,
         tally,
         order_breaks: broker.kafka.then(|| order_breaks(&positions)),
         capped,
@@ -449,10 +468,21 @@ mod tests {
     fn order_breaks_count_per_process_and_partition() {
         // Process 0 reads partition 1 in order and partition 2 with one step back; process 1
         // re-reads partition 1 from the start after a rebalance, which is not an order break.
-        let positions = [(0, 1, 0), (0, 2, 5), (0, 1, 1), (0, 2, 4), (1, 1, 0), (1, 1, 1)];
+        let positions = [
+            (0, 1, 0),
+            (0, 2, 5),
+            (0, 1, 1),
+            (0, 2, 4),
+            (1, 1, 0),
+            (1, 1, 1),
+        ];
         assert_eq!(order_breaks(&positions), 1);
         assert_eq!(order_breaks(&[]), 0);
-        assert_eq!(order_breaks(&[(0, 0, 3), (0, 0, 3)]), 1, "a repeat is a break");
+        assert_eq!(
+            order_breaks(&[(0, 0, 3), (0, 0, 3)]),
+            1,
+            "a repeat is a break"
+        );
     }
 
     #[test]
@@ -463,16 +493,16 @@ mod tests {
             "broker": {"id": "bq/top-ic/3@1042", "redelivered": null, "properties": {}},
         })
         .to_string();
-        assert_eq!(
-            wire_line(&line),
-            (Some("m-7".to_owned()), Some((3, 1042)))
-        );
+        assert_eq!(wire_line(&line), (Some("m-7".to_owned()), Some((3, 1042))));
         assert_eq!(wire_line("{}"), (None, None));
     }
 
     #[test]
     fn the_table_shows_speed_up_against_one_process_and_the_order_verdict() {
-        let mut rows = vec![row("redis", 1, 1000.0, 0.5, 0.3), row("redis", 2, 1800.0, 1.0, 0.5)];
+        let mut rows = vec![
+            row("redis", 1, 1000.0, 0.5, 0.3),
+            row("redis", 2, 1800.0, 1.0, 0.5),
+        ];
         rows[1].tally.duplicates = 3;
         rows[1].order_breaks = Some(0);
         let text = render(&rows);
@@ -480,7 +510,10 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert!(lines[0].contains("speed-up vs 1"));
         assert!(lines[1].contains("1.00x") && lines[1].trim_end().ends_with('-'));
-        assert!(lines[2].contains("1.80x") && lines[2].contains("kept"), "{text}");
+        assert!(
+            lines[2].contains("1.80x") && lines[2].contains("kept"),
+            "{text}"
+        );
         assert!(lines[2].split_whitespace().any(|c| c == "3"), "{text}");
     }
 
@@ -489,17 +522,20 @@ mod tests {
         let rows = vec![
             row("redis", 1, 1000.0, 0.4, 0.5),
             row("redis", 2, 1900.0, 0.8, 0.9),
-            row("redis", 4, 2000.0, 0.9, 0.95),
+            row("redis", 4, 2000.0, 0.5, 0.95),
             row("kafka", 1, 1000.0, 0.9, 0.5),
             row("kafka", 2, 1050.0, 1.2, 0.6),
             row("nats", 1, 500.0, 0.2, 0.1),
-            row("nats", 2, 600.0, 0.3, 0.1),
+            row("nats", 2, 520.0, 0.3, 0.1),
             row("pg", 1, 500.0, 0.2, 0.1),
             row("pg", 2, 900.0, 0.3, 0.1),
         ];
         let lines = bounds(&rows);
         let find = |name: &str| lines.iter().find(|l| l.starts_with(name)).unwrap().clone();
-        assert!(find("redis").contains("at 4 processes") && find("redis").contains("the broker process"));
+        assert!(
+            find("redis").contains("at 4 processes")
+                && find("redis").contains("the broker process")
+        );
         assert!(find("kafka").contains("the machine"), "{lines:?}");
         assert!(find("nats").contains("neither CPU"), "{lines:?}");
         assert!(find("pg").contains("still scaling at 2"), "{lines:?}");
