@@ -377,7 +377,7 @@ pub(crate) fn drain(cli: &Path, url: &str, queue: &str, idle: &str) -> Result<Ve
     let (out, _) = measure::wait_capped(child, Duration::from_secs(300))?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| raw_meta_id(l))
+        .filter_map(raw_meta_id)
         .collect())
 }
 
