@@ -7,6 +7,7 @@
 //! cargo xtask examples [--broker NAME]...  # the example producer, then worker, on each broker
 //! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
 //! cargo xtask bench runtime            # codec and runtime side by side with the Python SDK
+//! cargo xtask bench cli|scale|outbox   # opt-in: CLI publish, worker processes, outbox relay
 //! cargo xtask fuzz [--seconds N]       # the four core cargo-fuzz targets, on stable
 //! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
@@ -370,7 +371,7 @@ fn main() -> ExitCode {
             );
             eprintln!("  suite");
             eprintln!("  examples [--broker NAME]...");
-            eprintln!("  bench [--quick] | bench runtime");
+            eprintln!("  bench [--quick] | bench runtime | bench brokers | bench cli|scale|outbox");
             eprintln!("  fuzz [--seconds N] [--all | --target NAME]");
             eprintln!("  audit");
             eprintln!("  tidy");
