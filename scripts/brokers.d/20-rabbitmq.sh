@@ -1,12 +1,15 @@
 # RabbitMQ (AMQP 0-9-1) from Debian, on 127.0.0.1:5672 (plain) and 127.0.0.1:5671 (amqps, with
 # a throwaway CA generated on first start, for the amqps:// tests) only: the AMQP listeners, epmd
-# and the Erlang distribution port are all kept on loopback.
+# and the Erlang distribution port are all kept on loopback. The management plugin's HTTP API
+# listens on 127.0.0.1:15672 (the transport's in-flight count); it samples queue figures every
+# second here (RabbitMQ's default is 5 s).
 #
 # `rabbitmqctl await_startup` exits 69 at once while the node is not yet registered with epmd,
 # so readiness is a retry loop around it (wait_for polls ready_rabbitmq).
 BROKERS+=(rabbitmq)
 RABBITMQ_PORT=${BQ_RABBITMQ_PORT:-5672}
 RABBITMQ_TLS_PORT=${BQ_RABBITMQ_TLS_PORT:-5671}
+RABBITMQ_MANAGEMENT_PORT=${BQ_RABBITMQ_MANAGEMENT_PORT:-15672}
 RABBITMQ_DIR="$BQ_BROKERS_DIR/rabbitmq"
 
 rabbitmq_env() {
@@ -16,6 +19,7 @@ rabbitmq_env() {
     export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
     # The Debian wrapper's `su` keeps the environment, so the node reads this file.
     export RABBITMQ_CONFIG_FILE="$RABBITMQ_DIR/rabbitmq.conf"
+    export RABBITMQ_ENABLED_PLUGINS_FILE="$RABBITMQ_DIR/enabled_plugins"
 }
 
 install_rabbitmq() {
@@ -46,7 +50,11 @@ ssl_options.certfile = $RABBITMQ_DIR/tls/server.crt
 ssl_options.keyfile = $RABBITMQ_DIR/tls/server.key
 ssl_options.verify = verify_none
 ssl_options.fail_if_no_peer_cert = false
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $RABBITMQ_MANAGEMENT_PORT
+collect_statistics_interval = 1000
 CONF
+    echo '[rabbitmq_management].' > "$RABBITMQ_ENABLED_PLUGINS_FILE"
     # The Debian wrapper drops to the rabbitmq user; keep its log beside the other brokers'.
     rabbitmq-server -detached >"$BQ_BROKERS_DIR/rabbitmq-start.log" 2>&1
 }
@@ -55,7 +63,8 @@ ready_rabbitmq() {
     rabbitmq_env
     timeout 20 rabbitmqctl await_startup --timeout 15 >/dev/null 2>&1 &&
         (exec 3<>"/dev/tcp/127.0.0.1/$RABBITMQ_PORT") 2>/dev/null &&
-        (exec 3<>"/dev/tcp/127.0.0.1/$RABBITMQ_TLS_PORT") 2>/dev/null
+        (exec 3<>"/dev/tcp/127.0.0.1/$RABBITMQ_TLS_PORT") 2>/dev/null &&
+        (exec 3<>"/dev/tcp/127.0.0.1/$RABBITMQ_MANAGEMENT_PORT") 2>/dev/null
 }
 
 stop_rabbitmq() {
@@ -75,4 +84,5 @@ env_rabbitmq() {
     echo "export BQ_AMQP_URL=amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
     echo "export BQ_AMQPS_URL=amqps://guest:guest@127.0.0.1:$RABBITMQ_TLS_PORT/%2f"
     echo "export BQ_AMQP_TLS_CA=$RABBITMQ_DIR/tls/ca.crt"
+    echo "export BQ_AMQP_MANAGEMENT_URL=http://guest:guest@127.0.0.1:$RABBITMQ_MANAGEMENT_PORT"
 }

@@ -31,16 +31,24 @@ use std::process::Command;
 
 use crate::{cargo, root, status, tools};
 
+mod cli;
 mod latency;
+mod measure;
+mod outbox;
+mod scale;
 
-/// `cargo xtask bench [--quick]`, `cargo xtask bench runtime` or
-/// `cargo xtask bench brokers [--broker NAME]...`.
+/// `cargo xtask bench [--quick]`, `cargo xtask bench runtime`,
+/// `cargo xtask bench brokers [--broker NAME]...`, or the opt-in `bench cli`, `bench scale` and
+/// `bench outbox` (see their modules).
 pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("runtime") => runtime(),
         Some("brokers") => brokers(&args[1..]),
+        Some("cli") => cli::run(&args[1..]),
+        Some("scale") => scale::run(&args[1..]),
+        Some("outbox") => outbox::run(&args[1..]),
         Some(other) if !other.starts_with("--") => Err(format!(
-            "unknown benchmark {other:?}: `cargo xtask bench [--quick]` runs them all, `cargo xtask bench runtime` the side-by-side runtime figures, `cargo xtask bench brokers [--broker NAME]` the side-by-side broker figures"
+            "unknown benchmark {other:?}: `cargo xtask bench [--quick]` runs them all, `cargo xtask bench runtime` the side-by-side runtime figures, `cargo xtask bench brokers [--broker NAME]` the side-by-side broker figures, `cargo xtask bench cli|scale|outbox` the opt-in CLI publish, worker scaling and outbox relay figures"
         )),
         _ => {
             let quick = args.iter().any(|a| a == "--quick");

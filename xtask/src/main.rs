@@ -7,14 +7,20 @@
 //! cargo xtask examples [--broker NAME]...  # the example producer, then worker, on each broker
 //! cargo xtask bench [--quick]          # every benchmark of the workspace, figures printed
 //! cargo xtask bench runtime            # codec and runtime side by side with the Python SDK
+//! cargo xtask bench cli|scale|outbox   # opt-in: CLI publish, worker processes, outbox relay
 //! cargo xtask fuzz [--seconds N]       # the four core cargo-fuzz targets, on stable
 //! cargo xtask fuzz --all | --target NAME  # every target (the projections too), or one
 //! cargo xtask audit                    # cargo deny: licenses, bans, sources, advisories
 //! cargo xtask tidy                     # repository invariants, rust-version floors, no
-//!                                      # work-period or issue labels in tracked text
+//!                                      # work-period or issue labels in tracked text,
+//!                                      # publishing metadata, the changelog's sections
+//! cargo xtask release-check [--package NAME]... [--rebaseline]  # before publishing: cargo
+//!                                      # package (verify), cargo semver-checks vs the kept
+//!                                      # baselines ($BQ_CACHE/release)
 //! cargo xtask chaos [--short] [--broker NAME]... [--scenario NAME]...  # kill workers and brokers
 //! cargo xtask chaos --ha [--short] [--topology NAME]... [--fault NAME]...  # network faults, HA
-//! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, conformance,
+//! cargo xtask ci                       # fmt, clippy, tests, no_std, docs, tidy, packaging
+//!                                      # (--no-verify), conformance,
 //!                                      # examples, chaos --short, chaos --ha --short,
 //!                                      # fuzz (20 s per target), audit
 //! ```
@@ -36,6 +42,8 @@ mod fuzz;
 mod labels;
 mod lengths;
 mod msrv;
+mod publish;
+mod release;
 mod suite;
 mod tools;
 
@@ -247,6 +255,8 @@ fn ci() -> Result<(), String> {
     }
     println!("==> tidy");
     tidy()?;
+    println!("==> packaging (cargo package --no-verify of every published crate)");
+    release::package(&publish::published(&publish::metadata()?), false)?;
     println!("==> conformance (project vectors, then the official suite)");
     let result = conformance(&["--all".to_string()]);
     disk_report();
@@ -318,6 +328,7 @@ fn tidy() -> Result<(), String> {
     problems.extend(msrv::check()?);
     problems.extend(labels::check(&root())?);
     problems.extend(lengths::check(&root())?);
+    problems.extend(release::problems()?);
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap_or_default();
     let first_block: Vec<&str> = readme
         .split("```")
@@ -349,9 +360,10 @@ fn main() -> ExitCode {
         Some("examples") => examples::examples(&args[1..]),
         Some("chaos") => chaos::chaos(&args[1..]),
         Some("ci") => ci(),
+        Some("release-check") => release::release_check(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|conformance|suite|examples|bench|fuzz|audit|tidy|chaos> [options]"
+                "usage: cargo xtask <ci|conformance|suite|examples|bench|fuzz|audit|tidy|chaos|release-check> [options]"
             );
             eprintln!("  ci");
             eprintln!(
@@ -359,10 +371,11 @@ fn main() -> ExitCode {
             );
             eprintln!("  suite");
             eprintln!("  examples [--broker NAME]...");
-            eprintln!("  bench [--quick] | bench runtime");
+            eprintln!("  bench [--quick] | bench runtime | bench brokers | bench cli|scale|outbox");
             eprintln!("  fuzz [--seconds N] [--all | --target NAME]");
             eprintln!("  audit");
             eprintln!("  tidy");
+            eprintln!("  release-check [--package NAME]... [--rebaseline]");
             eprintln!(
                 "  chaos [--short] [--broker NAME]... [--scenario NAME]... [--jobs N] [--json PATH]"
             );

@@ -1,4 +1,4 @@
-//! The cargo subcommands the xtask runs (cargo-deny, cargo-fuzz), installed on demand into
+//! The cargo subcommands the xtask runs (cargo-deny, cargo-fuzz, cargo-semver-checks), installed on demand into
 //! `<cache>/tools` (beside the build cache, outside the checkout), so a CI machine that keeps
 //! its cache installs each once, and one that does not pays for a quick build:
 //!
@@ -47,6 +47,13 @@ pub(crate) const CARGO_DENY: Tool = Tool {
     name: "deny",
     krate: "cargo-deny",
     version: "0.20.2",
+};
+
+/// The API check of `cargo xtask release-check`.
+pub(crate) const CARGO_SEMVER_CHECKS: Tool = Tool {
+    name: "semver-checks",
+    krate: "cargo-semver-checks",
+    version: "0.51.0",
 };
 
 pub(crate) const CARGO_FUZZ: Tool = Tool {

@@ -477,6 +477,11 @@ async fn stats_total(transport: &dyn Transport, queue: &str) -> Result<u64, Stri
         .ok_or_else(|| format!("{name} gave no count of {queue} ({})", stats.source))
 }
 
+/// RabbitMQ's count from `rabbitmqctl list_queues messages` (ready and unacknowledged, read
+/// from the queue process), not from the transport's `Stats`: its in-flight figure comes from
+/// the management plugin, which samples (every second on the test broker), so right after the
+/// workers stop it can still count as unacknowledged what went back to ready, and a row would
+/// see messages twice.
 async fn rabbit_count(env: &Env, url: &str, queue: &str) -> Result<u64, String> {
     let out = match (
         env.var("BQ_AMQP_CLUSTER_URL"),

@@ -43,6 +43,9 @@ pub(crate) enum Command {
     /// Classify a body (identity, poison cause) and show its normalised envelope; exits 3 when
     /// the body is poison.
     Inspect(InspectArgs),
+    /// Serve the web console and admin API over one or more brokers: queue depths, a paged
+    /// dead-letter browser, retry/remove/redrive, `/api/v1`, `/metrics`.
+    Serve(ServeArgs),
     /// Print a shell completion script (e.g. `babelqueue completions bash > /etc/bash_completion.d/babelqueue`).
     Completions {
         /// The shell to complete for.
@@ -111,8 +114,12 @@ pub(crate) struct PublishArgs {
     /// plant poison in a test, say).
     #[arg(long)]
     pub(crate) allow_poison: bool,
-    /// How many envelopes to publish (a progress bar shows on a terminal). Plain envelopes go
-    /// out through the transport's batch publish, 100 per call.
+    /// How many envelopes to publish (a progress bar shows on a terminal). Without --delay and
+    /// --header they go out in windows of 1 024 through the transport's pipelined batch publish
+    /// (RabbitMQ: 1 024 publisher confirms in flight; Redis: pipelined scripts; Kafka: delivery
+    /// reports awaited together), the same path as the library's `publish_batch`. A window's
+    /// lines are printed once the broker confirmed all of it, and success means every message
+    /// was confirmed; on a failure the error says how many were confirmed before it.
     #[arg(long, default_value_t = 1)]
     pub(crate) count: u64,
     /// Deliver after this many seconds (needs a transport that can delay).
@@ -184,9 +191,11 @@ pub(crate) enum ConsumeOutput {
 pub(crate) struct ConsumeArgs {
     #[command(flatten)]
     pub(crate) url: UrlArg,
-    /// The queue to consume.
+    /// The queue to consume (default: $BABELQUEUE_QUEUE or the settings file's `queue`).
+    /// Every setting below also comes from the environment or $BABELQUEUE_CONFIG (a TOML
+    /// file; docs/settings.md); a flag given here wins.
     #[arg(long)]
-    pub(crate) queue: String,
+    pub(crate) queue: Option<String>,
     /// Handle this URN (repeatable); with none, every URN is handled.
     #[arg(long = "urn")]
     pub(crate) urns: Vec<String>,
@@ -209,29 +218,29 @@ pub(crate) struct ConsumeArgs {
     /// bytes (`raw`) or everything the broker carried (`wire`).
     #[arg(long, value_enum, default_value_t = ConsumeOutput::Call)]
     pub(crate) output: ConsumeOutput,
-    /// Deliveries per message before it is dead-lettered or dropped.
-    #[arg(long, default_value_t = 3)]
-    pub(crate) max_attempts: i64,
+    /// Deliveries per message before it is dead-lettered or dropped (default 3).
+    #[arg(long)]
+    pub(crate) max_attempts: Option<i64>,
     /// Dead-letter exhausted and poison messages.
     #[arg(long)]
     pub(crate) dead_letter: bool,
-    /// With --dead-letter: the dead-letter queue's name (default: the queue and
+    /// With dead-lettering on: the dead-letter queue's name (default: the queue and
     /// --dead-letter-suffix).
-    #[arg(long, requires = "dead_letter")]
+    #[arg(long)]
     pub(crate) dead_letter_queue: Option<String>,
-    /// With --dead-letter: the suffix of the derived dead-letter queue's name (`.dlq`).
-    #[arg(long, requires = "dead_letter")]
+    /// With dead-lettering on: the suffix of the derived dead-letter queue's name (`.dlq`).
+    #[arg(long)]
     pub(crate) dead_letter_suffix: Option<String>,
-    /// What to do with a URN no handler is registered for.
-    #[arg(long, value_enum, default_value_t = OnUnknownUrn::Fail)]
-    pub(crate) on_unknown_urn: OnUnknownUrn,
+    /// What to do with a URN no handler is registered for (default `fail`).
+    #[arg(long, value_enum)]
+    pub(crate) on_unknown_urn: Option<OnUnknownUrn>,
     /// How long a message with an unknown URN waits before it comes back, seconds (the
     /// `release` strategy).
     #[arg(long)]
     pub(crate) unknown_urn_release_delay: Option<f64>,
-    /// Retry back-off base, seconds.
-    #[arg(long, default_value_t = 0.0)]
-    pub(crate) retry_backoff: f64,
+    /// Retry back-off base, seconds (default 0).
+    #[arg(long)]
+    pub(crate) retry_backoff: Option<f64>,
     /// Each retry waits this many times longer than the one before.
     #[arg(long)]
     pub(crate) retry_backoff_multiplier: Option<f64>,
@@ -246,13 +255,19 @@ pub(crate) struct ConsumeArgs {
     /// back unchanged, seconds.
     #[arg(long)]
     pub(crate) shutdown_timeout: Option<f64>,
-    /// Handlers in flight at once.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) concurrency: usize,
+    /// Handlers in flight at once (default 1).
+    #[arg(long)]
+    pub(crate) concurrency: Option<usize>,
     /// Deliveries received per broker round trip, at most (default: --concurrency). Deliveries
     /// received and not started when the consumer stops are released unchanged.
     #[arg(long)]
     pub(crate) prefetch: Option<usize>,
+    /// Serve Prometheus metrics at http://ADDR/metrics while consuming (e.g.
+    /// 127.0.0.1:9464; port 0 picks one and logs it): messages consumed, published, failed and
+    /// dead-lettered by queue and URN, handler duration, messages in flight, and the queue's
+    /// lag where the broker reports it (sampled every 5 s).
+    #[arg(long, value_name = "ADDR", env = "BABELQUEUE_METRICS_LISTEN")]
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -400,6 +415,27 @@ pub(crate) struct InspectArgs {
     pub(crate) output: OutputArg,
 }
 
+/// `babelqueue serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Broker URLs (one or more; each is watched for every --queue); defaults to
+    /// $BABELQUEUE_URL.
+    #[arg(env = URL_ENV, hide_env_values = true, value_delimiter = ' ', num_args = 1.., required = true)]
+    pub(crate) urls: Vec<String>,
+    /// The address to listen on. Any non-loopback address requires BABELQUEUE_ADMIN_TOKEN.
+    #[arg(long, default_value = "127.0.0.1:8025")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// A queue to watch (repeatable), on every broker.
+    #[arg(long = "queue", required = true)]
+    pub(crate) queues: Vec<String>,
+    /// Refuse every action (retry, remove, redrive): a console to look only.
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// Seconds between two readings of every queue's stats (the chart's resolution).
+    #[arg(long, default_value_t = 15.0)]
+    pub(crate) sample_every: f64,
+}
+
 fn parse_header(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -431,6 +467,7 @@ impl Command {
             Command::Publish(a) => Some(&a.url.url),
             Command::Consume(a) => Some(&a.url.url),
             Command::Stats(a) => Some(&a.url.url),
+            Command::Serve(a) => a.urls.first().map(String::as_str),
             Command::Dlq { command } => Some(match command {
                 DlqCommand::List(a) => &a.url.url,
                 DlqCommand::Redrive(a) => &a.dlq.url.url,

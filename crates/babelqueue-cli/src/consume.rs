@@ -3,11 +3,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use babelqueue::envelope::RawJson;
+use babelqueue::prometheus::{LagWatch, MetricsServer, Prometheus, watch_lag};
 use babelqueue::{
-    App, AppBuilder, Consume, Context, Event, HandlerError, Observer, Outcome, StopHandle,
-    Transport,
+    App, AppBuilder, Consume, Context, Event, HandlerError, Observer, Outcome, Settings,
+    StopHandle, Transport,
 };
 
 use crate::args::{ConsumeArgs, ConsumeOutput};
@@ -31,21 +33,6 @@ fn call_line(ctx: &Context) -> String {
     )
 }
 
-/// The name an outcome is printed by.
-fn outcome_name(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Acked => "acked",
-        Outcome::Dropped => "dropped",
-        Outcome::Retried => "retried",
-        Outcome::Released => "released",
-        Outcome::DeadLettered => "dead_lettered",
-        Outcome::Native => "native",
-        Outcome::Unsettled => "unsettled",
-        Outcome::Interrupted => "interrupted",
-        _ => "other",
-    }
-}
-
 /// Prints one line per settled delivery (`--output raw|wire`), whatever it held.
 struct WireLines {
     io: Io,
@@ -62,7 +49,7 @@ impl Observer for WireLines {
                 "{{\"queue\":{},\"outcome\":\"{}\",\"urn\":{},{body},\"members\":{},\"headers\":{},\
                  \"facts\":{},\"broker\":{}}}",
                 RawJson::string(event.queue),
-                outcome_name(event.outcome),
+                Outcome::as_str(event.outcome),
                 RawJson::string(event.urn),
                 wire::members(delivery.body()),
                 wire::headers(delivery.headers()),
@@ -75,15 +62,50 @@ impl Observer for WireLines {
     }
 }
 
-/// The app's settings from the command line.
+/// The settings of the environment and of the file `BABELQUEUE_CONFIG` names (the
+/// environment wins); each unknown `BABELQUEUE_*` variable is a warning on standard error. The
+/// broker URL is not read here: it is the command's argument, or `BABELQUEUE_URL` through clap.
+fn settings(io: &Io) -> Result<Settings, String> {
+    let vars = std::env::vars_os().filter_map(|(k, v)| {
+        let k = k.into_string().ok()?;
+        (k.starts_with(babelqueue::settings::PREFIX) && k != crate::args::URL_ENV)
+            .then(|| (k, v.to_string_lossy().into_owned()))
+    });
+    let read = Settings::from_vars(vars).map_err(|e| e.to_string())?;
+    for name in &read.unknown {
+        io.note(format!(
+            "warning: {name} is not a BabelQueue setting and is ignored (docs/settings.md)"
+        ));
+    }
+    match std::env::var_os("BABELQUEUE_CONFIG").filter(|p| !p.is_empty()) {
+        Some(path) => Ok(read
+            .settings
+            .over(Settings::from_toml_file(path).map_err(|e| e.to_string())?)),
+        None => Ok(read.settings),
+    }
+}
+
+/// The app's settings from the command line: each flag given is an explicit builder call, so
+/// it wins over the environment and the settings file.
 fn configure(mut builder: AppBuilder, args: &ConsumeArgs) -> Result<AppBuilder, String> {
-    builder = builder
-        .queue(args.queue.clone())
-        .max_attempts(args.max_attempts)
-        .dead_letter(args.dead_letter)
-        .on_unknown_urn(args.on_unknown_urn.into())
-        .retry_backoff(seconds(args.retry_backoff, "retry-backoff")?)
-        .concurrency(args.concurrency);
+    if let Some(queue) = &args.queue {
+        builder = builder.queue(queue.clone());
+    }
+    if let Some(max) = args.max_attempts {
+        builder = builder.max_attempts(max);
+    }
+    if args.dead_letter {
+        builder = builder.dead_letter(true);
+    }
+    if let Some(strategy) = args.on_unknown_urn {
+        builder = builder.on_unknown_urn(strategy.into());
+    }
+    if let Some(base) = args.retry_backoff {
+        builder = builder.retry_backoff(seconds(base, "retry-backoff")?);
+    }
+    if let Some(n) = args.concurrency {
+        builder = builder.concurrency(n);
+    }
     if let Some(prefetch) = args.prefetch {
         builder = builder.prefetch(prefetch);
     }
@@ -111,18 +133,61 @@ fn configure(mut builder: AppBuilder, args: &ConsumeArgs) -> Result<AppBuilder, 
     Ok(builder)
 }
 
+/// The seconds between two reads of the queue's stats for the lag gauges.
+const LAG_EVERY: Duration = Duration::from_secs(5);
+
+/// Installs the Prometheus recorder, serves it on `addr` and samples the queue's lag.
+async fn metrics(
+    addr: std::net::SocketAddr,
+    transport: Arc<dyn Transport>,
+    queue: &str,
+) -> Result<(Prometheus, MetricsServer, LagWatch), String> {
+    let prometheus = Prometheus::install().map_err(|e| e.to_string())?;
+    let server = prometheus
+        .serve(addr)
+        .await
+        .map_err(|e| format!("--metrics-listen: {e}"))?;
+    tracing::info!(target: "babelqueue::cli", url = %server.url(), "serving Prometheus metrics");
+    let lag = watch_lag(transport, vec![queue.to_owned()], LAG_EVERY);
+    Ok((prometheus, server, lag))
+}
+
 pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
     let io = session.io().clone();
+    let settings = settings(&io)?;
+    // The queue as the app will have it: the flag wins over the settings.
+    let Some(queue) = args.queue.clone().or_else(|| settings.queue.clone()) else {
+        return Err(
+            "no queue to consume: pass --queue, or set BABELQUEUE_QUEUE (or `queue` in the \
+             settings file $BABELQUEUE_CONFIG)"
+                .into(),
+        );
+    };
     let transport = session.connect(&args.url.url).await?;
     let calls = Arc::new(AtomicU64::new(0));
     let stop_after = args.max;
     let per_call = args.output == ConsumeOutput::Call;
-    let mut builder = match configure(App::builder_arc(transport.clone()), &args) {
+    let base = App::builder_arc(transport.clone()).settings(settings);
+    let mut builder = match configure(base, &args) {
         Ok(builder) => builder,
         Err(e) => {
             close(&io, transport.as_ref()).await;
             return Err(e);
         }
+    };
+    // Held until the run ends: dropping them stops the endpoint and the lag sampling.
+    let metrics = match args.metrics_listen {
+        Some(addr) => match metrics(addr, transport.clone(), &queue).await {
+            Ok((prometheus, server, lag)) => {
+                builder = builder.observer(prometheus.observer());
+                Some((server, lag))
+            }
+            Err(e) => {
+                close(&io, transport.as_ref()).await;
+                return Err(e);
+            }
+        },
+        None => None,
     };
     if !per_call {
         builder = builder.observer(Arc::new(WireLines {
@@ -131,7 +196,7 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
             transport: transport.clone(),
         }));
     }
-    let bar = io.progress(None, format!("consuming {}", args.queue));
+    let bar = io.progress(None, format!("consuming {queue}"));
     // The stop handle exists only once the app is built; handlers reach it through a cell.
     let stop: Arc<OnceLock<StopHandle>> = Arc::new(OnceLock::new());
     let handler = |fail: bool| {
@@ -192,10 +257,12 @@ pub(crate) async fn run(session: &Session, args: ConsumeArgs) -> CliResult {
     }
     io.note(format!(
         "consuming {} on {} (Ctrl-C stops after the messages in flight)",
-        args.queue,
+        queue,
         transport.name()
     ));
     let summary = app.consume(options).await;
+    // The endpoint answers until the loop has settled its last delivery.
+    drop(metrics);
     io.done();
     close(&io, transport.as_ref()).await;
     let summary = summary.map_err(|e| e.to_string())?;

@@ -131,6 +131,25 @@ impl Io {
         }
     }
 
+    /// Several machine lines at once (one lock, one flush), escaped as [`line`](Io::line)
+    /// escapes them: a window of published messages costs one write, not one per message.
+    pub(crate) fn lines<'a>(&self, lines: impl IntoIterator<Item = &'a str>) {
+        let mut text = String::new();
+        for line in lines {
+            text.push_str(&escape_line_separators(line));
+            text.push('\n');
+        }
+        let write = || {
+            let mut out = lock(&self.out);
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        };
+        match lock(&self.bar).as_ref() {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
+    }
+
     /// A note for the operator on standard error, prefixed `babelqueue: `.
     pub(crate) fn note(&self, note: impl AsRef<str>) {
         let write = || {

@@ -39,6 +39,7 @@ mod io;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod publish;
+mod serve;
 mod signals;
 mod stats;
 mod wire;
@@ -205,6 +206,7 @@ async fn execute(session: &Session, mut cli: Cli) -> u8 {
         Command::Consume(a) => consume::run(session, a).await.map(|()| 0),
         Command::Dlq { command } => dlq::run(session, command).await.map(|()| 0),
         Command::Stats(a) => stats::run(session, a).await.map(|()| 0),
+        Command::Serve(a) => serve::run(session, a).await.map(|()| 0),
         Command::Inspect(a) => interruptible(&shutdown, inspect::run(session.io(), a)).await,
         Command::Completions { shell } => {
             let mut script = Vec::new();

@@ -3,7 +3,7 @@
 //! ```text
 //! babelqueue demo
 //! babelqueue publish [URL] --queue Q --urn URN [--data JSON] [--trace-id ID] [--count N] [--delay SECS] [--header K=V]...
-//! babelqueue consume [URL] --queue Q [--urn URN]... [--fail-urn URN]... [--max N] [--idle-timeout SECS]
+//! babelqueue consume [URL] [--queue Q] [--urn URN]... [--fail-urn URN]... [--max N] [--idle-timeout SECS]
 //!                    [--max-attempts N] [--dead-letter] [--on-unknown-urn fail|delete|release|dead_letter]
 //!                    [--retry-backoff SECS] [--concurrency N] [--prefetch N]
 //! babelqueue dlq list [URL] --queue Q [--dlq NAME] [--max N] [--output json|human]
@@ -13,12 +13,16 @@
 //! babelqueue dlq redrive [URL] --queue Q [--dlq NAME] [--max N] [--dry-run] [--select URN] [--to QUEUE] [--output json|human]
 //! babelqueue stats [URL] --queue Q [--queue Q2]... [--output json|human] [--json]
 //! babelqueue inspect [FILE|-] [--output json|human]
+//! babelqueue serve URL... --queue Q [--queue Q2]... [--listen 127.0.0.1:8025] [--read-only] [--sample-every SECS]
 //! babelqueue completions bash|zsh|fish|elvish|powershell
 //! babelqueue kafka reinject [URL] --topic T [--topic T2]... [--tiers MS,...] [--max N] [--idle-timeout SECS]
 //! ```
 //!
 //! - The broker URL defaults to `$BABELQUEUE_URL`, so a password need not sit in the process
 //!   list. `ID` is a message's `meta.id`.
+//! - `consume` reads every worker setting from the environment (`BABELQUEUE_QUEUE`,
+//!   `BABELQUEUE_MAX_ATTEMPTS`, …) and from the TOML file `$BABELQUEUE_CONFIG`, so a container
+//!   runs it with no flag; a flag wins over both (docs/settings.md).
 //! - Machine output goes to standard output whether or not it is a terminal: JSON Lines (one
 //!   compact JSON object per line) by default, an aligned table with `--output human`. Notes,
 //!   logs (`BABELQUEUE_LOG=debug|info|warn|error`, no colour unless a terminal) and progress

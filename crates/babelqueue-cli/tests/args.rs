@@ -193,6 +193,7 @@ fn every_broker_command_takes_the_url_first_or_from_babelqueue_url() {
         &["dlq", "show", "--queue", "q", "id-1"],
         &["dlq", "retry", "--queue", "q", "id-1"],
         &["dlq", "remove", "--queue", "q", "id-1", "id-2"],
+        &["serve", "--queue", "q"],
     ];
     for command in commands {
         // The subcommand, then the URL as the first positional argument.

@@ -487,7 +487,7 @@ mod redis {
                 "bq-cli-count-{:08x}",
                 std::process::id() ^ u32::from(laravel)
             );
-            // 250 envelopes: three publish_batch calls (100, 100, 50), one line each.
+            // 250 envelopes: one window (one publish_batch call), one line each.
             let published = babelqueue(
                 &[
                     "publish",

@@ -16,6 +16,17 @@ pub enum Error {
     /// The configuration cannot work.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A setting (an environment variable, a key of a settings file) whose value is not of
+    /// the form it expects: `BABELQUEUE_MAX_ATTEMPTS: expected a whole number ≥ 1, got "three"`.
+    #[error("{name}: expected {expected}, got {got:?}")]
+    Setting {
+        /// The variable (`BABELQUEUE_MAX_ATTEMPTS`) or key (`max_attempts`, after the file).
+        name: String,
+        /// The form a value must have.
+        expected: String,
+        /// The value given (a URL with its password masked).
+        got: String,
+    },
     /// The broker URL names a scheme this build does not carry.
     #[error("unsupported broker URL scheme {scheme:?}: {hint}")]
     UnsupportedScheme {
@@ -65,9 +76,10 @@ impl Error {
             // whichever layer reports it.
             Error::Transport(e) if e.kind() == TransportErrorKind::Config => ErrorKind::Config,
             Error::Transport(_) => ErrorKind::Transport,
-            Error::Config(_) | Error::UnsupportedScheme { .. } | Error::Schema(_) => {
-                ErrorKind::Config
-            }
+            Error::Config(_)
+            | Error::Setting { .. }
+            | Error::UnsupportedScheme { .. }
+            | Error::Schema(_) => ErrorKind::Config,
             Error::InvalidPayload { .. } => ErrorKind::InvalidPayload,
             Error::Redrive(_) => ErrorKind::Redrive,
         }

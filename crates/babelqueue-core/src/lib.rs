@@ -72,6 +72,7 @@ pub mod policy;
 pub mod redrive;
 pub mod schema;
 pub mod send;
+pub mod settings;
 pub mod transport;
 
 pub use babelqueue_transport::{delivery, options, outgoing, reconnect, redact, stats};
@@ -87,6 +88,7 @@ pub use handler::{Context, HEADER_REPLAY_BYPASS, Handler, HandlerFuture, typed};
 pub use memory::MemoryTransport;
 pub use policy::{Backoff, Jitter, Policy, UnknownUrn};
 pub use reconnect::ReconnectBackoff;
+pub use settings::Settings;
 pub use stats::{QueueStats, Stats};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,

@@ -441,11 +441,46 @@ impl Browser for MemoryTransport {
         };
         Ok(bodies.into_iter().take(n).collect())
     }
+
+    async fn browse_page(
+        &self,
+        queue: &str,
+        offset: usize,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, TransportError> {
+        let take = if max == 0 { usize::MAX } else { max };
+        Ok(self
+            .state()
+            .queues
+            .get(queue)
+            .map(|q| {
+                q.waiting
+                    .iter()
+                    .skip(offset)
+                    .take(take)
+                    .map(|m| m.body.to_vec())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_page_is_read_in_place_from_its_offset() {
+        let m = MemoryTransport::new();
+        for body in [b"1", b"2", b"3", b"4"] {
+            m.publish("q", body).await.unwrap();
+        }
+        let page = m.browse_page("q", 1, 2).await.unwrap();
+        assert_eq!(page, [b"2".to_vec(), b"3".to_vec()]);
+        assert_eq!(m.browse_page("q", 3, 0).await.unwrap(), [b"4".to_vec()]);
+        assert!(m.browse_page("q", 9, 2).await.unwrap().is_empty());
+        assert_eq!(m.len("q"), 4);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn fifo_ack_and_in_flight() {

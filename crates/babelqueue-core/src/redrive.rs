@@ -371,3 +371,48 @@ pub async fn list(transport: &dyn Transport, dlq: &str, max: usize) -> Result<Ve
     }
     Ok(bodies)
 }
+
+/// One page of `dlq`: up to `max` entries starting `offset` entries after its head (all the
+/// rest when `max` is 0), each with its id ([`EntryIds`]), left in place. Where the transport
+/// can browse, only the page is read ([`Browser::browse_page`](crate::Browser::browse_page));
+/// else the queue is drained and restored in order, as [`list`] does.
+///
+/// A content address (`sha256:…`) numbers repeated copies of the same bytes from the head of
+/// the page, not of the queue: the `#2` of a copy on a later page may read as the first; both
+/// name the same bytes, so a retry or removal by that id acts on an identical entry.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> babelqueue_core::Result<()> {
+/// use babelqueue_core::{MemoryTransport, Transport, redrive};
+///
+/// let memory = MemoryTransport::new();
+/// for n in 1..=5 {
+///     let body = format!(r#"{{"job":"urn:a","meta":{{"id":"m-{n}"}},"attempts":3}}"#);
+///     memory.publish("orders.dlq", body.as_bytes()).await?;
+/// }
+/// let page = redrive::page(&memory, "orders.dlq", 2, 2).await?;
+/// assert_eq!(page.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["m-3", "m-4"]);
+/// # Ok(()) }
+/// ```
+pub async fn page(
+    transport: &dyn Transport,
+    dlq: &str,
+    offset: usize,
+    max: usize,
+) -> Result<Vec<Entry>> {
+    if let Some(browser) = transport.capabilities().browser() {
+        return Ok(entry::entries(browser.browse_page(dlq, offset, max).await?));
+    }
+    let upto = if max == 0 {
+        0
+    } else {
+        offset.saturating_add(max)
+    };
+    let mut bodies = list(transport, dlq, upto).await?;
+    let bodies = if offset >= bodies.len() {
+        Vec::new()
+    } else {
+        bodies.split_off(offset)
+    };
+    Ok(entry::entries(bodies))
+}

@@ -785,6 +785,66 @@ async fn typed_handlers_and_the_observer() {
 }
 
 #[tokio::test]
+async fn every_observer_sees_dispatches_settles_and_publishes_in_order() {
+    /// What one observer saw, as lines.
+    struct Log(&'static str, Arc<Mutex<Vec<String>>>);
+    impl Observer for Log {
+        fn on_event(&self, e: &Event<'_>) {
+            self.1
+                .lock()
+                .unwrap()
+                .push(format!("{} settled {} {:?}", self.0, e.queue, e.outcome));
+        }
+        fn on_dispatch(&self, queue: &str) {
+            self.1
+                .lock()
+                .unwrap()
+                .push(format!("{} dispatch {queue}", self.0));
+        }
+        fn on_published(&self, queue: &str, urn: &str, count: u64) {
+            self.1
+                .lock()
+                .unwrap()
+                .push(format!("{} published {queue} {urn} {count}", self.0));
+        }
+    }
+    let memory = MemoryTransport::new();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let app = app(&memory)
+        .observer(Arc::new(Log("a", lines.clone())))
+        .observer(Arc::new(Log("b", lines.clone())))
+        .handle(URN, |ctx: Context| async move {
+            ctx.publish("urn:babel:orders:shipped", &json!({})).await?;
+            Ok::<(), HandlerError>(())
+        })
+        .build()
+        .unwrap();
+    app.publish(URN, &json!({})).await.unwrap();
+    app.consume(Consume::new().max_messages(1).handle_signals(false))
+        .await
+        .unwrap();
+    let envelopes = vec![app.envelope(URN).build().unwrap(); 2];
+    app.publish_batch("invoices", &envelopes).await.unwrap();
+    assert_eq!(
+        *lines.lock().unwrap(),
+        [
+            format!("a published orders {URN} 1"),
+            format!("b published orders {URN} 1"),
+            "a dispatch orders".to_owned(),
+            "b dispatch orders".to_owned(),
+            "a published orders urn:babel:orders:shipped 1".to_owned(),
+            "b published orders urn:babel:orders:shipped 1".to_owned(),
+            "a settled orders Acked".to_owned(),
+            "b settled orders Acked".to_owned(),
+            format!("a published invoices {URN} 1"),
+            format!("b published invoices {URN} 1"),
+            format!("a published invoices {URN} 1"),
+            format!("b published invoices {URN} 1"),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_stop_before_consume_returns_at_once_and_is_then_cleared() {
     let memory = MemoryTransport::new();
     let app = app(&memory)
@@ -1230,4 +1290,26 @@ async fn an_empty_receive_that_answers_at_once_is_waited_out() {
         "{n} receives in {:?} with a 100 ms poll timeout",
         started.elapsed()
     );
+}
+
+#[test]
+fn every_outcome_has_its_own_snake_case_name() {
+    let all = [
+        Outcome::Acked,
+        Outcome::Dropped,
+        Outcome::Retried,
+        Outcome::Released,
+        Outcome::DeadLettered,
+        Outcome::Native,
+        Outcome::Unsettled,
+        Outcome::Interrupted,
+    ];
+    let names: std::collections::BTreeSet<&str> = all.iter().map(|o| o.as_str()).collect();
+    assert_eq!(names.len(), all.len());
+    assert!(
+        names
+            .iter()
+            .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+    );
+    assert_eq!(Outcome::DeadLettered.as_str(), "dead_lettered");
 }

@@ -214,8 +214,9 @@ impl OutboxRelay {
             ..RelayReport::default()
         };
         let mut settlement = Settlement::new();
-        for record in batch.records() {
-            match self.publish(record).await {
+        let outcomes = self.publish_all(batch.records()).await;
+        for (record, outcome) in batch.records().iter().zip(outcomes) {
+            match outcome {
                 Ok(()) => {
                     settlement.published(record.id().clone());
                     report.published += 1;
@@ -304,6 +305,65 @@ impl OutboxRelay {
         u64::try_from(self.config.batch_size).unwrap_or(u64::MAX)
     }
 
+    /// Publishes `records` in order; one outcome per record. Consecutive rows to one queue
+    /// whose headers would not ride anyway (none, or a transport that declares none) go out
+    /// as one [`BatchPublisher`](babelqueue_core::BatchPublisher) call where the transport
+    /// offers it (a Redis pipeline of scripts, RabbitMQ confirms in flight, Kafka delivery
+    /// reports awaited together), within one publish timeout; the others one by one. A batch
+    /// call that fails fails each of its rows: some may have reached the broker and are
+    /// published again later (at-least-once, as for a relay that dies after a publish).
+    async fn publish_all(&self, records: &[OutboxRecord]) -> Vec<std::result::Result<(), String>> {
+        let capabilities = self.transport.capabilities();
+        let headers_ride = capabilities.send_parts().headers;
+        let mut outcomes = Vec::with_capacity(records.len());
+        let mut start = 0;
+        while start < records.len() {
+            let queue = records[start].message().queue();
+            let run = match capabilities.batch_publisher() {
+                Some(_) => records[start..]
+                    .iter()
+                    .take_while(|r| {
+                        r.message().queue() == queue
+                            && (!headers_ride || r.message().headers().is_empty())
+                    })
+                    .count(),
+                None => 0,
+            };
+            match capabilities.batch_publisher() {
+                Some(publisher) if run > 1 => {
+                    let bodies: Vec<&[u8]> = records[start..start + run]
+                        .iter()
+                        .map(|r| r.message().body())
+                        .collect();
+                    let sent = tokio::time::timeout(
+                        self.config.publish_timeout,
+                        publisher.publish_batch(queue, &bodies),
+                    )
+                    .await;
+                    let outcome = match sent {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(e)) => Err(describe(&e)),
+                        Err(_) => Err(self.timed_out()),
+                    };
+                    outcomes.extend(std::iter::repeat_n(outcome, run));
+                    start += run;
+                }
+                _ => {
+                    outcomes.push(self.publish(&records[start]).await);
+                    start += 1;
+                }
+            }
+        }
+        outcomes
+    }
+
+    fn timed_out(&self) -> String {
+        format!(
+            "Timeout: the publish did not finish within {:?}",
+            self.config.publish_timeout
+        )
+    }
+
     async fn publish(&self, record: &OutboxRecord) -> std::result::Result<(), String> {
         let message = record.message();
         let (queue, body, headers) = (message.queue(), message.body(), message.headers());
@@ -326,10 +386,7 @@ impl OutboxRelay {
         match tokio::time::timeout(self.config.publish_timeout, publish).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(describe(&e)),
-            Err(_) => Err(format!(
-                "Timeout: the publish did not finish within {:?}",
-                self.config.publish_timeout
-            )),
+            Err(_) => Err(self.timed_out()),
         }
     }
 }

@@ -547,3 +547,93 @@ async fn writers_are_object_safe_and_usable_by_reference() {
     let store: Arc<dyn OutboxStore> = Arc::new(outbox);
     assert_eq!(store.claim(10).await.unwrap().records().len(), 2);
 }
+
+/// A transport with a batch publish that records each call's size and can fail the next one.
+#[derive(Debug, Default)]
+struct Batching {
+    memory: MemoryTransport,
+    calls: Mutex<Vec<(String, usize)>>,
+    singles: Mutex<usize>,
+    fail_next_batch: Mutex<bool>,
+}
+
+#[async_trait]
+impl Transport for Batching {
+    fn name(&self) -> &'static str {
+        "batching"
+    }
+    async fn publish(&self, queue: &str, body: &[u8]) -> Result<(), TransportError> {
+        *self.singles.lock().unwrap() += 1;
+        self.memory.publish(queue, body).await
+    }
+    async fn pop(&self, _: &str, _: Duration) -> Result<Option<Delivery>, TransportError> {
+        Ok(None)
+    }
+    async fn ack(&self, _: &Delivery) -> Result<(), TransportError> {
+        Ok(())
+    }
+    fn capabilities(&self) -> babelqueue_core::Capabilities<'_> {
+        babelqueue_core::Capabilities::none()
+            .sends(babelqueue_core::Sends::body_only())
+            .batch_publish(self)
+    }
+}
+
+#[async_trait]
+impl babelqueue_core::BatchPublisher for Batching {
+    async fn publish_batch(&self, queue: &str, bodies: &[&[u8]]) -> Result<(), TransportError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((queue.to_owned(), bodies.len()));
+        if std::mem::take(&mut *self.fail_next_batch.lock().unwrap()) {
+            return Err(TransportError::connection("the broker went away"));
+        }
+        for body in bodies {
+            self.memory.publish(queue, body).await?;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn runs_of_one_queue_go_out_as_one_batch_call_in_order_and_a_failed_call_fails_each_row() {
+    let outbox = MemoryOutbox::new();
+    let mut expected = Vec::new();
+    for (n, queue) in ["orders", "orders", "orders", "payments", "orders", "orders"]
+        .iter()
+        .enumerate()
+    {
+        let env = envelope(queue, u32::try_from(n).unwrap());
+        if *queue == "orders" {
+            expected.push(env.encode().unwrap().into_bytes());
+        }
+        Outbox::new(&outbox).write(&env).await.unwrap();
+    }
+    let batching = Arc::new(Batching::default());
+    let relay = OutboxRelay::builder_arc(batching.clone(), Arc::new(outbox.clone()))
+        .backoff(backoff(1.0, 60.0))
+        .build()
+        .unwrap();
+    // The first run of "orders" fails as a whole; the lone "payments" row goes one by one.
+    *batching.fail_next_batch.lock().unwrap() = true;
+    let report = relay.flush().await.unwrap();
+    assert_eq!((report.published, report.failed), (3, 3), "{report:?}");
+    assert_eq!(
+        *batching.calls.lock().unwrap(),
+        vec![("orders".to_owned(), 3), ("orders".to_owned(), 2)]
+    );
+    assert_eq!(*batching.singles.lock().unwrap(), 1);
+    assert_eq!(outbox.pending_count(), 3, "the failed run stays pending");
+
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let report = relay.drain().await.unwrap();
+    assert_eq!((report.published, report.failed), (3, 0));
+    assert_eq!(outbox.pending_count(), 0);
+    // Every "orders" row reached the queue; the retried run after the others.
+    let mut bodies = batching.memory.bodies("orders");
+    assert_eq!(bodies.len(), 5);
+    bodies.sort();
+    expected.sort();
+    assert_eq!(bodies, expected);
+}

@@ -159,6 +159,7 @@ mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod inspect;
+mod management;
 // Public for the conformance runner and the fuzz targets, which check the wire mapping
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
@@ -174,5 +175,5 @@ pub use client::{
 };
 pub use error::AmqpError;
 pub use topology::QueueType;
-pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT};
+pub use transport::{AmqpOptions, AmqpTransport, DEFAULT_OPERATION_TIMEOUT, MANAGEMENT_URL_ENV};
 pub use url::{AmqpHost, AmqpUrl, DEFAULT_HEARTBEAT};

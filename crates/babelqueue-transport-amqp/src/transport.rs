@@ -57,7 +57,7 @@ mod supervisor;
 const LOG: &str = "babelqueue::amqp";
 
 /// How the transport behaves beyond the URL.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct AmqpOptions {
     /// A fixed `basic_qos` prefetch. `None` (the default) follows what the runtime holds:
@@ -96,6 +96,39 @@ pub struct AmqpOptions {
     pub cert_file: Option<PathBuf>,
     /// The PEM file of the client certificate's private key.
     pub key_file: Option<PathBuf>,
+    /// RabbitMQ's management HTTP API (e.g. `http://127.0.0.1:15672`), read only by
+    /// [`Stats`](babelqueue_core::Stats) for the messages in flight (delivered, not
+    /// acknowledged), which AMQP itself does not count. Its user and password, when absent,
+    /// are the AMQP URL's. Default: the URL `BQ_AMQP_MANAGEMENT_URL` holds, else none, and
+    /// then `in_flight` is not reported. Read by [`AmqpTransport::connect_with`] and
+    /// [`AmqpTransport::lazy_with`].
+    pub management_url: Option<String>,
+}
+
+/// The environment variable holding RabbitMQ's management API URL
+/// ([`AmqpOptions::management_url`]'s default), so `connect(url)` and the CLI count the
+/// messages in flight.
+pub const MANAGEMENT_URL_ENV: &str = "BQ_AMQP_MANAGEMENT_URL";
+
+impl fmt::Debug for AmqpOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpOptions")
+            .field("prefetch", &self.prefetch)
+            .field("declare", &self.declare)
+            .field("queue_type", &self.queue_type)
+            .field("reconnect_min", &self.reconnect_min)
+            .field("reconnect_max", &self.reconnect_max)
+            .field("reconnect_wait", &self.reconnect_wait)
+            .field("operation_timeout", &self.operation_timeout)
+            .field("ca_file", &self.ca_file)
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
+            .field(
+                "management_url",
+                &self.management_url.as_deref().map(redact),
+            )
+            .finish()
+    }
 }
 
 impl Default for AmqpOptions {
@@ -111,11 +144,22 @@ impl Default for AmqpOptions {
             ca_file: None,
             cert_file: None,
             key_file: None,
+            management_url: std::env::var(MANAGEMENT_URL_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
         }
     }
 }
 
 impl AmqpOptions {
+    /// Reads the messages in flight from RabbitMQ's management API at `url`
+    /// ([`management_url`](Self::management_url)).
+    #[must_use]
+    pub fn management_url(mut self, url: impl Into<String>) -> Self {
+        self.management_url = Some(url.into());
+        self
+    }
+
     /// Sets a fixed prefetch (`None`: follow the runtime's concurrency).
     #[must_use]
     pub fn prefetch(mut self, prefetch: Option<u16>) -> Self {
@@ -249,6 +293,8 @@ struct Sub {
 struct Inner {
     client: Arc<dyn AmqpClient>,
     options: AmqpOptions,
+    /// The management API client, when [`AmqpOptions::management_url`] is set.
+    management: Option<crate::management::Management>,
     publishing: Supervised,
     consuming: Supervised,
     subs: StdMutex<HashMap<String, Arc<Sub>>>,
@@ -326,6 +372,18 @@ impl AmqpTransport {
         .await
     }
 
+    /// The management API's figures of `queue`: `None` without a management URL, `Some(None)`
+    /// when the queue does not exist there.
+    pub(crate) async fn managed(
+        &self,
+        queue: &str,
+    ) -> Option<Result<Option<crate::management::ManagedQueue>, AmqpError>> {
+        match &self.inner.management {
+            Some(management) => Some(management.queue(queue).await),
+            None => None,
+        }
+    }
+
     /// Parses `url` and connects once, so a wrong host, port, credential or vhost fails here.
     /// Later drops are reconnected by the supervisor.
     pub async fn connect(url: &str) -> Result<AmqpTransport, AmqpError> {
@@ -370,17 +428,40 @@ impl AmqpTransport {
             .queue_type(queue_type);
         let name = format!("babelqueue-rust pid {}", std::process::id());
         let files = crate::tls::TlsFiles::of(&parsed, &options);
+        let management = match options.management_url.as_deref() {
+            Some(url) => {
+                let who = &parsed.uri.authority.userinfo;
+                Some(crate::management::Management::new(
+                    url,
+                    &parsed.uri.vhost,
+                    &who.username,
+                    &who.password,
+                    options.operation_timeout,
+                )?)
+            }
+            None => None,
+        };
         let client = LapinClient::new(parsed.uri, name).with_hosts(parsed.hosts);
         let client = files.apply(client)?;
-        Ok(AmqpTransport::with_client(Arc::new(client), options))
+        Ok(AmqpTransport::build(Arc::new(client), options, management))
     }
 
-    /// A transport over any [`AmqpClient`] (a fake one in tests).
+    /// A transport over any [`AmqpClient`] (a fake one in tests). It reads no management API:
+    /// its `in_flight` is what the client seam says.
     pub fn with_client(client: Arc<dyn AmqpClient>, options: AmqpOptions) -> AmqpTransport {
+        AmqpTransport::build(client, options, None)
+    }
+
+    fn build(
+        client: Arc<dyn AmqpClient>,
+        options: AmqpOptions,
+        management: Option<crate::management::Management>,
+    ) -> AmqpTransport {
         AmqpTransport {
             inner: Arc::new(Inner {
                 client,
                 options,
+                management,
                 publishing: Supervised::default(),
                 consuming: Supervised::default(),
                 subs: StdMutex::new(HashMap::new()),

@@ -1,4 +1,4 @@
-//! What Artemis says of a queue ([`Stats`]): four attributes of the queue's management
+//! What Artemis says of a queue ([`Stats`]): five attributes of the queue's management
 //! resource (`queue.<name>`), read through the broker's management address
 //! ([`Client::read_attributes`](crate::Client::read_attributes)).
 //!
@@ -7,7 +7,12 @@
 //! * `in_flight`: `deliveringCount` (handed to a consumer, not settled);
 //! * `delayed`: `scheduledCount` (scheduled delivery: a delayed publish, the retry back-off);
 //! * `consumers`: `consumerCount`;
-//! * `dead_letter`: `messageCount` of `<queue>.dlq`, `None` while that queue does not exist.
+//! * `dead_letter`: `messageCount` of `<queue>.dlq`, `None` while that queue does not exist;
+//! * `oldest_ready_age`: now less `firstMessageTimestamp`, the timestamp of the message at the
+//!   head of the queue: its AMQP `creation-time`, which the transport sets from the envelope's
+//!   `meta.created_at`. `None` when the queue is empty or the head message has no timestamp (a
+//!   body that is not an envelope). (`firstMessageAge` would count such a message's age from
+//!   1970.)
 //!
 //! A queue Artemis does not know (never used: the transport creates it on first use) counts 0
 //! everywhere. The user needs the `manage` permission on the management address.
@@ -20,15 +25,16 @@ use crate::error::ArtemisError;
 use crate::transport::ArtemisTransport;
 
 /// The attributes read, in the order [`Figures::parse`] expects them.
-const ATTRIBUTES: [&str; 4] = [
+const ATTRIBUTES: [&str; 5] = [
     "messageCount",
     "deliveringCount",
     "scheduledCount",
     "consumerCount",
+    "firstMessageTimestamp",
 ];
 
 const SOURCE: &str = "artemis: management attributes messageCount, deliveringCount, \
-                      scheduledCount, consumerCount";
+                      scheduledCount, consumerCount, firstMessageTimestamp";
 
 /// The attributes of one queue.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +43,9 @@ struct Figures {
     delivering: u64,
     scheduled: u64,
     consumers: u64,
+    /// `firstMessageTimestamp` in ms since the epoch; `None` for an empty queue or a head
+    /// message without a timestamp.
+    first_timestamp_ms: Option<u64>,
 }
 
 impl Figures {
@@ -59,24 +68,26 @@ impl Figures {
         {
             return Ok(None);
         }
+        let failed = |attribute: &str, reason: String| ArtemisError::Management {
+            request: format!("{resource}.{attribute}"),
+            reason,
+        };
         let mut values = [0u64; 4];
         for ((value, reply), attribute) in values.iter_mut().zip(replies).zip(ATTRIBUTES) {
-            match attribute_value(reply) {
-                Ok(n) => *value = n,
-                Err(reason) => {
-                    return Err(ArtemisError::Management {
-                        request: format!("{resource}.{attribute}"),
-                        reason,
-                    });
-                }
-            }
+            *value = attribute_value(reply).map_err(|reason| failed(attribute, reason))?;
         }
         let [messages, delivering, scheduled, consumers] = values;
+        let first_timestamp_ms = match &replies[4] {
+            reply if is_null(reply) => None,
+            reply => Some(attribute_value(reply).map_err(|reason| failed(ATTRIBUTES[4], reason))?)
+                .filter(|ms| *ms > 0),
+        };
         Ok(Some(Figures {
             messages,
             delivering,
             scheduled,
             consumers,
+            first_timestamp_ms,
         }))
     }
 }
@@ -104,14 +115,27 @@ fn attribute_value(reply: &ManagementReply) -> Result<u64, String> {
         .ok_or_else(|| format!("the reply {:?} holds no count", reply.body))
 }
 
+/// Whether a successful reply holds no value (`[null]`: what an age of an empty queue reads).
+fn is_null(reply: &ManagementReply) -> bool {
+    if !reply.succeeded {
+        return false;
+    }
+    match serde_json::from_str::<serde_json::Value>(reply.body.trim()) {
+        Ok(serde_json::Value::Null) => true,
+        Ok(serde_json::Value::Array(items)) => items.first().is_none_or(serde_json::Value::is_null),
+        _ => false,
+    }
+}
+
 /// Whether a failed reply can mean the resource does not exist. Artemis 2.40 hides the cause
 /// of a failed attribute read behind `Problem while retrieving attribute <name>`; older brokers say `Cannot find resource with name queue.<name>`. A queue counts as
-/// absent only when all four reads failed so, as they do for a queue never created.
+/// absent only when all five reads failed so, as they do for a queue never created.
 fn no_such_resource(body: &str) -> bool {
     body.contains("Cannot find resource") || body.contains("Problem while retrieving attribute")
 }
 
-fn project(own: Option<Figures>, dead_letter: Option<Figures>) -> QueueStats {
+/// The figures of the queue and its dead-letter queue, read at `now_ms` (ms since the epoch).
+fn project(own: Option<Figures>, dead_letter: Option<Figures>, now_ms: u64) -> QueueStats {
     let own = own.unwrap_or_default();
     let ready = own
         .messages
@@ -122,6 +146,10 @@ fn project(own: Option<Figures>, dead_letter: Option<Figures>) -> QueueStats {
         .in_flight(own.delivering)
         .delayed(own.scheduled)
         .consumers(own.consumers);
+    let stats = match own.first_timestamp_ms {
+        Some(ms) => stats.oldest_written_at(ms, now_ms),
+        None => stats,
+    };
     match dead_letter {
         Some(dlq) => stats.dead_letter(dlq.messages),
         None => stats,
@@ -144,7 +172,8 @@ impl Stats for ArtemisTransport {
     async fn stats(&self, queue: &str) -> Result<QueueStats, TransportError> {
         let own = self.figures(queue).await?;
         let dead_letter = self.figures(&format!("{queue}.dlq")).await?;
-        Ok(project(own, dead_letter))
+        let now_ms = babelqueue_core::stats::now_epoch_ms();
+        Ok(project(own, dead_letter, now_ms))
     }
 }
 
@@ -168,11 +197,17 @@ mod tests {
 
     #[test]
     fn ready_is_the_message_count_less_delivering_and_scheduled() {
-        let own = Figures::parse("queue.q", &[ok("[7]"), ok("[2]"), ok("[1]"), ok("[3]")])
-            .expect("parsed");
-        let dlq = Figures::parse("queue.q.dlq", &[ok("[4]"), ok("[0]"), ok("[0]"), ok("[0]")])
-            .expect("parsed");
-        let stats = project(own, dlq);
+        let own = Figures::parse(
+            "queue.q",
+            &[ok("[7]"), ok("[2]"), ok("[1]"), ok("[3]"), ok("[1500]")],
+        )
+        .expect("parsed");
+        let dlq = Figures::parse(
+            "queue.q.dlq",
+            &[ok("[4]"), ok("[0]"), ok("[0]"), ok("[0]"), ok("[null]")],
+        )
+        .expect("parsed");
+        let stats = project(own, dlq, 3_000);
         assert_eq!(
             (
                 stats.ready,
@@ -184,6 +219,18 @@ mod tests {
             (Some(4), Some(2), Some(1), Some(3), Some(4))
         );
         assert_eq!(stats.total(), Some(7));
+        assert_eq!(
+            stats.oldest_ready_age,
+            Some(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(dlq.and_then(|d| d.first_timestamp_ms), None);
+        // a head message without a timestamp (not an envelope) has no age
+        let untimed = Figures::parse(
+            "queue.q",
+            &[ok("[1]"), ok("[0]"), ok("[0]"), ok("[0]"), ok("[0]")],
+        )
+        .expect("parsed");
+        assert_eq!(project(untimed, None, 2_000).oldest_ready_age, None);
     }
 
     #[test]
@@ -194,25 +241,26 @@ mod tests {
             delivering: 2,
             scheduled: 1,
             consumers: 0,
+            first_timestamp_ms: None,
         };
-        assert_eq!(project(Some(own), None).ready, Some(0));
+        assert_eq!(project(Some(own), None, 0).ready, Some(0));
     }
 
     #[test]
     fn an_unknown_queue_is_empty_and_an_unknown_dead_letter_queue_is_none() {
         let unknown = failed("[\"Problem while retrieving attribute messageCount\"]");
-        let replies = vec![unknown.clone(); 4];
+        let replies = vec![unknown.clone(); 5];
         assert_eq!(
             Figures::parse("queue.q.dlq", &replies).expect("parsed"),
             None
         );
-        let older = vec![failed("Cannot find resource with name queue.q.dlq"); 4];
+        let older = vec![failed("Cannot find resource with name queue.q.dlq"); 5];
         assert_eq!(Figures::parse("queue.q.dlq", &older).expect("parsed"), None);
         // one attribute read failing so among others that succeeded is an error
-        let mixed = [ok("[1]"), unknown, ok("[0]"), ok("[0]")];
+        let mixed = [ok("[1]"), unknown, ok("[0]"), ok("[0]"), ok("[null]")];
         let err = Figures::parse("queue.q", &mixed).expect_err("one failed");
         assert!(err.to_string().contains("queue.q.deliveringCount"), "{err}");
-        let stats = project(None, None);
+        let stats = project(None, None, 0);
         assert_eq!(stats.total(), Some(0));
         assert_eq!((stats.consumers, stats.dead_letter), (Some(0), None));
     }
@@ -220,13 +268,16 @@ mod tests {
     #[test]
     fn other_failures_and_unreadable_bodies_are_errors_that_name_them() {
         let denied = failed("AMQ229213: User: bq does not have permission='MANAGE'");
-        let replies = [denied, ok("[0]"), ok("[0]"), ok("[0]")];
+        let replies = [denied, ok("[0]"), ok("[0]"), ok("[0]"), ok("[null]")];
         let err = Figures::parse("queue.q", &replies).expect_err("refused");
         assert!(err.to_string().contains("queue.q.messageCount"), "{err}");
         assert!(err.to_string().contains("MANAGE"), "{err}");
-        let garbled = [ok("[0]"), ok("nope"), ok("[0]"), ok("[0]")];
+        let garbled = [ok("[0]"), ok("nope"), ok("[0]"), ok("[0]"), ok("[0]")];
         let err = Figures::parse("queue.q", &garbled).expect_err("unreadable");
         assert!(err.to_string().contains("deliveringCount"), "{err}");
+        let bad_age = [ok("[0]"), ok("[0]"), ok("[0]"), ok("[0]"), ok("soon")];
+        let err = Figures::parse("queue.q", &bad_age).expect_err("unreadable age");
+        assert!(err.to_string().contains("firstMessageTimestamp"), "{err}");
         assert!(Figures::parse("queue.q", &[ok("[0]")]).is_err());
     }
 

@@ -92,6 +92,14 @@ pub trait ServiceBusClient: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// The runtime counts of `queue` ([`crate::stats`]); `None` when it does not exist. A
+    /// client that cannot read them says so (the default).
+    async fn counts(&self, queue: &str) -> Result<Option<crate::stats::QueueCounts>, AsbError> {
+        Err(AsbError::Client(format!(
+            "this Service Bus client cannot read the counts of {queue}"
+        )))
+    }
+
     /// Up to `max` bodies (all when 0) from the head of `queue`, in sequence-number order,
     /// read without locking, settling or counting a delivery (Service Bus's peek). `queue` may
     /// be a dead-letter sub-queue, `<queue>/$deadletterqueue`. A client that cannot peek says
@@ -288,7 +296,7 @@ pub fn sas_token(resource: &str, key_name: &str, key: &str, expiry: u64) -> Stri
 }
 
 /// How long a put token is valid.
-const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+pub(crate) const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 /// Tokens are put again when less than this is left.
 const TOKEN_RENEW_MARGIN: Duration = Duration::from_secs(300);
 
@@ -751,6 +759,19 @@ impl ServiceBusClient for AmqpServiceBus {
 
     async fn peek(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, AsbError> {
         self.peek_bodies(queue, max).await
+    }
+
+    async fn counts(&self, queue: &str) -> Result<Option<crate::stats::QueueCounts>, AsbError> {
+        let base = format!("https://{}", self.config.host);
+        let resource = format!("{base}/{queue}");
+        let authorization =
+            crate::stats::authorization(&self.config, self.credential.as_deref(), &resource)
+                .await?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| AsbError::Client(format!("management HTTP client: {e}")))?;
+        crate::stats::fetch(&http, &base, queue, &authorization).await
     }
 
     async fn close(&self) -> Result<(), AsbError> {

@@ -329,6 +329,29 @@ impl ServiceBusClient for FakeServiceBus {
         Ok(())
     }
 
+    /// The counts of `queue` as Service Bus reports them: `ActiveMessageCount` counts the
+    /// waiting and the locked messages, `DeadLetterMessageCount` what was dead-lettered
+    /// natively from it; `None` for a queue that never held a message.
+    async fn counts(&self, queue: &str) -> Result<Option<crate::stats::QueueCounts>, AsbError> {
+        let mut state = self.state();
+        Self::expire(&mut state);
+        let waiting = state.queued.get(queue).map(VecDeque::len);
+        let locked = state.locked.keys().filter(|l| l.queue == queue).count();
+        let dead = state
+            .dead_lettered
+            .iter()
+            .filter(|d| d.message.lock.queue == queue)
+            .count();
+        if waiting.is_none() && locked == 0 && dead == 0 {
+            return Ok(None);
+        }
+        Ok(Some(crate::stats::QueueCounts::new(
+            (waiting.unwrap_or(0) + locked) as u64,
+            0,
+            dead as u64,
+        )))
+    }
+
     /// The bodies waiting on `queue`, in order, left in place; for `<queue>/$deadletterqueue`
     /// (any case), the messages dead-lettered from `<queue>`. Unlike Service Bus, messages
     /// locked at that moment are not shown.

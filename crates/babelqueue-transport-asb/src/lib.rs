@@ -156,6 +156,7 @@ pub mod peek;
 // directly; it is not part of the API an application should build on.
 #[doc(hidden)]
 pub mod projection;
+pub mod stats;
 
 #[allow(deprecated)]
 pub use client::ConnectionConfig;
@@ -288,6 +289,7 @@ impl Transport for AsbTransport {
             .native_settle(self)
             .browse(self)
             .inspect(self)
+            .stats(self)
     }
 }
 

@@ -6,7 +6,11 @@
 //! * `in_flight`: the consumer's `num_ack_pending` (delivered, not acknowledged);
 //! * `delayed`: `None`: JetStream has no delayed delivery the transport uses;
 //! * `dead_letter`: the message count of the dead-letter queue's stream (`<queue>.dlq`);
-//! * no age: the stream's first message may be one delivered and not yet acknowledged.
+//! * `oldest_ready_age`: now less the stored time of the next message the consumer has not
+//!   handed out (stream sequence `delivered + 1`, read with one message get); before the
+//!   consumer exists, the stream's first message. `None` when nothing is pending. A message
+//!   handed out and given back for redelivery is not counted in it (it is in flight until
+//!   redelivered). The server's clock against this host's.
 //!
 //! A queue without a stream counts 0 everywhere (the transport creates it on first use).
 //!
@@ -29,17 +33,29 @@ struct Read {
     stored: Option<u64>,
     /// `num_pending` and `num_ack_pending` of the consumer (`None`: no consumer yet).
     consumer: Option<(u64, u64)>,
+    /// When the oldest message not handed out yet was stored (ms since the epoch).
+    oldest_ms: Option<u64>,
 }
 
-fn project(own: Read, dead_letter: Read) -> QueueStats {
+/// The figures of the queue's stream and its dead-letter stream, read at `now_ms`.
+fn project(own: Read, dead_letter: Read, now_ms: u64) -> QueueStats {
     let (ready, in_flight) = match (own.consumer, own.stored) {
         (Some((pending, ack_pending)), _) => (pending, ack_pending),
         (None, stored) => (stored.unwrap_or(0), 0),
     };
-    QueueStats::new("nats: JetStream stream and consumer info")
+    let stats = QueueStats::new("nats: JetStream stream and consumer info")
         .ready(ready)
         .in_flight(in_flight)
-        .dead_letter(dead_letter.stored.unwrap_or(0))
+        .dead_letter(dead_letter.stored.unwrap_or(0));
+    match own.oldest_ms.filter(|_| ready > 0) {
+        Some(oldest) => stats.oldest_written_at(oldest, now_ms),
+        None => stats,
+    }
+}
+
+/// A stored time as ms since the epoch (0 for a time before it).
+fn epoch_ms(time: time::OffsetDateTime) -> u64 {
+    u64::try_from(time.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
 }
 
 impl NatsTransport {
@@ -57,10 +73,16 @@ impl NatsTransport {
                 return Err(NatsError::get_stream(&e, &name));
             }
         };
-        let stored = Some(stream.cached_info().state.messages);
+        let state = &stream.cached_info().state;
+        let stored = Some(state.messages);
+        let first_ms = (state.messages > 0).then(|| epoch_ms(state.first_timestamp));
         let consumer_name = &self.options().consumer;
+        let mut next_undelivered = 0;
         let consumer = match stream.consumer_info(consumer_name).await {
-            Ok(info) => Some(info_figures(&info)),
+            Ok(info) => {
+                next_undelivered = info.delivered.stream_sequence + 1;
+                Some(info_figures(&info))
+            }
             Err(e) => match e.kind() {
                 ConsumerInfoErrorKind::NotFound => None,
                 ConsumerInfoErrorKind::JetStream(api)
@@ -85,7 +107,22 @@ impl NatsTransport {
                 }
             },
         };
-        Ok(Read { stored, consumer })
+        let oldest_ms = match consumer {
+            None => first_ms,
+            Some((0, _)) => None,
+            // The next sequence the consumer has not handed out; a message deleted meanwhile
+            // leaves the age unknown rather than failing the read.
+            Some(_) => stream
+                .get_raw_message(next_undelivered)
+                .await
+                .ok()
+                .map(|m| epoch_ms(m.time)),
+        };
+        Ok(Read {
+            stored,
+            consumer,
+            oldest_ms,
+        })
     }
 }
 
@@ -98,12 +135,15 @@ impl Stats for NatsTransport {
     async fn stats(&self, queue: &str) -> Result<QueueStats, TransportError> {
         let own = self.read(queue).await?;
         let dead_letter = self.read(&format!("{queue}.dlq")).await?;
-        Ok(project(own, dead_letter))
+        let now_ms = babelqueue_transport::stats::now_epoch_ms();
+        Ok(project(own, dead_letter, now_ms))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -111,12 +151,15 @@ mod tests {
         let consumed = Read {
             stored: Some(9),
             consumer: Some((4, 2)),
+            oldest_ms: Some(1_000),
         };
         let dlq = Read {
             stored: Some(3),
             consumer: None,
+            oldest_ms: None,
         };
-        let stats = project(consumed, dlq);
+        let stats = project(consumed, dlq, 3_000);
+        assert_eq!(stats.oldest_ready_age, Some(Duration::from_secs(2)));
         assert_eq!(
             (
                 stats.ready,
@@ -133,12 +176,38 @@ mod tests {
         let unconsumed = Read {
             stored: Some(5),
             consumer: None,
+            oldest_ms: None,
         };
-        let stats = project(unconsumed, Read::default());
+        let stats = project(unconsumed, Read::default(), 0);
         assert_eq!(
             (stats.ready, stats.in_flight, stats.dead_letter),
             (Some(5), Some(0), Some(0))
         );
-        assert_eq!(project(Read::default(), Read::default()).total(), Some(0));
+        assert_eq!(
+            project(Read::default(), Read::default(), 0).total(),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn nothing_pending_has_no_age_and_a_clock_behind_no_negative_one() {
+        let drained = Read {
+            stored: Some(2),
+            consumer: Some((0, 2)),
+            oldest_ms: Some(1_000),
+        };
+        assert_eq!(
+            project(drained, Read::default(), 5_000).oldest_ready_age,
+            None
+        );
+        let ahead = Read {
+            stored: Some(1),
+            consumer: None,
+            oldest_ms: Some(9_000),
+        };
+        assert_eq!(
+            project(ahead, Read::default(), 5_000).oldest_ready_age,
+            Some(Duration::ZERO)
+        );
     }
 }

@@ -27,7 +27,9 @@ async fn stats_count_ready_and_in_flight() {
                 .expect("stats")
         }
     };
-    assert_eq!(stats(queue.clone()).await.total(), Some(0), "no stream yet");
+    let empty = stats(queue.clone()).await;
+    assert_eq!(empty.total(), Some(0), "no stream yet");
+    assert_eq!(empty.oldest_ready_age, None, "{empty:?}");
     for _ in 0..3 {
         transport.publish(&queue, b"{}").await.expect("publish");
     }
@@ -35,6 +37,7 @@ async fn stats_count_ready_and_in_flight() {
         .publish(&format!("{queue}.dlq"), b"{}")
         .await
         .expect("publish");
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let before = stats(queue.clone()).await;
     assert_eq!(
         (before.ready, before.in_flight),
@@ -50,6 +53,12 @@ async fn stats_count_ready_and_in_flight() {
     assert_eq!(during.ready, Some(2), "{during:?}");
     assert_eq!(during.in_flight, Some(1), "{during:?}");
     assert_eq!(during.dead_letter, Some(1), "{during:?}");
+    // the oldest message waited at least the pause, by the broker's clock against this host's
+    let age = during.oldest_ready_age.expect("an age while messages wait");
+    assert!(
+        age >= Duration::from_millis(250) && age < Duration::from_secs(120),
+        "{during:?}"
+    );
     transport.ack(&held).await.expect("ack");
     for name in [queue.clone(), format!("{queue}.dlq")] {
         if let Ok(stream) = transport.options().stream_name(&name) {

@@ -177,7 +177,11 @@ impl AdminPeek {
     /// The body of `GET .../{topic}/stats` (the topic's counters, per subscription); `None`
     /// when the topic does not exist.
     pub(crate) async fn topic_stats(&self, topic: &str) -> Result<Option<Vec<u8>>, PulsarError> {
-        let url = join(&topic_url(&self.base, topic)?, &["stats"])?;
+        let mut url = join(&topic_url(&self.base, topic)?, &["stats"])?;
+        // The publish time of each subscription's oldest unacknowledged message (the broker
+        // reads that one entry).
+        url.query_pairs_mut()
+            .append_pair("getEarliestTimeInBacklog", "true");
         match self.get(topic, url).await? {
             Some(response) => Ok(Some(read(topic, response).await?)),
             None => Ok(None),

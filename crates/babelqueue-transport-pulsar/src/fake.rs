@@ -342,6 +342,8 @@ impl PulsarClient for FakePulsar {
             backlog: queued + unacked,
             unacked,
             consumers: 0,
+            // the fake keeps no publish time
+            earliest_publish_ms: None,
         }))
     }
 

@@ -9,7 +9,11 @@
 //! * `consumers`: the subscription's consumers;
 //! * `dead_letter`: the backlog of the same subscription on `<queue>.dlq`, `None` while nobody
 //!   subscribed to it (a peek would create the subscription);
-//! * `delayed`, `oldest_ready_age`: `None`.
+//! * `oldest_ready_age`: now less the subscription's `earliestMsgPublishTimeInBacklog` (the
+//!   stats are asked with `getEarliestTimeInBacklog=true`): the publish time of the oldest
+//!   message not acknowledged, which may be one handed out and not settled yet; `None` for an
+//!   empty backlog. The broker's clock against this host's;
+//! * `delayed`: `None`.
 //!
 //! A topic that does not exist counts 0. A topic whose subscription does not exist yet (nobody
 //! consumed it) has no figure: the broker counts a backlog per subscription only.
@@ -30,6 +34,9 @@ pub struct SubscriptionStats {
     pub unacked: u64,
     /// Consumers attached.
     pub consumers: u64,
+    /// `earliestMsgPublishTimeInBacklog`: the publish time (ms since the epoch) of the oldest
+    /// message not acknowledged; `None` for an empty backlog.
+    pub earliest_publish_ms: Option<u64>,
 }
 
 /// The counts of `subscription` in a topic-stats body; `None` when it is not there.
@@ -51,6 +58,11 @@ pub fn parse(body: &[u8], subscription: &str) -> Result<Option<SubscriptionStats
             .get("consumers")
             .and_then(serde_json::Value::as_array)
             .map_or(0, |c| c.len() as u64),
+        // 0 or absent: an empty backlog, or a broker older than the field.
+        earliest_publish_ms: sub
+            .get("earliestMsgPublishTimeInBacklog")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|ms| *ms > 0),
     }))
 }
 
@@ -66,13 +78,22 @@ pub(crate) async fn subscription_stats(
     }
 }
 
-fn project(own: Option<SubscriptionStats>, dead_letter: Option<SubscriptionStats>) -> QueueStats {
+/// The figures of the subscription on the queue and on its dead-letter queue, read at
+/// `now_ms` (ms since the epoch).
+fn project(
+    own: Option<SubscriptionStats>,
+    dead_letter: Option<SubscriptionStats>,
+    now_ms: u64,
+) -> QueueStats {
     let mut stats = QueueStats::new("pulsar: admin topic stats of the subscription");
     if let Some(own) = own {
         stats = stats
             .ready(own.backlog.saturating_sub(own.unacked))
             .in_flight(own.unacked)
             .consumers(own.consumers);
+        if let Some(earliest) = own.earliest_publish_ms.filter(|_| own.backlog > 0) {
+            stats = stats.oldest_written_at(earliest, now_ms);
+        }
     } else {
         stats
             .source
@@ -88,7 +109,8 @@ impl Stats for PulsarTransport {
         let own = self.client.subscription_stats(&self.topic(queue)).await?;
         let dlq = self.topic(&format!("{queue}.dlq"));
         let dead_letter = self.client.subscription_stats(&dlq).await?;
-        Ok(project(own, dead_letter))
+        let now_ms = babelqueue_core::stats::now_epoch_ms();
+        Ok(project(own, dead_letter, now_ms))
     }
 }
 
@@ -103,7 +125,8 @@ mod tests {
     use crate::fake::FakePulsar;
 
     const BODY: &str = r#"{"msgInCounter":9,"subscriptions":{
-        "babelqueue":{"msgBacklog":5,"unackedMessages":2,"consumers":[{"consumerName":"a"}]},
+        "babelqueue":{"msgBacklog":5,"unackedMessages":2,"consumers":[{"consumerName":"a"}],
+            "earliestMsgPublishTimeInBacklog":1000},
         "other":{"msgBacklog":40}}}"#;
 
     #[test]
@@ -114,22 +137,51 @@ mod tests {
             Some(SubscriptionStats {
                 backlog: 5,
                 unacked: 2,
-                consumers: 1
+                consumers: 1,
+                earliest_publish_ms: Some(1000),
             })
         );
         assert_eq!(parse(BODY.as_bytes(), "absent").expect("parsed"), None);
         assert!(parse(b"<html>", "babelqueue").is_err());
-        let stats = project(own, None);
+        let stats = project(own, None, 4_500);
         assert_eq!(
             (
                 stats.ready,
                 stats.in_flight,
                 stats.consumers,
-                stats.dead_letter
+                stats.dead_letter,
+                stats.oldest_ready_age
             ),
-            (Some(3), Some(2), Some(1), None)
+            (
+                Some(3),
+                Some(2),
+                Some(1),
+                None,
+                Some(Duration::from_millis(3_500))
+            )
         );
-        assert_eq!(project(None, None).total(), None);
+        assert_eq!(project(None, None, 4_500).total(), None);
+    }
+
+    #[test]
+    fn an_empty_backlog_or_a_clock_behind_has_no_negative_age() {
+        let empty = parse(
+            br#"{"subscriptions":{"s":{"msgBacklog":0,"earliestMsgPublishTimeInBacklog":0}}}"#,
+            "s",
+        )
+        .expect("parsed");
+        assert_eq!(empty.and_then(|s| s.earliest_publish_ms), None);
+        assert_eq!(project(empty, None, 9).oldest_ready_age, None);
+        let ahead = SubscriptionStats {
+            backlog: 1,
+            earliest_publish_ms: Some(10_000),
+            ..SubscriptionStats::default()
+        };
+        // the broker's clock ahead of this host's: age zero, not a wrap-around
+        assert_eq!(
+            project(Some(ahead), None, 9_000).oldest_ready_age,
+            Some(Duration::ZERO)
+        );
     }
 
     #[tokio::test]

@@ -35,6 +35,7 @@ async fn stats_count_ready_and_in_flight() {
     for _ in 0..3 {
         transport.publish(&queue, b"{}").await.expect("publish");
     }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut held = None;
     for _ in 0..20 {
         held = transport
@@ -52,6 +53,12 @@ async fn stats_count_ready_and_in_flight() {
     assert_eq!(during.total(), Some(3), "{during:?}");
     assert!(during.in_flight.is_some_and(|n| n >= 1), "{during:?}");
     assert_eq!(during.consumers, Some(1), "{during:?}");
+    // the oldest message waited at least the pause, by the broker's clock against this host's
+    let age = during.oldest_ready_age.expect("an age while messages wait");
+    assert!(
+        age >= Duration::from_millis(250) && age < Duration::from_secs(120),
+        "{during:?}"
+    );
     transport.ack(&held).await.expect("ack");
     let _ = transport.close().await;
 }

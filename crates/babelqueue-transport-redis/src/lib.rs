@@ -718,6 +718,30 @@ impl Browser for RedisTransport {
             .map(|v| layout::unframe(&v).0.into_owned())
             .collect())
     }
+
+    /// One `LRANGE offset offset+max-1`: a page costs its own entries, however long the list.
+    async fn browse_page(
+        &self,
+        queue: &str,
+        offset: usize,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, TransportError> {
+        self.options.check_queue(queue)?;
+        let start = i64::try_from(offset).unwrap_or(i64::MAX);
+        let stop = if max == 0 {
+            -1
+        } else {
+            start.saturating_add(i64::try_from(max).unwrap_or(i64::MAX)) - 1
+        };
+        let values = self
+            .client
+            .lrange(self.options.ready(queue).as_bytes(), start, stop)
+            .await?;
+        Ok(values
+            .into_iter()
+            .map(|v| layout::unframe(&v).0.into_owned())
+            .collect())
+    }
 }
 
 #[cfg(test)]

@@ -431,7 +431,9 @@ return 0
 };
 
 /// `LLEN` or `ZCARD` of each key by its type (0 when it does not exist); an error reply names
-/// a key of any other type.
+/// a key of any other type. With `ARGV[1] == '1'`, one more element: the `meta.created_at` of
+/// the first key's head (the next message a consumer takes), 0 when it has none (an empty
+/// list, a body that is not an envelope). Only that number leaves the server, not the body.
 pub static STATS_LENGTHS: LuaScript = LuaScript {
     name: "stats_lengths",
     lua: r"
@@ -448,6 +450,18 @@ for n = 1, #KEYS do
     return redis.error_reply('BQWRONGTYPE key ' .. KEYS[n] .. ' holds a ' .. held ..
       ' where a list or a sorted set is expected')
   end
+end
+if ARGV[1] == '1' then
+  local created = 0
+  local head = redis.call('LINDEX', KEYS[1], 0)
+  if head then
+    local ok, decoded = pcall(cjson.decode, head)
+    if ok and type(decoded) == 'table' and type(decoded.meta) == 'table'
+      and type(decoded.meta.created_at) == 'number' then
+      created = decoded.meta.created_at
+    end
+  end
+  out[#KEYS + 1] = created
 end
 return out
 ",

@@ -70,3 +70,64 @@ async fn stats_count_ready_and_in_flight_in_both_layouts() {
         }
     }
 }
+
+/// An envelope published `ago` before now, by its `meta.created_at`.
+fn envelope_created(queue: &str, ago: Duration) -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970");
+    let created_at = (now - ago).as_millis();
+    format!(
+        "{{\"job\":\"urn:babel:test:stats\",\"trace_id\":\"t\",\"data\":{{}},\
+         \"meta\":{{\"id\":\"m\",\"queue\":\"{queue}\",\"schema_version\":1,\"created_at\":{created_at}}},\
+         \"attempts\":0}}"
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn the_oldest_ready_age_is_read_from_the_heads_created_at_in_both_layouts() {
+    let base = base_url();
+    if broker_or_skip(&format!("Redis at {base}"), FredClient::connect(&base))
+        .await
+        .is_none()
+    {
+        return;
+    }
+    for url in [base.clone(), format!("{base}?laravel=1")] {
+        let transport = RedisTransport::connect(&url).await.expect("connect");
+        let reader = transport.capabilities();
+        let reader = reader.stats_reader().expect("redis offers Stats");
+        let queue = unique_queue("it-stats-age");
+        let empty = reader.stats(&queue).await.expect("stats");
+        assert_eq!(empty.oldest_ready_age, None, "{url}: {empty:?}");
+        // the head is the oldest: published first, created 30 s ago
+        let old = envelope_created(&queue, Duration::from_secs(30));
+        transport.publish(&queue, &old).await.expect("publish");
+        let young = envelope_created(&queue, Duration::ZERO);
+        transport.publish(&queue, &young).await.expect("publish");
+        let stats = reader.stats(&queue).await.expect("stats");
+        let age = stats.oldest_ready_age.expect("an age");
+        assert!(
+            age >= Duration::from_secs(30) && age < Duration::from_secs(90),
+            "{url}: {stats:?}"
+        );
+        // a head that is not an envelope has no age
+        let other = unique_queue("it-stats-age-raw");
+        transport
+            .publish(&other, b"not json")
+            .await
+            .expect("publish");
+        let raw = reader.stats(&other).await.expect("stats");
+        assert_eq!((raw.ready, raw.oldest_ready_age), (Some(1), None), "{url}");
+        for q in [&queue, &queue, &other] {
+            if let Some(d) = transport
+                .pop(q, Duration::from_millis(200))
+                .await
+                .expect("pop")
+            {
+                transport.ack(&d).await.expect("ack");
+            }
+        }
+    }
+}

@@ -13,14 +13,24 @@
 //! | Redis (Laravel) | `LLEN queues:<queue>` | `ZCARD …:reserved` | `ZCARD …:delayed` | `LLEN` of `<queue>.dlq` | `None` |
 //! | SQS | `ApproximateNumberOfMessages` | `…NotVisible` | `…Delayed` | `ApproximateNumberOfMessages` of `<queue>-dlq` (`<base>-dlq.fifo`), `None` when it does not exist | `None` |
 //! | NATS JetStream | the consumer's `num_pending` (the stream's count before a consumer exists) | `num_ack_pending` | `None` | the `<queue>.dlq` stream's count | `None` |
-//! | RabbitMQ | passive `queue.declare`: message count (ready only) | `None` (only the management API says) | `None` | passive declare of `<queue>.dlq` | passive declare: consumer count |
+//! | RabbitMQ | passive `queue.declare`: message count (ready only) | `messages_unacknowledged` of the management API, with a management URL (sampled); else `None` | `None` | passive declare of `<queue>.dlq` | passive declare: consumer count |
 //! | Kafka | the consumer group's lag: end offsets less committed offsets (what is handed out and not committed too) | `None` | `None` | the group's lag on `<queue>.dlq` | `None` |
 //! | Pulsar (with an admin URL) | the subscription's `msgBacklog` less its `unackedMessages` (admin REST topic stats) | `unackedMessages` | `None` | the subscription's backlog on `<queue>.dlq`, `None` while nobody subscribed to it | the subscription's consumers |
 //! | Artemis | `messageCount` less `deliveringCount` and `scheduledCount` (attributes of `queue.<queue>`, read through the `activemq.management` address) | `deliveringCount` | `scheduledCount` | `messageCount` of `<queue>.dlq`, `None` when it does not exist | `consumerCount` |
-//! | Azure Service Bus | not offered: its counts need the management API | | | | |
+//! | Azure Service Bus | `ActiveMessageCount` of the management REST API (locked messages included) | `None` (counted in `ready`) | `ScheduledMessageCount` | `ActiveMessageCount` of `<queue>.dlq`, `None` when it does not exist | `None` |
 //!
-//! No transport fills `oldest_ready_age` yet: none of these brokers says it in the call
-//! above (the memory transport keeps no publish time).
+//! `oldest_ready_age`, how long the next message to hand out has waited:
+//!
+//! | transport | from |
+//! |---|---|
+//! | Redis (both layouts) | the ready list's head's `meta.created_at` (decoded on the server), `None` for a body that is not an envelope |
+//! | NATS JetStream | the stored time of the next sequence the consumer has not handed out |
+//! | Pulsar (with an admin URL) | the subscription's `earliestMsgPublishTimeInBacklog` (may be a message handed out and not acknowledged) |
+//! | Artemis | `firstMessageTimestamp` (the AMQP `creation-time` the transport sets from `meta.created_at`) |
+//! | memory, SQS, RabbitMQ, Kafka, Azure Service Bus | `None`: no cheap call says it |
+//!
+//! Ages compare a time another clock wrote (a producer's, the broker's) with this host's; a
+//! clock ahead gives zero, never a negative age.
 //!
 //! `source` says in a few words what the broker reported (`"LLEN/ZCARD"`,
 //! `"GetQueueAttributes"` …), so a reader knows what a figure means on that broker.
@@ -30,6 +40,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::TransportError;
+
+/// This host's clock in milliseconds since the Unix epoch (0 before it): the `now_ms` of
+/// [`QueueStats::oldest_written_at`].
+pub fn now_epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// The figures a broker gave for one queue. `None`: the broker does not say it cheaply.
 ///
@@ -53,7 +71,8 @@ pub struct QueueStats {
     /// Messages in the queue's default dead-letter queue, where the transport can name and
     /// count it cheaply.
     pub dead_letter: Option<u64>,
-    /// How long the oldest ready message has waited, where the broker says it cheaply.
+    /// How long the oldest message waiting to be handed out has waited, where the broker says
+    /// it cheaply (see the table above for what each transport reads).
     pub oldest_ready_age: Option<Duration>,
     /// Consumers attached to the queue right now, where the broker says (a worker that is
     /// running but polls with a short request between receives may not be counted).
@@ -104,6 +123,25 @@ impl QueueStats {
     pub fn oldest_ready_age(mut self, age: Duration) -> QueueStats {
         self.oldest_ready_age = Some(age);
         self
+    }
+
+    /// With the age of the oldest ready message written at `written_ms` (ms since the Unix
+    /// epoch, by the clock of whoever wrote it: a producer, the broker), read at `now_ms`
+    /// ([`now_epoch_ms`]). A writer's clock ahead of this one gives zero, never a negative or
+    /// wrapped-around age.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use babelqueue_transport::QueueStats;
+    ///
+    /// let stats = QueueStats::new("x").oldest_written_at(1_000, 4_500);
+    /// assert_eq!(stats.oldest_ready_age, Some(Duration::from_millis(3_500)));
+    /// let ahead = QueueStats::new("x").oldest_written_at(9_000, 4_500);
+    /// assert_eq!(ahead.oldest_ready_age, Some(Duration::ZERO));
+    /// ```
+    #[must_use]
+    pub fn oldest_written_at(self, written_ms: u64, now_ms: u64) -> QueueStats {
+        self.oldest_ready_age(Duration::from_millis(now_ms.saturating_sub(written_ms)))
     }
 
     /// With the consumers attached.

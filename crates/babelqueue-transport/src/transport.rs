@@ -591,4 +591,29 @@ pub trait Inspector: Send + Sync {
 pub trait Browser: Send + Sync {
     /// Up to `max` bodies from the head of `queue` (all when 0), left in place.
     async fn browse(&self, queue: &str, max: usize) -> Result<Vec<Vec<u8>>, TransportError>;
+
+    /// Up to `max` bodies of `queue` starting `offset` entries after its head, left in place:
+    /// one page of a long queue (the web console's dead-letter browser). `max` 0 reads to the
+    /// end.
+    ///
+    /// The default reads `offset + max` bodies with [`browse`](Browser::browse) and drops the
+    /// first `offset`; a transport that can address a range (Redis `LRANGE`, the memory
+    /// transport) overrides it so a page costs only its own entries.
+    async fn browse_page(
+        &self,
+        queue: &str,
+        offset: usize,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, TransportError> {
+        let upto = if max == 0 {
+            0
+        } else {
+            offset.saturating_add(max)
+        };
+        let mut bodies = self.browse(queue, upto).await?;
+        if offset >= bodies.len() {
+            return Ok(Vec::new());
+        }
+        Ok(bodies.split_off(offset))
+    }
 }

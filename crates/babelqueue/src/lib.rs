@@ -39,6 +39,7 @@
 //! | `full` | all of the above | |
 //! | `otel` | (any) | `babelqueue-otel`: `traceparent` propagation, spans, metrics (`babelqueue::otel`) |
 //! | `otel-tracing` | (any) | `otel`, plus `babelqueue::otel::TracingParent`: the runtime's `babelqueue.handle` span joins the message's trace under tracing-opentelemetry |
+//! | `prometheus` | (any) | `babelqueue-prometheus`: worker metrics for Prometheus, `/metrics`, queue-lag gauges (`babelqueue::prometheus`) |
 //! | `outbox` | (any) | `babelqueue-outbox`: the transactional outbox and its relay (`babelqueue::outbox`) |
 //! | `postgres` | (any) | `babelqueue-postgres`: PostgreSQL outbox and idempotency stores (`babelqueue::postgres`) |
 //! | `gdpr` | (any) | `babelqueue-gdpr`: `x-gdpr-sensitive` field encryption (`babelqueue::gdpr`) |
@@ -70,6 +71,9 @@ pub use babelqueue_outbox as outbox;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use babelqueue_postgres as postgres;
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub use babelqueue_prometheus as prometheus;
 /// The RabbitMQ (AMQP 0-9-1) transport (`amqp://`, `amqps://`).
 #[cfg(feature = "amqp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "amqp")))]

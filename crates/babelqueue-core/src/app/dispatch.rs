@@ -116,6 +116,9 @@ impl App {
         let mut sampler = |low: f64, high: f64| low + (high - low) * fastrand::f64();
         let policy = &self.inner.policy;
         let queue = delivery.queue();
+        if let Some(observer) = &self.inner.observer {
+            observer.on_dispatch(queue);
+        }
         let class = classify(delivery.body(), delivery.facts(), queue);
         let mut urn = String::new();
         let mut handler_run = None;

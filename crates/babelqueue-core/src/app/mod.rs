@@ -54,6 +54,23 @@ pub enum Outcome {
     Interrupted,
 }
 
+impl Outcome {
+    /// The outcome's name in snake case (`acked`, `dead_lettered` …), as tools print it and
+    /// metrics label it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Acked => "acked",
+            Outcome::Dropped => "dropped",
+            Outcome::Retried => "retried",
+            Outcome::Released => "released",
+            Outcome::DeadLettered => "dead_lettered",
+            Outcome::Native => "native",
+            Outcome::Unsettled => "unsettled",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// What the runtime reports about each delivery, for metrics, tracing and tools that show the
 /// wire.
 #[derive(Debug, Clone)]
@@ -73,10 +90,48 @@ pub struct Event<'a> {
     pub delivery: &'a crate::Delivery,
 }
 
-/// Receives an [`Event`] for every settled delivery (implemented by `babelqueue-otel`).
+/// Receives an [`Event`] for every settled delivery (implemented by `babelqueue-otel` and
+/// `babelqueue-prometheus`).
 pub trait Observer: Send + Sync {
     /// Called once per delivery, after it is settled.
     fn on_event(&self, event: &Event<'_>);
+
+    /// Called when the runtime starts on a delivery of `queue` (before it reads the body);
+    /// every call is followed by one [`on_event`](Observer::on_event) for the same delivery, so
+    /// the two bracket a delivery in flight. The default does nothing.
+    fn on_dispatch(&self, queue: &str) {
+        let _ = queue;
+    }
+
+    /// Called after the app published `count` messages of `urn` to `queue` (its own publish
+    /// calls and its handlers', not the runtime's retry and dead-letter copies). The default
+    /// does nothing.
+    fn on_published(&self, queue: &str, urn: &str, count: u64) {
+        let _ = (queue, urn, count);
+    }
+}
+
+/// Several observers as one, called in order.
+struct Observers(Vec<Arc<dyn Observer>>);
+
+impl Observer for Observers {
+    fn on_event(&self, event: &Event<'_>) {
+        for observer in &self.0 {
+            observer.on_event(event);
+        }
+    }
+
+    fn on_dispatch(&self, queue: &str) {
+        for observer in &self.0 {
+            observer.on_dispatch(queue);
+        }
+    }
+
+    fn on_published(&self, queue: &str, urn: &str, count: u64) {
+        for observer in &self.0 {
+            observer.on_published(queue, urn, count);
+        }
+    }
 }
 
 /// The handlers by URN. The keys are the application's own; a delivery's URN only looks one up,

@@ -135,7 +135,15 @@ impl App {
             outgoing = outgoing.headers(headers);
         }
         send::publish(self.inner.transport.as_ref(), &outgoing).await?;
+        self.published(queue, envelope, 1);
         Ok(())
+    }
+
+    /// Tells the observer, if any, that `count` messages like `envelope` went to `queue`.
+    fn published(&self, queue: &str, envelope: &Envelope, count: u64) {
+        if let Some(observer) = &self.inner.observer {
+            observer.on_published(queue, &envelope.urn(), count);
+        }
     }
 
     /// Publishes many envelopes to `queue`, in order: in one step when the transport can
@@ -175,6 +183,9 @@ impl App {
                 }
             }
         }
+        for envelope in envelopes {
+            self.published(queue, envelope, 1);
+        }
         Ok(())
     }
 
@@ -189,7 +200,9 @@ impl App {
     ) -> Result<()> {
         let body = envelope.encode_checked()?;
         let outgoing = Outgoing::new(queue, body.as_bytes()).delay(delay);
-        send::publish(self.inner.transport.as_ref(), &outgoing).await
+        send::publish(self.inner.transport.as_ref(), &outgoing).await?;
+        self.published(queue, envelope, 1);
+        Ok(())
     }
 }
 
