@@ -32,6 +32,7 @@ use std::process::Command;
 use crate::{cargo, root, status, tools};
 
 mod cli;
+mod latency;
 mod measure;
 mod outbox;
 mod scale;
@@ -430,10 +431,17 @@ const BROKERS: &[BrokerBench] = &[
         python_times: 10.0,
         raw_share: 0.5,
     },
+    // The Python SDK 1.24.0 has no NATS transport: the raw loop and the latency are the
+    // comparison.
+    BrokerBench {
+        name: "nats",
+        package: "babelqueue-transport-nats",
+        bench: "nats",
+        rows: &["nats"],
+        python_times: 10.0,
+        raw_share: 0.5,
+    },
 ];
-
-/// The brokers whose benchmarks do not print side-by-side figures yet.
-const NOT_YET: &[&str] = &["nats"];
 
 /// SQS on moto: moto bounds the rates, so its target is the requests per message (at most 0.25).
 const SQS: &str = "sqs";
@@ -451,11 +459,7 @@ fn brokers(args: &[String]) -> Result<(), String> {
         }
     }
     for name in &wanted {
-        if NOT_YET.contains(name) {
-            println!(
-                "{name}: its benchmark does not print side-by-side figures yet, so no throughput target is checked; run `cargo bench -p babelqueue-transport-{name}` for its own figures"
-            );
-        } else if *name != SQS && !BROKERS.iter().any(|b| b.name == *name) {
+        if *name != SQS && !BROKERS.iter().any(|b| b.name == *name) {
             return Err(format!("unknown broker {name:?}"));
         }
     }
@@ -478,6 +482,13 @@ fn brokers(args: &[String]) -> Result<(), String> {
         for row in broker.rows {
             report_broker(broker, row, &figures);
         }
+        if broker.name == "redis" {
+            println!();
+            println!(
+                "memory:// (the same open-loop schedule in the same process: the runtime and the machine alone)"
+            );
+            latency::report("memory", &figures);
+        }
     }
     if wanted.is_empty() || wanted.contains(&SQS) {
         println!("== {SQS}");
@@ -493,20 +504,19 @@ fn brokers(args: &[String]) -> Result<(), String> {
         .env("BQ_REQUIRE_BROKERS", "1");
         report_sqs(&run_figures(cmd)?);
     }
-    if wanted.is_empty() {
-        println!(
-            "not measured by this command yet: {} (their benchmarks print their own figures)",
-            NOT_YET.join(", ")
-        );
-    }
     Ok(())
 }
 
 fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
     let rate = |phase: &str, who: &str| figure(figures, &["broker", row, phase, who]);
     println!();
-    println!("{row}: messages/s, one run");
-    println!("  {:<20} {:>12} {:>12}", "", "publish", "consume+ack");
+    println!(
+        "{row}: messages/s, one run; the consuming side's CPU-seconds per 1 000 messages (getrusage)"
+    );
+    println!(
+        "  {:<20} {:>12} {:>12} {:>10}",
+        "", "publish", "consume+ack", "CPU s/1k"
+    );
     for who in [
         "rust-c1",
         "rust-c8",
@@ -522,7 +532,25 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
             continue;
         }
         let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
-        println!("  {who:<20} {:>12} {:>12}", show(p), show(c));
+        let cpu = latency::cpu(figures, row, who).map_or("-".to_owned(), |v| format!("{v:.3}"));
+        println!("  {who:<20} {:>12} {:>12} {cpu:>10}", show(p), show(c));
+    }
+    if let (Some(ours), Some(raw)) = (
+        latency::cpu(figures, row, "rust-c8"),
+        latency::cpu(figures, row, "raw"),
+    ) {
+        if broker.name == "kafka" {
+            println!(
+                "  target: consume CPU per record at concurrency 8 at most 2x the raw client loop's: {:.2}x, {}",
+                ours / raw,
+                verdict(ours / raw <= 2.0)
+            );
+        } else {
+            println!(
+                "  consume CPU per message at concurrency 8: {:.2}x the raw client loop's",
+                ours / raw
+            );
+        }
     }
     if let Some(latency) = rate("latency", "rust-c1") {
         println!(
@@ -534,6 +562,7 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
     if rate("consume", "raw").is_none() {
         println!("  (no raw client loop in this broker's benchmark yet)");
     }
+    latency::report(row, figures);
     for phase in ["publish", "consume"] {
         let (Some(ours), raw, python) = (
             rate(phase, "rust-c8"),
@@ -549,7 +578,9 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
                 ours / py,
                 verdict(ours / py >= broker.python_times)
             ),
-            None => println!("  target: {phase} against the Python SDK: not measured"),
+            None => println!(
+                "  target: {phase} against the Python SDK: not measured (no Python row in this benchmark)"
+            ),
         }
         if let Some(raw) = raw {
             println!(

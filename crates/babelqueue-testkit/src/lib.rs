@@ -93,9 +93,11 @@
 //!   start that moves to another port when the first one was taken in the meantime.
 
 mod battery;
+mod cpu;
 mod env;
 mod features;
 mod latency;
+mod open_loop;
 mod ports;
 mod python;
 pub mod reading;
@@ -105,12 +107,17 @@ pub mod tls;
 
 use std::time::Duration;
 
+pub use cpu::{cpu_figure, cpu_time};
 pub use env::{
     BROKER_TIMEOUT, REQUIRE_BROKERS, REQUIRE_HA, broker_or_skip, broker_or_skip_within,
     brokers_required, ha_or_skip, ha_required, skip_or_fail, skip_or_fail_ha, unique_queue,
 };
 pub use features::{Features, MIB};
 pub use latency::idle_to_handled;
+pub use open_loop::{
+    GROWTH_ALLOWED, OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, open_loop, python_open_loop,
+    stamped,
+};
 pub use ports::{StartError, free_port, on_free_port, port_taken};
 pub use python::{PYTHON_ENV, PeerProcess, PythonPeer, REFERENCE_SDK_VERSION, json_lines};
 pub use report::{Report, TestOutcome, TestResult};

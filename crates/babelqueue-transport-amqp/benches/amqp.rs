@@ -14,6 +14,13 @@
 //!   own frames (its properties and headers, `mandatory`), which separates what the broker
 //!   spends on the BabelQueue wire format from what the SDK spends.
 //!
+//! Beside each consume rate, the consuming side's CPU-seconds per 1 000 messages (getrusage of
+//! this process around the consume phase; the Python SDK's own process's), as `BQ-FIGURE
+//! broker rabbitmq cpu <who> <s>`; last, the open-loop publish-to-handled latency at each load
+//! of `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK with its defaults and the Python SDK
+//! (`xtask/bench/python_latency.py`), as `BQ-FIGURE latency rabbitmq` lines (each load twice,
+//! the sides' passes in turn, each side's better pass kept).
+//!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
 //! (skipped with `BQ_BENCH_FIGURES_ONLY=1`, as `cargo xtask bench brokers --broker amqp` runs
 //! it) and then prints one messages/s line per loop and the ratios, and `BQ-FIGURE` lines (the
@@ -29,6 +36,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Headers};
+use babelqueue_testkit::{
+    OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, PythonPeer, cpu_figure, cpu_time, open_loop,
+    python_open_loop,
+};
 use babelqueue_transport_amqp::{AmqpTransport, AmqpUrl};
 use criterion::{Criterion, Throughput};
 use futures_lite::StreamExt as _;
@@ -74,6 +85,8 @@ struct Run {
     n: u64,
     publish: Duration,
     consume: Duration,
+    /// The consuming side's CPU time over the consume phase, when measured.
+    cpu: Option<Duration>,
 }
 
 impl Run {
@@ -147,18 +160,19 @@ async fn rust_worker(
         }
         sent += batch;
     }
-    let published = Instant::now();
+    let (published, cpu) = (Instant::now(), cpu_time());
     let summary = app
         .consume(Consume::new().max_messages(n).handle_signals(false))
         .await
         .expect("consume");
-    let consumed = Instant::now();
+    let (consumed, cpu) = (Instant::now(), cpu_time() - cpu);
     assert_eq!(summary.processed, n);
     delete(&q).await;
     Run {
         n,
         publish: published - started,
         consume: consumed - published,
+        cpu: Some(cpu),
     }
 }
 
@@ -257,7 +271,7 @@ async fn bare_lapin(n: u64, prefetch: u16, frames: Frames) -> Run {
         }
         sent += batch;
     }
-    let published = Instant::now();
+    let (published, cpu) = (Instant::now(), cpu_time());
     let consumer_channel = connection.create_channel().await.unwrap();
     consumer_channel
         .basic_qos(prefetch, BasicQosOptions::default())
@@ -278,7 +292,7 @@ async fn bare_lapin(n: u64, prefetch: u16, frames: Frames) -> Run {
         delivery.ack(BasicAckOptions::default()).await.unwrap();
         got += 1;
     }
-    let consumed = Instant::now();
+    let (consumed, cpu) = (Instant::now(), cpu_time() - cpu);
     let _ = publisher
         .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
         .await;
@@ -287,6 +301,7 @@ async fn bare_lapin(n: u64, prefetch: u16, frames: Frames) -> Run {
         n,
         publish: published - started,
         consume: consumed - published,
+        cpu: Some(cpu),
     }
 }
 
@@ -394,6 +409,7 @@ fn python_sdk(n: u64) -> Run {
         n,
         publish: Duration::from_secs_f64(v["publish_s"].as_f64().unwrap()),
         consume: Duration::from_secs_f64(v["consume_s"].as_f64().unwrap()),
+        cpu: v["consume_cpu_s"].as_f64().map(Duration::from_secs_f64),
     }
 }
 
@@ -559,5 +575,41 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
             "BQ-FIGURE broker rabbitmq consume {who} {:.0}",
             per(run.consume)
         );
+        if let Some(cpu) = run.cpu {
+            println!("{}", cpu_figure("rabbitmq", who, cpu, run.n));
+        }
+    }
+    latency(runtime, transport);
+}
+
+/// The open-loop latency rows (this SDK with its defaults, then the Python SDK) at each load
+/// of [`OPEN_LOOP_LOADS`].
+fn latency(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) {
+    let python = PythonPeer::interpreter();
+    let py_url = url().replace("%2f", "%2F");
+    for (rate, duration) in OPEN_LOOP_LOADS {
+        let (mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>);
+        for _ in 0..OPEN_LOOP_PASSES {
+            let q = queue("open");
+            let run = runtime.block_on(open_loop(
+                App::builder(transport.clone()).queue(&q),
+                URN,
+                rate,
+                duration,
+            ));
+            runtime.block_on(delete(&q));
+            rust = Some(rust.map_or(run.clone(), |best| best.better(run)));
+            let q = queue("open-py");
+            match python_open_loop(&python, &py_url, &q, rate, duration) {
+                Some(run) => py = Some(py.map_or(run.clone(), |best| best.better(run))),
+                None => println!("rabbitmq: the Python SDK's open loop could not run (see above)"),
+            }
+            runtime.block_on(delete(&q));
+        }
+        for (who, run) in [("rust", rust), ("python", py)] {
+            if let Some(run) = run {
+                run.print("rabbitmq", who);
+            }
+        }
     }
 }

@@ -16,6 +16,14 @@
 //! interpreter with the reference SDK. Each rate is measured from the first record handled to
 //! the last, so joining the group is not counted.
 //!
+//! Beside each consume rate, the consuming side's CPU-seconds per 1 000 records (getrusage of
+//! this process around the consume phase, the least of the rounds; the Python SDK's own
+//! process's), as `BQ-FIGURE broker kafka cpu <who> <s>`; last, the open-loop
+//! publish-to-handled latency at each load of `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK
+//! with its defaults, again with `linger.ms=0` (`rust-linger0`), and the Python SDK
+//! (`xtask/bench/python_latency.py`), as `BQ-FIGURE latency kafka` lines (each load twice, the
+//! sides' passes in turn, each side's better pass kept).
+//!
 //! Without `--bench` (`cargo test --all-targets`) it runs the criterion functions once and a
 //! 200-record smoke run of the two Rust consumers. With `BQ_BENCH_FIGURES_ONLY=1` (as
 //! `cargo xtask bench brokers --broker kafka` runs it) it skips criterion and also prints
@@ -35,6 +43,10 @@ use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport as _};
 use babelqueue_envelope::Envelope;
+use babelqueue_testkit::{
+    OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, cpu_figure, cpu_time, open_loop,
+    python_open_loop,
+};
 use babelqueue_transport_kafka::projection::{self, project};
 use babelqueue_transport_kafka::{
     KafkaOptions, KafkaTransport, PRODUCE_WINDOW, RdKafkaClient, Record, TimestampType,
@@ -191,7 +203,7 @@ fn rate(n: u64, first: Instant, last: Instant) -> f64 {
 }
 
 /// The Rust worker: `App` + `KafkaTransport`, a no-op handler.
-async fn rust_worker(topic: &str, n: u64, concurrency: usize) -> f64 {
+async fn rust_worker(topic: &str, n: u64, concurrency: usize) -> (f64, Duration) {
     let url = format!("{}?group_id={}", url(), unique("rust"));
     let stamps: Arc<Mutex<(Option<Instant>, Option<Instant>)>> = Arc::default();
     let count = Arc::new(AtomicU64::new(0));
@@ -212,6 +224,7 @@ async fn rust_worker(topic: &str, n: u64, concurrency: usize) -> f64 {
         .unwrap();
     let mut settled = 0;
     let deadline = Instant::now() + Duration::from_secs(900);
+    let cpu = cpu_time();
     while settled < n && Instant::now() < deadline {
         settled += app
             .consume(
@@ -224,15 +237,17 @@ async fn rust_worker(topic: &str, n: u64, concurrency: usize) -> f64 {
             .processed;
     }
     app.transport().close().await.unwrap();
+    let cpu = cpu_time() - cpu;
     assert_eq!(count.load(Ordering::SeqCst), n, "every record handled once");
     let (first, last) = *stamps.lock().unwrap();
-    rate(n, first.unwrap(), last.unwrap())
+    (rate(n, first.unwrap(), last.unwrap()), cpu)
 }
 
 /// A bare rdkafka consumer with the worker's commit discipline: poll one record, read it, and
 /// commit `offset + 1` asynchronously once 200 ms passed since the last commit (the transport's
 /// default commit interval); the last position synchronously.
-fn bare(topic: &str, n: u64) -> f64 {
+fn bare(topic: &str, n: u64) -> (f64, Duration) {
+    let cpu = cpu_time();
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers())
         .set("group.id", unique("bare"))
@@ -271,7 +286,8 @@ fn bare(topic: &str, n: u64) -> f64 {
     }
     assert_eq!(handled, n, "every record read once ({bytes} bytes)");
     consumer.commit(&position, CommitMode::Sync).unwrap();
-    rate(n, first.unwrap(), last)
+    drop(consumer);
+    (rate(n, first.unwrap(), last), cpu_time() - cpu)
 }
 
 /// The reference Python SDK (`tests/python/driver.py bench`).
@@ -292,7 +308,7 @@ fn python_path() -> Option<PathBuf> {
     Some(python)
 }
 
-fn python(topic: &str, n: u64) -> Option<f64> {
+fn python(topic: &str, n: u64) -> Option<(f64, Option<Duration>)> {
     let python = python_path()?;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
     let output = std::process::Command::new(python)
@@ -315,7 +331,8 @@ fn python(topic: &str, n: u64) -> Option<f64> {
     let doc: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
     let messages = doc["messages"].as_f64().unwrap();
     let seconds = doc["seconds"].as_f64().unwrap();
-    Some((messages - 1.0).max(0.0) / seconds.max(1e-9))
+    let cpu = doc["cpu_s"].as_f64().map(Duration::from_secs_f64);
+    Some(((messages - 1.0).max(0.0) / seconds.max(1e-9), cpu))
 }
 
 fn sample_record() -> Record {
@@ -414,8 +431,11 @@ fn live(figures_only: bool) {
             .unwrap_or(2);
         println!("  bare rdkafka producer (the fill): {raw_publish:.0} messages/s");
         for _ in 0..rounds {
-            let rate = runtime.block_on(rust_worker(&topic, n, concurrency));
-            println!("  Rust worker, concurrency {concurrency}: {rate:.0} messages/s");
+            let (rate, cpu) = runtime.block_on(rust_worker(&topic, n, concurrency));
+            println!(
+                "  Rust worker, concurrency {concurrency}: {rate:.0} messages/s, {:.1} µs CPU per record",
+                cpu.as_secs_f64() * 1e6 / n as f64
+            );
         }
         return;
     }
@@ -438,13 +458,29 @@ fn live(figures_only: bool) {
     let rust_publish_1024 = runtime.block_on(rust_publish(&unique("publish-1024"), n, 1024));
     // Two rounds in turn, each consumer in its own group over the same records; the better
     // round of each counts (the first reader of a fresh topic also warms the broker's cache).
+    // Each side's CPU time is its best round's too (the least CPU of its rounds: other work on
+    // the machine only ever adds to it).
     let (mut bare_best, mut rust1, mut rust8, mut python_best) = (0.0f64, 0.0f64, 0.0f64, None);
+    let mut cpu: std::collections::BTreeMap<&str, Duration> = std::collections::BTreeMap::new();
+    let mut least = |who: &'static str, spent: Duration| {
+        let entry = cpu.entry(who).or_insert(spent);
+        *entry = (*entry).min(spent);
+    };
     for _ in 0..2 {
-        bare_best = bare_best.max(bare(&topic, n));
-        rust1 = rust1.max(runtime.block_on(rust_worker(&topic, n, 1)));
-        rust8 = rust8.max(runtime.block_on(rust_worker(&topic, n, 8)));
-        if full && let Some(rate) = python(&topic, n) {
+        let (rate, spent) = bare(&topic, n);
+        bare_best = bare_best.max(rate);
+        least("raw", spent);
+        let (rate, spent) = runtime.block_on(rust_worker(&topic, n, 1));
+        rust1 = rust1.max(rate);
+        least("rust-c1", spent);
+        let (rate, spent) = runtime.block_on(rust_worker(&topic, n, 8));
+        rust8 = rust8.max(rate);
+        least("rust-c8", spent);
+        if full && let Some((rate, spent)) = python(&topic, n) {
             python_best = Some(python_best.unwrap_or(0.0f64).max(rate));
+            if let Some(spent) = spent {
+                least("python", spent);
+            }
         }
     }
     let (bare, python) = (bare_best, python_best);
@@ -502,6 +538,63 @@ fn live(figures_only: bool) {
     ] {
         if let Some(rate) = rate {
             println!("BQ-FIGURE broker kafka consume {who} {rate:.0}");
+        }
+    }
+    for (who, spent) in &cpu {
+        println!(
+            "  {who}: {:.1} µs CPU per record consumed",
+            spent.as_secs_f64() * 1e6 / n as f64
+        );
+        println!("{}", cpu_figure("kafka", who, *spent, n));
+    }
+    if full {
+        latency(&runtime);
+    }
+}
+
+/// The open-loop latency rows (this SDK with its defaults, then the Python SDK) at each load
+/// of [`OPEN_LOOP_LOADS`], each on a topic of its own.
+fn latency(runtime: &tokio::runtime::Runtime) {
+    // `rust-linger0`: the producer's batching linger (librdkafka's `linger.ms`, 5 ms by
+    // default) is the default that trades latency for publishing throughput; the same run
+    // without it.
+    let sides: [(&str, &str); 2] = [("rust", ""), ("rust-linger0", "&linger.ms=0")];
+    for (rate, duration) in OPEN_LOOP_LOADS {
+        let mut best: Vec<Option<OpenLoopRun>> = vec![None; sides.len() + 1];
+        let keep = |slot: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
+            *slot = Some(match slot.take() {
+                Some(b) => b.better(run),
+                None => run,
+            });
+        };
+        for _ in 0..OPEN_LOOP_PASSES {
+            for (at, (_, option)) in sides.iter().enumerate() {
+                let (topic, group_url) = (
+                    unique("open"),
+                    format!("{}?group_id={}{option}", url(), unique("open")),
+                );
+                let run = runtime.block_on(async {
+                    let transport = KafkaTransport::connect(&group_url)
+                        .await
+                        .expect("Kafka is reachable");
+                    open_loop(App::builder(transport).queue(topic), URN, rate, duration).await
+                });
+                keep(&mut best[at], run);
+            }
+            let Some(python) = python_path() else {
+                continue;
+            };
+            let py_url = format!("kafka://{}", brokers());
+            match python_open_loop(&python, &py_url, &unique("open-py"), rate, duration) {
+                Some(run) => keep(&mut best[sides.len()], run),
+                None => println!("kafka: the Python SDK's open loop could not run (see above)"),
+            }
+        }
+        let names = sides.iter().map(|(who, _)| *who).chain(["python"]);
+        for (who, run) in names.zip(best) {
+            if let Some(run) = run {
+                run.print("kafka", who);
+            }
         }
     }
 }

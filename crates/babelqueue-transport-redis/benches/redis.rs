@@ -16,7 +16,14 @@
 //! `rust-c8-prefetch8` with `.prefetch(8)` (only what runs), `rust-c8-prefetch64` with
 //! `.prefetch(64)`. Then the
 //! idle-to-handled latency: the median time from publishing into an empty queue to the waiting
-//! worker's handler starting.
+//! worker's handler starting. Beside each consume rate, the consuming side's CPU-seconds per
+//! 1 000 messages (`BQ-FIGURE broker <name> cpu <who> <s>`: getrusage of this process around the
+//! consume phase; the Python SDK's own process's). Last, the open-loop publish-to-handled
+//! latency at each load of `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK with its defaults and
+//! the Python SDK (`xtask/bench/python_latency.py`), as `BQ-FIGURE latency` lines, with the same
+//! schedule on memory:// first (the `memory` row: the runtime and the machine alone); each load
+//! twice, the three sides' passes in turn, each side's better pass kept.
+//! `BQ_BENCH_ONLY=latency` runs only the open-loop rows.
 
 #![allow(missing_docs, clippy::print_stdout)]
 
@@ -25,8 +32,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use babelqueue_core::{App, Consume, Context, HandlerError};
+use babelqueue_core::{App, Consume, Context, HandlerError, MemoryTransport};
 use babelqueue_envelope::Envelope;
+use babelqueue_testkit::{
+    OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, PythonPeer, cpu_figure, cpu_time, open_loop,
+    python_open_loop,
+};
 use babelqueue_transport_redis::client::Reply;
 use babelqueue_transport_redis::{
     FredClient, Layout, RedisClient, RedisOptions, RedisTransport, layout, scripts,
@@ -58,7 +69,7 @@ async fn rust_round(
     concurrency: usize,
     prefetch: Option<usize>,
     batched: bool,
-) -> (Duration, Duration) {
+) -> Round {
     let queue = format!("bq-bench-{:08x}", fastrand::u32(..));
     let transport = RedisTransport::connect(&url(laravel))
         .await
@@ -92,18 +103,18 @@ async fn rust_round(
         }
     }
     let published = started.elapsed();
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), cpu_time());
     let summary = app
         .consume(Consume::new().max_messages(n).handle_signals(false))
         .await
         .expect("consumed");
     assert_eq!(summary.processed, n);
-    (published, started.elapsed())
+    (published, started.elapsed(), Some(cpu_time() - cpu))
 }
 
 /// The raw loop: the same scripts the transport runs, one message per round trip, no runtime
 /// (publish: RPUSH or the push script; consume: reserve, then settle, per message).
-async fn raw_round(laravel: bool, n: u64) -> (Duration, Duration) {
+async fn raw_round(laravel: bool, n: u64) -> Round {
     let queue = format!("bq-bench-raw-{:08x}", fastrand::u32(..));
     let client: Arc<dyn RedisClient> =
         Arc::new(FredClient::connect(&base_url()).await.expect("connect"));
@@ -140,7 +151,7 @@ async fn raw_round(laravel: bool, n: u64) -> (Duration, Duration) {
         }
     }
     let published = started.elapsed();
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), cpu_time());
     let mut consumed = 0;
     while consumed < n {
         let deadline = layout::deadline_score(
@@ -204,7 +215,7 @@ async fn raw_round(laravel: bool, n: u64) -> (Duration, Duration) {
         consumed += 1;
     }
     assert_eq!(consumed, n);
-    (published, started.elapsed())
+    (published, started.elapsed(), Some(cpu_time() - cpu))
 }
 
 /// Idle-to-handled latency (the testkit's helper): the median over 31 messages.
@@ -219,7 +230,7 @@ async fn idle_latency(laravel: bool) -> Duration {
     babelqueue_testkit::idle_to_handled(builder, URN, 31).await
 }
 
-fn python_round(laravel: bool, n: u64) -> Option<(Duration, Duration)> {
+fn python_round(laravel: bool, n: u64) -> Option<Round> {
     let python = std::env::var_os("BQ_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -243,10 +254,14 @@ fn python_round(laravel: bool, n: u64) -> Option<(Duration, Duration)> {
     Some((
         Duration::from_secs_f64(line["publish_s"].as_f64()?),
         Duration::from_secs_f64(line["consume_s"].as_f64()?),
+        line["consume_cpu_s"].as_f64().map(Duration::from_secs_f64),
     ))
 }
 
-fn print(broker: &str, who: &str, n: u64, (publish, consume): (Duration, Duration)) {
+/// Publish time, consume time, and the consuming side's CPU time when measured.
+type Round = (Duration, Duration, Option<Duration>);
+
+fn print(broker: &str, who: &str, n: u64, (publish, consume, cpu): Round) {
     let (p, c) = (
         n as f64 / publish.as_secs_f64(),
         n as f64 / consume.as_secs_f64(),
@@ -254,6 +269,57 @@ fn print(broker: &str, who: &str, n: u64, (publish, consume): (Duration, Duratio
     println!("{broker}, {who}: publish {p:.0} msg/s, consume+ack {c:.0} msg/s ({n} messages)");
     println!("BQ-FIGURE broker {broker} publish {who} {p:.0}");
     println!("BQ-FIGURE broker {broker} consume {who} {c:.0}");
+    if let Some(cpu) = cpu {
+        println!("{}", cpu_figure(broker, who, cpu, n));
+    }
+}
+
+/// The open-loop latency rows (this SDK with its defaults, then the Python SDK) at each load
+/// of [`OPEN_LOOP_LOADS`], on the reliable layout.
+fn latency(runtime: &tokio::runtime::Runtime) {
+    let python = PythonPeer::interpreter();
+    for (rate, duration) in OPEN_LOOP_LOADS {
+        let (mut memory, mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>, None);
+        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
+            *best = Some(match best.take() {
+                Some(b) => b.better(run),
+                None => run,
+            });
+        };
+        for _ in 0..OPEN_LOOP_PASSES {
+            // The runtime alone (memory://, the same process and schedule): what the machine
+            // and the runtime add before any broker does.
+            let run = runtime.block_on(open_loop(
+                App::builder(MemoryTransport::new()).queue("open"),
+                URN,
+                rate,
+                duration,
+            ));
+            keep(&mut memory, run);
+            let run = runtime.block_on(async {
+                let queue = format!("bq-bench-open-{:08x}", fastrand::u32(..));
+                let transport = RedisTransport::connect(&base_url())
+                    .await
+                    .expect("Redis is reachable");
+                open_loop(App::builder(transport).queue(queue), URN, rate, duration).await
+            });
+            keep(&mut rust, run);
+            let queue = format!("bq-bench-open-py-{:08x}", fastrand::u32(..));
+            match python_open_loop(&python, &base_url(), &queue, rate, duration) {
+                Some(run) => keep(&mut py, run),
+                None => println!("redis: the Python SDK's open loop could not run (see above)"),
+            }
+        }
+        for (row, who, run) in [
+            ("memory", "rust", memory),
+            ("redis", "rust", rust),
+            ("redis", "python", py),
+        ] {
+            if let Some(run) = run {
+                run.print(row, who);
+            }
+        }
+    }
 }
 
 fn main() {
@@ -289,7 +355,7 @@ fn main() {
                 b.to_async(&runtime).iter_custom(|iters| async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        let (p, c) = rust_round(laravel, BATCH, 1, None, false).await;
+                        let (p, c, _) = rust_round(laravel, BATCH, 1, None, false).await;
                         total += p + c;
                     }
                     total
@@ -300,6 +366,11 @@ fn main() {
         criterion.final_summary();
     }
 
+    if std::env::var("BQ_BENCH_ONLY").as_deref() == Ok("latency") {
+        // Only the open-loop rows, for tuning and `perf record`.
+        latency(&runtime);
+        return;
+    }
     if figures_only || std::env::args().any(|a| a == "--bench") {
         let n: u64 = std::env::var("BQ_BENCH_MESSAGES")
             .ok()
@@ -343,5 +414,6 @@ fn main() {
                 None => println!("{broker}: the Python SDK could not run (see above)"),
             }
         }
+        latency(&runtime);
     }
 }

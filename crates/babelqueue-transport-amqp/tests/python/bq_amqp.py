@@ -13,6 +13,7 @@ crate's interop tests and benchmark. Every command prints JSON lines on stdout.
 """
 
 import json
+import resource
 import sys
 import time
 
@@ -129,9 +130,21 @@ def bench(argv):
     for i in range(n):
         app.publish("urn:babel:bench:ping", {"i": i, "total": 99.9})
     published = time.perf_counter()
+    cpu = _cpu_seconds()
     app.consume(max_messages=n, timeout=1.0, handle_signals=False)
     done = time.perf_counter()
-    print(json.dumps({"n": count[0], "publish_s": published - started, "consume_s": done - published}), flush=True)
+    print(json.dumps({
+        "n": count[0],
+        "publish_s": published - started,
+        "consume_s": done - published,
+        "consume_cpu_s": _cpu_seconds() - cpu,
+    }), flush=True)
+
+
+def _cpu_seconds():
+    """This process's CPU time (user + system, getrusage), as the Rust side measures its own."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ as JSON lines on stdout, diagnostics go to stderr.
 """
 
 import json
+import resource
 import logging
 import sys
 import time
@@ -119,13 +120,21 @@ def bench(brokers, topic, count, group):
     # The first poll joins the group; time only the steady state after the first record.
     first = app.consume(topic, max_messages=1, timeout=5.0, handle_signals=False)
     started = time.perf_counter()
+    cpu = _cpu_seconds()
     processed = 0
     stop = time.monotonic() + 600
     while first + processed < want and time.monotonic() < stop:
         processed += app.consume(topic, max_messages=want - first - processed, timeout=2.0, handle_signals=False)
     elapsed = time.perf_counter() - started
+    cpu = _cpu_seconds() - cpu
     t.close()
-    emit({"messages": processed, "seconds": elapsed})
+    emit({"messages": processed, "seconds": elapsed, "cpu_s": cpu})
+
+
+def _cpu_seconds():
+    """This process's CPU time (user + system, getrusage), as the Rust side measures its own."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def bench_publish(brokers, topic, count):

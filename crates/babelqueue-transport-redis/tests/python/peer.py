@@ -7,10 +7,12 @@ benchmarks as the interop peer. Every command prints JSON lines on stdout.
         --fail-urn URN            handle this URN with a handler that raises
         --max-attempts N  --dead-letter  --timeout SECONDS
   drain URL QUEUE                                  one {"body": <raw text>} line per message, acked
-  bench URL QUEUE N                                publish N, consume N (no-op), {"publish_s","consume_s"}
+  bench URL QUEUE N                                publish N, consume N (no-op),
+                                                   {"publish_s","consume_s","consume_cpu_s"}
 """
 import argparse
 import json
+import resource
 import sys
 import time
 
@@ -96,9 +98,21 @@ def bench(args):
     for _ in range(args.n):
         app.publish("urn:babel:bench:noop", data)
     published = time.perf_counter()
+    cpu = cpu_seconds()
     app.consume(max_messages=args.n, timeout=1.0, handle_signals=False)
     done = time.perf_counter()
-    line({"publish_s": published - started, "consume_s": done - published, "handled": handled[0]})
+    line({
+        "publish_s": published - started,
+        "consume_s": done - published,
+        "consume_cpu_s": cpu_seconds() - cpu,
+        "handled": handled[0],
+    })
+
+
+def cpu_seconds():
+    """This process's CPU time (user + system, getrusage), as the Rust side measures its own."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main():
