@@ -97,8 +97,9 @@ pub(crate) fn problems() -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// `--package` names plus the workspace crates they need (normal and build dependencies,
-/// transitively); every published crate when none is named.
+/// `--package` names plus the workspace crates they need, transitively: every kind of
+/// dependency, since a versioned dev-dependency stays in the published manifest and `cargo
+/// package` resolves it. Every published crate when none is named.
 fn selection(metadata: &Value, named: &[String]) -> Result<Vec<String>, String> {
     let published = publish::published(metadata);
     if named.is_empty() {
@@ -118,7 +119,7 @@ fn selection(metadata: &Value, named: &[String]) -> Result<Vec<String>, String> 
             .flatten()
             .filter(|p| p["name"] == name)
             .flat_map(|p| p["dependencies"].as_array().into_iter().flatten())
-            .filter(|d| d["kind"].is_null() || d["kind"] == "build")
+            .filter(|d| d["req"] != "*")
             .filter_map(|d| d["name"].as_str())
             .filter(|d| published.iter().any(|p| p == d))
             .map(str::to_owned)
