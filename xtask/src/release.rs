@@ -136,8 +136,49 @@ fn selection(metadata: &Value, named: &[String]) -> Result<Vec<String>, String> 
     Ok(published.into_iter().filter(|p| seen.contains(p)).collect())
 }
 
+/// Removes what an earlier verify left unpacked of `crates` at `version`. The verify build
+/// reads the packages through a local registry (`<target>/package/tmp-registry`) that Cargo
+/// unpacks into `$CARGO_HOME/registry/src/-<hash>/`, and it reuses a directory unpacked there
+/// before: a second run with the same version would build a crate's dependents against the
+/// first run's sources. Only `<crate>-<version>` directories of this workspace's crates, in
+/// local-registry directories (their names start with `-`), are removed.
+fn clear_unpacked(crates: &[String], version: &str) {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry").join("src")) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(&src) else {
+        return;
+    };
+    for dir in entries.flatten() {
+        if !dir.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for c in crates {
+            let stale = dir.path().join(format!("{c}-{version}"));
+            if stale.is_dir() {
+                let _ = std::fs::remove_dir_all(&stale);
+            }
+        }
+    }
+}
+
 /// `cargo package` of `crates`, with or without the verify build.
 pub(crate) fn package(crates: &[String], verify: bool) -> Result<(), String> {
+    if verify {
+        let version = publish::metadata()
+            .ok()
+            .and_then(|m| {
+                m["packages"]
+                    .as_array()
+                    .and_then(|p| p.iter().find(|p| publish::is_published(p)))
+                    .and_then(|p| p["version"].as_str().map(str::to_owned))
+            })
+            .unwrap_or_default();
+        clear_unpacked(crates, &version);
+    }
     let mut cmd = cargo();
     cmd.arg("package");
     if !verify {
