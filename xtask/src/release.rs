@@ -165,6 +165,26 @@ fn clear_unpacked(crates: &[String], version: &str) {
     }
 }
 
+/// Removes the build fingerprints of the workspace's crates (`<target>/debug/.fingerprint/
+/// babelqueue-*`). Cargo takes a registry package for immutable and fingerprints it by its
+/// version alone, so the verify build would reuse what an earlier verify compiled from the
+/// earlier sources of the same version. The next ordinary build recompiles these crates once.
+fn clear_fingerprints() {
+    let dir = target_dir().join("debug").join(".fingerprint");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("babelqueue")
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// `cargo package` of `crates`, with or without the verify build.
 pub(crate) fn package(crates: &[String], verify: bool) -> Result<(), String> {
     if verify {
@@ -178,6 +198,7 @@ pub(crate) fn package(crates: &[String], verify: bool) -> Result<(), String> {
             })
             .unwrap_or_default();
         clear_unpacked(crates, &version);
+        clear_fingerprints();
     }
     let mut cmd = cargo();
     cmd.arg("package");
