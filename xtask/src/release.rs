@@ -97,8 +97,9 @@ pub(crate) fn problems() -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// `--package` names plus the workspace crates they need (normal and build dependencies,
-/// transitively); every published crate when none is named.
+/// `--package` names plus the workspace crates they need, transitively: every kind of
+/// dependency, since a versioned dev-dependency stays in the published manifest and `cargo
+/// package` resolves it. Every published crate when none is named.
 fn selection(metadata: &Value, named: &[String]) -> Result<Vec<String>, String> {
     let published = publish::published(metadata);
     if named.is_empty() {
@@ -118,7 +119,7 @@ fn selection(metadata: &Value, named: &[String]) -> Result<Vec<String>, String> 
             .flatten()
             .filter(|p| p["name"] == name)
             .flat_map(|p| p["dependencies"].as_array().into_iter().flatten())
-            .filter(|d| d["kind"].is_null() || d["kind"] == "build")
+            .filter(|d| d["req"] != "*")
             .filter_map(|d| d["name"].as_str())
             .filter(|d| published.iter().any(|p| p == d))
             .map(str::to_owned)
@@ -135,8 +136,70 @@ fn selection(metadata: &Value, named: &[String]) -> Result<Vec<String>, String> 
     Ok(published.into_iter().filter(|p| seen.contains(p)).collect())
 }
 
+/// Removes what an earlier verify left unpacked of `crates` at `version`. The verify build
+/// reads the packages through a local registry (`<target>/package/tmp-registry`) that Cargo
+/// unpacks into `$CARGO_HOME/registry/src/-<hash>/`, and it reuses a directory unpacked there
+/// before: a second run with the same version would build a crate's dependents against the
+/// first run's sources. Only `<crate>-<version>` directories of this workspace's crates, in
+/// local-registry directories (their names start with `-`), are removed.
+fn clear_unpacked(crates: &[String], version: &str) {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry").join("src")) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(&src) else {
+        return;
+    };
+    for dir in entries.flatten() {
+        if !dir.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for c in crates {
+            let stale = dir.path().join(format!("{c}-{version}"));
+            if stale.is_dir() {
+                let _ = std::fs::remove_dir_all(&stale);
+            }
+        }
+    }
+}
+
+/// Removes the build fingerprints of the workspace's crates (`<target>/debug/.fingerprint/
+/// babelqueue-*`). Cargo takes a registry package for immutable and fingerprints it by its
+/// version alone, so the verify build would reuse what an earlier verify compiled from the
+/// earlier sources of the same version. The next ordinary build recompiles these crates once.
+fn clear_fingerprints() {
+    let dir = target_dir().join("debug").join(".fingerprint");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("babelqueue")
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// `cargo package` of `crates`, with or without the verify build.
 pub(crate) fn package(crates: &[String], verify: bool) -> Result<(), String> {
+    if verify {
+        let version = publish::metadata()
+            .ok()
+            .and_then(|m| {
+                m["packages"]
+                    .as_array()
+                    .and_then(|p| p.iter().find(|p| publish::is_published(p)))
+                    .and_then(|p| p["version"].as_str().map(str::to_owned))
+            })
+            .unwrap_or_default();
+        clear_unpacked(crates, &version);
+        clear_fingerprints();
+    }
     let mut cmd = cargo();
     cmd.arg("package");
     if !verify {
@@ -321,8 +384,9 @@ fn semver(
             "--baseline-root",
         ])
         .arg(&baseline);
-        if let Err(e) = status(cmd) {
-            broken.push(format!("{name}: {e}"));
+        // Its report (above) says what changed; the command line adds nothing to it.
+        if status(cmd).is_err() {
+            broken.push(name);
         }
     }
     if broken.is_empty() {
@@ -332,9 +396,9 @@ fn semver(
         Ok(())
     } else {
         Err(format!(
-            "the API changed in a way the version does not allow (raise the version, or \
-             `--rebaseline` once the release is cut):\n{}",
-            broken.join("\n")
+            "cargo semver-checks found a change the version does not allow in {} (its report is \
+             above): raise the version, or keep the API",
+            broken.join(", ")
         ))
     }
 }
