@@ -464,16 +464,17 @@ async fn consume_takes_the_configuration_pages_knobs() {
         "released with a 30 s delay"
     );
 
-    // Naming a dead-letter queue without dead-lettering, or a jitter that does not exist,
-    // is a usage error.
+    // A jitter that does not exist, or a concurrency that is not a number, is a usage error.
+    // (A dead-letter queue named without --dead-letter is not: dead-lettering may come from
+    // the environment, BABELQUEUE_DEAD_LETTER.)
     for args in [
         &[
             "consume",
             "memory://",
             "--queue",
             "q",
-            "--dead-letter-queue",
-            "x",
+            "--concurrency",
+            "many",
         ][..],
         &[
             "consume",
