@@ -249,23 +249,16 @@ fn cli_run(cli: &Path, target: &Target, url: &str, queue: &str, count: u64) -> R
             printed.len()
         ));
     }
-    let landed = measure::tally(
+    landed_run(
+        "babelqueue publish",
         &printed,
-        drain(cli, url, queue, target.drain_idle)?
-            .iter()
-            .map(String::as_str),
-    );
-    println!(
-        "  babelqueue publish: {:.0} msgs/s, {:.2} s, {} on the queue",
-        count as f64 / cost.wall,
-        cost.wall,
-        landed.distinct
-    );
-    Ok(Run {
-        rate: count as f64 / cost.wall,
+        cli,
+        target,
+        url,
+        queue,
+        count,
         cost,
-        landed,
-    })
+    )
 }
 
 /// The same windows through the library alone (`App::publish_batch` by 1 024, the process of
@@ -289,23 +282,43 @@ fn library_run(
         .lines()
         .filter_map(|l| l.strip_prefix("id ").map(str::to_owned))
         .collect();
-    let landed = measure::tally(
+    landed_run(
+        "library publish_batch",
         &printed,
-        drain(cli, url, &queue, target.drain_idle)?
+        cli,
+        target,
+        url,
+        &queue,
+        count,
+        cost,
+    )
+}
+
+/// Drains `queue`, tallies what landed against the `printed` ids, prints the line of `who` and
+/// gives the run.
+#[allow(clippy::too_many_arguments)]
+fn landed_run(
+    who: &str,
+    printed: &BTreeSet<String>,
+    cli: &Path,
+    target: &Target,
+    url: &str,
+    queue: &str,
+    count: u64,
+    cost: measure::Cost,
+) -> Result<Run, String> {
+    let landed = measure::tally(
+        printed,
+        drain(cli, url, queue, target.drain_idle)?
             .iter()
             .map(String::as_str),
     );
+    let rate = count as f64 / cost.wall;
     println!(
-        "  library publish_batch: {:.0} msgs/s, {:.2} s, {} on the queue",
-        count as f64 / cost.wall,
-        cost.wall,
-        landed.distinct
+        "  {who}: {rate:.0} msgs/s, {:.2} s, {} on the queue",
+        cost.wall, landed.distinct
     );
-    Ok(Run {
-        rate: count as f64 / cost.wall,
-        cost,
-        landed,
-    })
+    Ok(Run { rate, cost, landed })
 }
 
 /// The Python SDK publishing `count` envelopes one by one; the drain counts what landed (the

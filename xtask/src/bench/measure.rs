@@ -17,6 +17,15 @@ const TICKS_PER_SECOND: f64 = 100.0;
 
 /// The fields of a `/proc/<pid>/stat` line after the command name (which may hold spaces):
 /// index 0 is field 3 (`state`).
+/// A comma-separated list of positive numbers (`1,2,4`); `None` when any item is not one.
+pub(crate) fn positive_list<T: std::str::FromStr + Default + PartialOrd>(
+    text: &str,
+) -> Option<Vec<T>> {
+    text.split(',')
+        .map(|item| item.trim().parse().ok().filter(|n| *n > T::default()))
+        .collect()
+}
+
 fn stat_fields(text: &str) -> Vec<&str> {
     text.rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
@@ -362,6 +371,15 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_of_positive_numbers_is_read_and_anything_else_refused() {
+        assert_eq!(positive_list::<u32>("1,2, 4"), Some(vec![1, 2, 4]));
+        assert_eq!(positive_list::<usize>("100"), Some(vec![100]));
+        assert_eq!(positive_list::<u32>("1,0"), None);
+        assert_eq!(positive_list::<u32>("1,x"), None);
+        assert_eq!(positive_list::<u32>(""), None);
+    }
 
     #[test]
     fn stat_lines_are_read_after_the_command_name() {

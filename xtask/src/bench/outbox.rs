@@ -54,10 +54,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "--count" => count = value()?.parse().map_err(|_| "--count: a number")?,
             "--broker" => wanted.push(value()?.clone()),
             "--batches" => {
-                batches = value()?
-                    .split(',')
-                    .map(|b| b.parse().ok().filter(|b| *b > 0))
-                    .collect::<Option<Vec<usize>>>()
+                batches = measure::positive_list(value()?)
                     .ok_or("--batches: a list like 100,500,1000")?;
             }
             other => return Err(format!("unknown option {other:?}")),

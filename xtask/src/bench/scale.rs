@@ -116,11 +116,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "--cap" => cap = value()?.parse().map_err(|_| "--cap: seconds")?,
             "--broker" => wanted.push(value()?.clone()),
             "--processes" => {
-                processes = value()?
-                    .split(',')
-                    .map(|p| p.parse().ok().filter(|p| *p > 0))
-                    .collect::<Option<Vec<u32>>>()
-                    .ok_or("--processes: a list like 1,2,4")?;
+                processes =
+                    measure::positive_list(value()?).ok_or("--processes: a list like 1,2,4")?;
             }
             other => return Err(format!("unknown option {other:?}")),
         }
