@@ -434,6 +434,11 @@ pub(crate) struct ServeArgs {
     /// Seconds between two readings of every queue's stats (the chart's resolution).
     #[arg(long, default_value_t = 15.0)]
     pub(crate) sample_every: f64,
+    /// A worker's metrics endpoint to scrape for rates (repeatable): the address a worker's
+    /// `consume --metrics-listen` serves, as HOST:PORT or an http(s) URL. The overview then
+    /// shows each queue's consumed and failed messages per second.
+    #[arg(long = "worker-metrics", value_name = "URL", value_parser = babelqueue_console::WorkerEndpoint::parse)]
+    pub(crate) worker_metrics: Vec<babelqueue_console::WorkerEndpoint>,
 }
 
 fn parse_header(text: &str) -> Result<(String, String), String> {

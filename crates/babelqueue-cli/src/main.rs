@@ -13,7 +13,7 @@
 //! babelqueue dlq redrive [URL] --queue Q [--dlq NAME] [--max N] [--dry-run] [--select URN] [--to QUEUE] [--output json|human]
 //! babelqueue stats [URL] --queue Q [--queue Q2]... [--output json|human] [--json]
 //! babelqueue inspect [FILE|-] [--output json|human]
-//! babelqueue serve URL... --queue Q [--queue Q2]... [--listen 127.0.0.1:8025] [--read-only] [--sample-every SECS]
+//! babelqueue serve URL... --queue Q [--queue Q2]... [--listen 127.0.0.1:8025] [--read-only] [--sample-every SECS] [--worker-metrics HOST:PORT]...
 //! babelqueue completions bash|zsh|fish|elvish|powershell
 //! babelqueue kafka reinject [URL] --topic T [--topic T2]... [--tiers MS,...] [--max N] [--idle-timeout SECS]
 //! ```

@@ -31,7 +31,8 @@ pub(crate) async fn run(session: &Session, args: ServeArgs) -> CliResult {
         let console = Console::new(sources)
             .read_only(args.read_only)
             .token(token)
-            .sample_every(every);
+            .sample_every(every)
+            .workers(args.worker_metrics.clone());
         // Refuse an open listener before binding it.
         console
             .check_listen(args.listen)
@@ -41,9 +42,10 @@ pub(crate) async fn run(session: &Session, args: ServeArgs) -> CliResult {
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         session.io().note(format!(
-            "babelqueue console on http://{addr}/ ({} broker(s), {} queue(s){}); Ctrl-C stops it",
+            "babelqueue console on http://{addr}/ ({} broker(s), {} queue(s), {} worker(s) scraped{}); Ctrl-C stops it",
             args.urls.len(),
             args.queues.len(),
+            args.worker_metrics.len(),
             if args.read_only { ", read-only" } else { "" }
         ));
         let shutdown = session.shutdown().clone();

@@ -1,5 +1,6 @@
 //! `babelqueue serve`: an open listener without a token is refused before it binds; the binary
-//! serves the console on a loopback port until SIGTERM.
+//! serves the console on a loopback port until SIGTERM, scraping the workers given with
+//! `--worker-metrics`.
 
 mod common;
 
@@ -81,4 +82,93 @@ fn the_binary_serves_the_console_until_it_is_terminated() {
         .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(143));
+}
+
+/// A worker's `/metrics` as `consume --metrics-listen` serves it (one counter), on a free
+/// loopback port, answering every request until the test ends.
+fn fake_worker() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let body = "# TYPE messaging_client_consumed_messages_total counter\n\
+                messaging_client_consumed_messages_total{messaging_system=\"babelqueue\",\
+                messaging_destination_name=\"orders\",messaging_babelqueue_outcome=\"acked\"} 42\n";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn the_binary_scrapes_the_workers_it_is_given() {
+    let port = free_port();
+    let worker = fake_worker();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_babelqueue"))
+        .args([
+            "serve",
+            "memory://",
+            "--queue",
+            "orders",
+            "--sample-every",
+            "1",
+        ])
+        .arg("--worker-metrics")
+        .arg(format!("127.0.0.1:{worker}"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env_remove("BABELQUEUE_ADMIN_TOKEN")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        if let Some(text) = http_get(port, "/api/v1/queues")
+            && text.contains("\"consumed_total\":42")
+        {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the console never showed the worker's count"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(answer.contains("\"workers\":1"), "{answer}");
+    let workers = http_get(port, "/api/v1/workers").unwrap();
+    assert!(
+        workers.contains(&format!("http://127.0.0.1:{worker}/metrics")),
+        "{workers}"
+    );
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+}
+
+#[tokio::test]
+async fn a_worker_endpoint_that_is_not_http_is_a_usage_error() {
+    let memory = MemoryTransport::new();
+    let ran = run_memory(
+        &memory,
+        &[
+            "serve",
+            "memory://",
+            "--queue",
+            "orders",
+            "--worker-metrics",
+            "redis://127.0.0.1:6379",
+        ],
+    )
+    .await;
+    assert_eq!(ran.status, 2, "{ran:?}");
+    assert!(ran.stderr.contains("not an http(s) URL"), "{ran:?}");
 }

@@ -74,6 +74,7 @@ mod tests {
             ready: Some(10),
             in_flight: None,
             dead_letter: None,
+            consumed_per_sec: None,
         }];
         let line = polyline(&points, |p| p.ready, now, 10);
         assert_eq!(line, format!("{WIDTH},0"));
@@ -90,6 +91,7 @@ mod tests {
             ready: Some(2),
             in_flight: None,
             dead_letter: None,
+            consumed_per_sec: None,
         }];
         let svg = chart(&points).into_string();
         assert!(svg.contains("<circle class=\"ready\""), "{svg}");

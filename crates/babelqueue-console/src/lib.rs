@@ -49,6 +49,7 @@ mod sampler;
 mod scan;
 mod security;
 mod view;
+mod workers;
 
 pub use actions::{ActionReport, ItemResult, RedriveRequest, RemoveRequest, RetryRequest};
 pub use api::ApiDoc;
@@ -58,9 +59,11 @@ pub use sampler::Point;
 pub use scan::{Group, Groups, Page};
 pub use security::TOKEN_ENV;
 pub use view::{EntryDetail, EntryView, Filter, Member};
+pub use workers::WorkerEndpoint;
 
 use sampler::History;
 use security::Sessions;
+use workers::Workers;
 
 /// One broker the console shows: its transport and the queues it watches.
 #[derive(Clone)]
@@ -166,6 +169,7 @@ pub(crate) struct Inner {
     pub(crate) history: History,
     pub(crate) sample_every: Duration,
     pub(crate) metrics: prom::Gauges,
+    pub(crate) workers: Workers,
 }
 
 /// How often the sampler reads every queue's stats by default.
@@ -175,15 +179,24 @@ impl Console {
     /// A console over `sources`: read-write, no token (loopback only), sampled every
     /// [`DEFAULT_SAMPLE_EVERY`].
     pub fn new(sources: Vec<Source>) -> Console {
-        Console::build(sources, false, None, DEFAULT_SAMPLE_EVERY)
+        Console::build(
+            sources,
+            Settings {
+                read_only: false,
+                token: None,
+                sample_every: DEFAULT_SAMPLE_EVERY,
+                workers: Vec::new(),
+            },
+        )
     }
 
-    fn build(
-        sources: Vec<Source>,
-        read_only: bool,
-        token: Option<security::Token>,
-        sample_every: Duration,
-    ) -> Console {
+    fn build(sources: Vec<Source>, settings: Settings) -> Console {
+        let Settings {
+            read_only,
+            token,
+            sample_every,
+            workers,
+        } = settings;
         let queues = sources.iter().map(|s| s.queues.len()).sum();
         Console {
             inner: Arc::new(Inner {
@@ -194,6 +207,7 @@ impl Console {
                 sessions: Sessions::default(),
                 sample_every,
                 metrics: prom::Gauges::new(),
+                workers: Workers::new(workers),
             }),
         }
     }
@@ -205,18 +219,14 @@ impl Console {
             read_only: self.inner.read_only,
             token: self.inner.token.clone(),
             sample_every: self.inner.sample_every,
+            workers: self.inner.workers.endpoints().to_vec(),
         };
         f(&mut settings);
         let sources = match Arc::try_unwrap(self.inner) {
             Ok(inner) => inner.sources,
             Err(shared) => shared.sources.clone(),
         };
-        Console::build(
-            sources,
-            settings.read_only,
-            settings.token,
-            settings.sample_every,
-        )
+        Console::build(sources, settings)
     }
 
     /// Refuses every action (retry, remove, redrive) when `on`.
@@ -240,6 +250,13 @@ impl Console {
     #[must_use]
     pub fn sample_every(self, every: Duration) -> Console {
         self.rebuild(|s| s.sample_every = every.max(Duration::from_millis(10)))
+    }
+
+    /// Scrapes these workers' `/metrics` whenever it samples the queues, for each queue's
+    /// consumed, failed and dead-lettered messages per second (`--worker-metrics`).
+    #[must_use]
+    pub fn workers(self, endpoints: Vec<WorkerEndpoint>) -> Console {
+        self.rebuild(|s| s.workers = endpoints)
     }
 
     /// Whether `addr` may be listened on with this console's settings: a non-loopback address
@@ -320,4 +337,5 @@ struct Settings {
     read_only: bool,
     token: Option<security::Token>,
     sample_every: Duration,
+    workers: Vec<WorkerEndpoint>,
 }

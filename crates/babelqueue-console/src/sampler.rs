@@ -25,6 +25,9 @@ pub struct Point {
     pub in_flight: Option<u64>,
     /// Dead letters, when the broker says.
     pub dead_letter: Option<u64>,
+    /// Deliveries the workers settled per second (`--worker-metrics`), when they report
+    /// the queue.
+    pub consumed_per_sec: Option<f64>,
 }
 
 /// The rings, one per watched queue in source order.
@@ -82,6 +85,7 @@ pub(crate) fn index(console: &Console, source: usize, queue: &str) -> Option<usi
 
 /// Reads every queue's stats once into the history and the gauges.
 pub(crate) async fn sample(console: &Console) {
+    console.inner.workers.scrape().await;
     let mut n = 0;
     for source in console.sources() {
         for queue in source.queues() {
@@ -97,6 +101,11 @@ pub(crate) async fn sample(console: &Console) {
                         ready: stats.ready,
                         in_flight: stats.in_flight,
                         dead_letter: stats.dead_letter,
+                        consumed_per_sec: console
+                            .inner
+                            .workers
+                            .queue(&queue.name)
+                            .and_then(|r| r.consumed_per_sec),
                     },
                 );
             }
@@ -131,6 +140,7 @@ mod tests {
                     ready: Some(i),
                     in_flight: None,
                     dead_letter: None,
+                    consumed_per_sec: None,
                 },
             );
         }

@@ -18,6 +18,7 @@ use crate::sampler::{self, Point};
 use crate::scan::{self, Group, Groups, Page};
 use crate::security::Auth;
 use crate::view::{EntryDetail, EntryView, Filter, Member};
+use crate::workers::{QueueRates, WorkerStatus};
 
 mod queues;
 
@@ -36,6 +37,7 @@ pub(crate) use queues::{QueueRow, rows};
     ),
     paths(
         queues::list_queues,
+        workers,
         session,
         dead_letters,
         dead_letter,
@@ -47,6 +49,8 @@ pub(crate) use queues::{QueueRow, rows};
     ),
     components(schemas(
         QueueRow,
+        QueueRates,
+        WorkerStatus,
         SessionInfo,
         Page,
         EntryView,
@@ -297,6 +301,13 @@ async fn redrive(
     ))
 }
 
+/// The workers' metrics endpoints (`--worker-metrics`) and what each said last.
+#[utoipa::path(get, path = "/api/v1/workers", tag = "queues",
+    responses((status = 200, body = [WorkerStatus])))]
+async fn workers(State(console): State<Console>) -> Json<Vec<WorkerStatus>> {
+    Json(console.inner.workers.statuses())
+}
+
 async fn openapi() -> impl IntoResponse {
     match ApiDoc::openapi().to_pretty_json() {
         Ok(json) => (
@@ -313,6 +324,7 @@ pub(crate) fn routes() -> Router<Console> {
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/session", get(session))
         .route("/api/v1/queues", get(queues::list_queues))
+        .route("/api/v1/workers", get(workers))
         .route(
             "/api/v1/queues/{source}/{queue}/dead-letters",
             get(dead_letters),

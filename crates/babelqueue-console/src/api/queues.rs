@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 
 use crate::Console;
 use crate::scan;
+use crate::workers::QueueRates;
 
 /// One watched queue. A figure the broker does not report is `null`, never 0.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -37,6 +38,8 @@ pub(crate) struct QueueRow {
     pub(crate) stats_source: Option<String>,
     /// Why there are no figures, when there are none.
     pub(crate) error: Option<String>,
+    /// What the workers report of this queue (`--worker-metrics`); `null` when none does.
+    pub(crate) rates: Option<QueueRates>,
 }
 
 /// Every watched queue, in order, with its stats read now.
@@ -58,6 +61,7 @@ pub(crate) async fn rows(console: &Console) -> Vec<QueueRow> {
                 oldest_age_secs: None,
                 stats_source: None,
                 error: None,
+                rates: console.inner.workers.queue(&queue.name),
             };
             match scan::stats(source, queue).await {
                 Ok(Some(stats)) => {
