@@ -31,10 +31,12 @@
 //! | a queue `q` | a stream `<stream_prefix><token(q)>` (work-queue retention: a message is removed when acknowledged) holding the one subject `<subject_prefix>.<token(q)>`; created on first use |
 //! | the queue name in a stream name or subject | `projection::token`: ASCII letters, digits and `-` as they are, `_` as `__`, any other byte as `_XX` (`orders.dlq` → `orders_2Edlq`), so every queue name is valid and names one stream |
 //! | `publish` | a JetStream publish, body byte for byte, waiting for the stream's acknowledgement |
+//! | `publish_batch` ([`BatchPublisher`](babelqueue_transport::BatchPublisher)) | up to 256 JetStream publishes in flight, every one waiting for the stream's acknowledgement |
 //! | publish with headers ([`Sends::headers`](babelqueue_transport::Sends::headers)) | the same with NATS headers |
 //! | `pop` | one pull request for one message on the stream's durable pull consumer (`consumer=`, explicit acks, `AckWait` = `ack_wait`, no `MaxDeliver`) |
 //! | the facts of a delivery | `num_delivered − 1` as [`Count::Redelivered`](babelqueue_transport::Count::Redelivered), the `bq-schema-version` header as the declared version, every header but JetStream's `Nats-*` as a header |
-//! | `ack` | `+ACK`, confirmed by the server |
+//! | `receive` (several at once) | the first as `pop` takes it, then one no-wait pull (`fetch`) for what the consumer has at hand, up to the room the consume loop has: 4 per handler slot by default ([`Capabilities::prefetch_per_slot`](babelqueue_transport::Capabilities::prefetch_per_slot)); one that waited for a slot past `ack_wait` is not started ([`HoldChecker`](babelqueue_transport::HoldChecker)) |
+//! | `ack` | `+ACK`, confirmed by the server; a batch's `+ACK`s sent together ([`BatchAcker`](babelqueue_transport::BatchAcker)) |
 //! | retry, release ([`Redeliverer`](babelqueue_transport::Redeliverer), native) | `-NAK` with the back-off as its delay: the original comes back, bytes and headers unchanged, its count one higher ([`keeps_original`](babelqueue_transport::Redeliverer::keeps_original)); when that count would not give the `attempts` the runtime counted (a body ahead of the count), the runtime does not ask for the NAK: it publishes its body with the headers and acknowledges the original |
 //! | rewind ([`Rewinder`](babelqueue_transport::Rewinder)) | `-NAK` (back first); `rewind_behind`: a copy at the tail (headers kept, the attempts JetStream counted carried in the body), then `+ACK` |
 //! | an unsettled delivery | back after `ack_wait` (a consumer that went away, a handler still running) |
@@ -69,6 +71,8 @@ mod inspect;
 // an application should build on (the options it holds are re-exported below).
 #[doc(hidden)]
 pub mod projection;
+mod publish_batch;
+mod receive;
 mod servers;
 mod stats;
 mod transport;

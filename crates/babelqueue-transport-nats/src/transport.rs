@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull};
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
@@ -24,11 +24,14 @@ use crate::error::NatsError;
 use crate::inspect::Wire;
 use crate::projection::{self, NatsOptions, Storage};
 
-const LOG: &str = "babelqueue::nats";
+pub(crate) const LOG: &str = "babelqueue::nats";
 
 /// What a delivery keeps for its settlement, and JetStream's metadata of it.
 pub(crate) struct Handle {
-    acker: Acker,
+    pub(crate) acker: Acker,
+    /// When it was received ([`HoldChecker`](babelqueue_transport::HoldChecker): held for
+    /// `ack_wait` from then).
+    pub(crate) received: Instant,
     /// The stream and consumer sequences, JetStream's `num_delivered` (1 on the first
     /// delivery), the pending count and the publish time.
     pub(crate) wire: Wire,
@@ -236,7 +239,7 @@ impl NatsTransport {
     }
 
     /// The subject of `queue`, its stream made sure of.
-    async fn subject(&self, queue: &str) -> Result<String, NatsError> {
+    pub(crate) async fn subject(&self, queue: &str) -> Result<String, NatsError> {
         let subject = self.inner.options.subject(queue)?;
         if !lock(&self.inner.streams).contains(queue) {
             self.ensure_stream(queue).await?;
@@ -246,7 +249,7 @@ impl NatsTransport {
 
     /// The durable pull consumer of `queue` (created or updated to the configured ack wait the
     /// first time).
-    async fn consumer(&self, queue: &str) -> Result<PullConsumer, NatsError> {
+    pub(crate) async fn consumer(&self, queue: &str) -> Result<PullConsumer, NatsError> {
         if let Some(consumer) = lock(&self.inner.consumers).get(queue) {
             return Ok(consumer.clone());
         }
@@ -344,7 +347,11 @@ impl NatsTransport {
             .with_headers(headers)
             .with_declared_version(declared)
             .with_count(projection::count(wire.delivered))
-            .with_handle(Handle { acker, wire }))
+            .with_handle(Handle {
+                acker,
+                received: Instant::now(),
+                wire,
+            }))
     }
 }
 
@@ -452,6 +459,25 @@ impl Transport for NatsTransport {
         }
     }
 
+    /// The first delivery as [`pop`](Transport::pop) takes it (one pull, waiting up to
+    /// `timeout`), then, when there is room for more, what the consumer has at hand, up to
+    /// `max` in all, from one no-wait pull ([`take_ready`](NatsTransport::take_ready)).
+    async fn receive(
+        &self,
+        queue: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Delivery>, TransportError> {
+        let Some(first) = self.pop(queue, timeout).await? else {
+            return Ok(Vec::new());
+        };
+        let mut out = vec![first];
+        if max > 1 {
+            self.take_ready(queue, max - 1, &mut out).await;
+        }
+        Ok(out)
+    }
+
     /// `+ACK`, confirmed by the server (JetStream removes the message from the work queue).
     async fn ack(&self, delivery: &Delivery) -> Result<(), TransportError> {
         handle(delivery)?
@@ -486,11 +512,22 @@ impl Transport for NatsTransport {
             .sends(Sends::body_only().headers().facts())
             .redelivery(Redelivery::Native(self))
             .rewind(self)
+            .batch_ack(self)
+            .batch_publish(self)
+            .hold_check(self)
+            .prefetch_per_slot(PREFETCH_PER_SLOT)
             .browse(self)
             .inspect(self)
             .stats(self)
     }
 }
+
+/// Deliveries the runtime holds per handler slot by default
+/// ([`Capabilities::prefetch_per_slot`]): a receive then takes up to four per slot in two
+/// round trips (a waiting pull for the first, a no-wait pull for the rest) instead of one round
+/// trip per message. They wait for a slot only while handlers finish at once, and one that
+/// waited past `ack_wait` is refused ([`HoldChecker`](babelqueue_transport::HoldChecker)).
+const PREFETCH_PER_SLOT: usize = 4;
 
 #[async_trait]
 impl Redeliverer for NatsTransport {

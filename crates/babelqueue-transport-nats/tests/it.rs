@@ -822,3 +822,98 @@ async fn a_pull_waiting_when_the_connection_drops_ends_at_once() {
         killed.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_receive_takes_what_is_at_hand_and_a_batch_ack_confirms_them_all() {
+    let Some(t) = nats_with("ack_wait=1").await else {
+        return;
+    };
+    let q = queue("receive");
+    purge(&t, &q).await;
+    for n in 0..10 {
+        t.publish(&q, format!("{{\"n\":{n}}}").as_bytes())
+            .await
+            .unwrap();
+    }
+    let caps = t.capabilities();
+    assert_eq!(caps.default_prefetch_per_slot(), 4);
+    // The first waits; the other seven are what the consumer has at hand (one no-wait pull).
+    let first = t.receive(&q, 8, Duration::from_secs(2)).await.unwrap();
+    let bodies: Vec<String> = first
+        .iter()
+        .map(|d| String::from_utf8_lossy(d.body()).into_owned())
+        .collect();
+    let want: Vec<String> = (0..8).map(|n| format!("{{\"n\":{n}}}")).collect();
+    assert_eq!(bodies, want, "in stream order");
+    let rest = t.receive(&q, 8, Duration::from_secs(2)).await.unwrap();
+    assert_eq!(
+        rest.len(),
+        2,
+        "never more than there is, and no wait to fill the batch"
+    );
+    // Nothing left: an empty receive after its wait, and no pull left behind that would take
+    // the next message away from the next receive.
+    assert!(
+        t.receive(&q, 8, Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let hold = caps.hold_checker().expect("a hold checker");
+    assert!(first.iter().chain(&rest).all(|d| hold.still_held(d)));
+    caps.batch_acker()
+        .expect("a batch acker")
+        .ack_batch(&first)
+        .await
+        .unwrap();
+    // The last two wait past ack_wait: no longer held, and JetStream delivers them again.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert!(rest.iter().all(|d| !hold.still_held(d)));
+    let again = t.receive(&q, 8, Duration::from_secs(3)).await.unwrap();
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert!(
+        again
+            .iter()
+            .all(|d| d.facts().count == Some(Count::Redelivered(1))),
+        "{again:?}"
+    );
+    caps.batch_acker().unwrap().ack_batch(&again).await.unwrap();
+    assert!(
+        t.receive(&q, 8, Duration::from_millis(1500))
+            .await
+            .unwrap()
+            .is_empty(),
+        "every message acknowledged, none redelivered"
+    );
+    purge(&t, &q).await;
+}
+
+#[tokio::test]
+async fn publish_batch_keeps_the_order_over_windows_and_survives_a_deleted_stream() {
+    let Some(t) = nats().await else {
+        return;
+    };
+    let q = queue("publish-batch");
+    purge(&t, &q).await;
+    let bodies: Vec<Vec<u8>> = (0..600)
+        .map(|n| format!("{{\"n\":{n}}}").into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+    let batch = t
+        .capabilities()
+        .batch_publisher()
+        .expect("a batch publisher");
+    batch.publish_batch(&q, &refs).await.unwrap();
+    assert_eq!(
+        browse(&t, &q).await,
+        bodies,
+        "every body, in order, byte for byte"
+    );
+
+    // The stream deleted behind the transport's back: the publishes it refused are sent again
+    // once the stream is set up again.
+    purge(&t, &q).await;
+    batch.publish_batch(&q, &refs[..3]).await.unwrap();
+    assert_eq!(browse(&t, &q).await, bodies[..3].to_vec());
+    purge(&t, &q).await;
+}
