@@ -13,7 +13,7 @@
 //! `cargo xtask bench brokers` reads.
 //!
 //! Publishing: this SDK's `rust-c1` row publishes `App::publish` with 64 calls in flight, the
-//! `rust-c8` row `App::publish_batch` by 100. Consuming: a no-op handler, every message
+//! `rust-c8` row `App::publish_batch` by 100 (256 publishes in flight). Consuming: a no-op handler, every message
 //! acknowledged. The raw loop consumes from a pull consumer's message stream (batches of the
 //! client's default size), which is the most a JetStream consumer of this durability gets.
 
