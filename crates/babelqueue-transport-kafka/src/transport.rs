@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -117,11 +117,29 @@ pub(crate) struct Held {
     /// The record's timestamp in epoch milliseconds, when it has one, and what it is.
     pub(crate) timestamp: Option<i64>,
     pub(crate) timestamp_type: TimestampType,
+    /// Set once the book marked this hand-out settled: its drop then has nothing to mark
+    /// abandoned (the book ignores an abandon after a settle), so it skips the book's lock and
+    /// look-up, once per record.
+    settled: AtomicBool,
+}
+
+impl Held {
+    /// Marks this hand-out settled in `book`; `false` when the book no longer holds it (its
+    /// partition was revoked or rewound).
+    fn settle_in(&self, book: &mut Book) -> bool {
+        let settled = book.settle(&self.partition, self.offset, self.ticket);
+        if settled {
+            self.settled.store(true, Ordering::Relaxed);
+        }
+        settled
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        lock(&self.queue.book).abandon(&self.partition, self.offset, self.ticket);
+        if !*self.settled.get_mut() {
+            lock(&self.queue.book).abandon(&self.partition, self.offset, self.ticket);
+        }
     }
 }
 
@@ -406,6 +424,7 @@ impl KafkaTransport {
             ticket,
             timestamp: record.timestamp,
             timestamp_type: record.timestamp_type,
+            settled: AtomicBool::new(false),
         })
     }
 
@@ -468,7 +487,7 @@ impl KafkaTransport {
     /// or at once when an earlier record is still unsettled (the commit is deferred to it).
     async fn settle(&self, held: &Held) -> Result<(), KafkaError> {
         let queue = &held.queue;
-        if !lock(&queue.book).settle(&held.partition, held.offset, held.ticket) {
+        if !held.settle_in(&mut lock(&queue.book)) {
             tracing::debug!(target: LOG, partition = %held.partition, offset = held.offset,
                 "Not committing a record whose partition was revoked or rewound; it comes again");
             return Ok(());
@@ -606,7 +625,7 @@ impl BatchAcker for KafkaTransport {
         let mut touched: Vec<(Arc<Queue>, Arc<TopicPartition>)> = Vec::new();
         for held in deliveries.iter().filter_map(|d| d.handle::<Held>()) {
             let queue = &held.queue;
-            if lock(&queue.book).settle(&held.partition, held.offset, held.ticket)
+            if held.settle_in(&mut lock(&queue.book))
                 && !touched
                     .iter()
                     .any(|(q, p)| Arc::ptr_eq(q, queue) && p.as_ref() == held.partition.as_ref())
