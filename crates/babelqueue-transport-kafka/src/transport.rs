@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPopper, BatchPublisher, Capabilities, Delivery, Headers, Outgoing, Redeliver,
+    BatchAcker, BatchPopper, BatchPublisher, Capabilities, Delivery, Outgoing, Redeliver,
     Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Transport, TransportError,
     TransportErrorKind,
 };
@@ -390,20 +390,7 @@ impl KafkaTransport {
     /// A delivery of `record`: its value and key copied, the facts and the out-of-band
     /// headers read from its headers where the client holds them.
     fn deliver(&self, queue: &Arc<Queue>, record: LentRecord<'_>) -> Delivery {
-        let facts = projection::facts_of(record.headers);
-        let mut headers = Headers::new();
-        record.headers.each(&mut |key, value| {
-            if projection::HEADERS.contains(&key) || key.is_empty() {
-                return;
-            }
-            if let Some(Ok(text)) = value.map(std::str::from_utf8)
-                && !text.is_empty()
-            {
-                headers
-                    .entry(key.to_owned())
-                    .or_insert_with(|| text.to_owned());
-            }
-        });
+        let (facts, headers) = projection::facts_and_headers(record.headers);
         let (partition, ticket) = {
             let mut book = lock(&queue.book);
             let partition = book.shared(record.topic, record.partition);
