@@ -2,13 +2,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use babelqueue_core::{
-    BatchAcker, BatchPopper, BatchPublisher, Capabilities, Delivery, Headers, Outgoing, Redeliver,
+    BatchAcker, BatchPopper, BatchPublisher, Capabilities, Delivery, Outgoing, Redeliver,
     Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Transport, TransportError,
     TransportErrorKind,
 };
@@ -117,11 +117,29 @@ pub(crate) struct Held {
     /// The record's timestamp in epoch milliseconds, when it has one, and what it is.
     pub(crate) timestamp: Option<i64>,
     pub(crate) timestamp_type: TimestampType,
+    /// Set once the book marked this hand-out settled: its drop then has nothing to mark
+    /// abandoned (the book ignores an abandon after a settle), so it skips the book's lock and
+    /// look-up, once per record.
+    settled: AtomicBool,
+}
+
+impl Held {
+    /// Marks this hand-out settled in `book`; `false` when the book no longer holds it (its
+    /// partition was revoked or rewound).
+    fn settle_in(&self, book: &mut Book) -> bool {
+        let settled = book.settle(&self.partition, self.offset, self.ticket);
+        if settled {
+            self.settled.store(true, Ordering::Relaxed);
+        }
+        settled
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        lock(&self.queue.book).abandon(&self.partition, self.offset, self.ticket);
+        if !*self.settled.get_mut() {
+            lock(&self.queue.book).abandon(&self.partition, self.offset, self.ticket);
+        }
     }
 }
 
@@ -372,20 +390,7 @@ impl KafkaTransport {
     /// A delivery of `record`: its value and key copied, the facts and the out-of-band
     /// headers read from its headers where the client holds them.
     fn deliver(&self, queue: &Arc<Queue>, record: LentRecord<'_>) -> Delivery {
-        let facts = projection::facts_of(record.headers);
-        let mut headers = Headers::new();
-        record.headers.each(&mut |key, value| {
-            if projection::HEADERS.contains(&key) || key.is_empty() {
-                return;
-            }
-            if let Some(Ok(text)) = value.map(std::str::from_utf8)
-                && !text.is_empty()
-            {
-                headers
-                    .entry(key.to_owned())
-                    .or_insert_with(|| text.to_owned());
-            }
-        });
+        let (facts, headers) = projection::facts_and_headers(record.headers);
         let (partition, ticket) = {
             let mut book = lock(&queue.book);
             let partition = book.shared(record.topic, record.partition);
@@ -406,6 +411,7 @@ impl KafkaTransport {
             ticket,
             timestamp: record.timestamp,
             timestamp_type: record.timestamp_type,
+            settled: AtomicBool::new(false),
         })
     }
 
@@ -468,7 +474,7 @@ impl KafkaTransport {
     /// or at once when an earlier record is still unsettled (the commit is deferred to it).
     async fn settle(&self, held: &Held) -> Result<(), KafkaError> {
         let queue = &held.queue;
-        if !lock(&queue.book).settle(&held.partition, held.offset, held.ticket) {
+        if !held.settle_in(&mut lock(&queue.book)) {
             tracing::debug!(target: LOG, partition = %held.partition, offset = held.offset,
                 "Not committing a record whose partition was revoked or rewound; it comes again");
             return Ok(());
@@ -606,7 +612,7 @@ impl BatchAcker for KafkaTransport {
         let mut touched: Vec<(Arc<Queue>, Arc<TopicPartition>)> = Vec::new();
         for held in deliveries.iter().filter_map(|d| d.handle::<Held>()) {
             let queue = &held.queue;
-            if lock(&queue.book).settle(&held.partition, held.offset, held.ticket)
+            if held.settle_in(&mut lock(&queue.book))
                 && !touched
                     .iter()
                     .any(|(q, p)| Arc::ptr_eq(q, queue) && p.as_ref() == held.partition.as_ref())
