@@ -19,7 +19,14 @@
 //! broker rabbitmq cpu <who> <s>`; last, the open-loop publish-to-handled latency at each load
 //! of `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK with its defaults and the Python SDK
 //! (`xtask/bench/python_latency.py`), as `BQ-FIGURE latency rabbitmq` lines (each load twice,
-//! the sides' passes in turn, each side's better pass kept).
+//! the sides' passes in turn, each side's better pass kept), and between them the same open
+//! loop with nothing but lapin (the `raw` row: same body, durable queue, persistent messages,
+//! each publish awaiting its confirm, `basic.consume` on its own connection with the SDK's
+//! prefetch 4, an ack per delivery): the bound the broker and the machine set.
+//! `BQ_BENCH_ONLY=latency` runs only the open-loop rows; `BQ_BENCH_RATE` keeps one load,
+//! `BQ_BENCH_PASSES` sets the passes, `BQ_BENCH_NO_PYTHON=1` drops the Python SDK's row, and
+//! `BQ_BENCH_RAW_VARIANTS=all` (or a comma list of names) adds the diagnostic raw rows of
+//! `RawShape` and prints every pass.
 //!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
 //! (skipped with `BQ_BENCH_FIGURES_ONLY=1`, as `cargo xtask bench brokers --broker amqp` runs
@@ -869,11 +876,9 @@ async fn raw_open_loop(
                 return;
             }
             let body = raw_envelope(&queue, &data);
-            let mut properties = babelqueue_transport_amqp::projection::properties(
-                &body,
-                &Headers::new(),
-            )
-            .expect("the transport's properties");
+            let mut properties =
+                babelqueue_transport_amqp::projection::properties(&body, &Headers::new())
+                    .expect("the transport's properties");
             if !shape.persistent {
                 properties = properties.with_delivery_mode(1);
             }

@@ -119,7 +119,9 @@ pub struct QueueCount {
 /// A running consumer.
 #[async_trait]
 pub trait AmqpSubscription: Send + Sync + fmt::Debug {
-    /// The next delivery, waiting up to `timeout`; `Ok(None)` when none came. An error means
+    /// The next delivery, waiting up to `timeout`; `Ok(None)` when none came. A zero
+    /// `timeout` answers at once with what the consumer already holds (no timer: the
+    /// transport asks that way after every first delivery of a `receive`). An error means
     /// the consumer ended (its channel or connection closed, or the broker cancelled it).
     async fn next(&self, timeout: Duration) -> Result<Option<Incoming>, AmqpError>;
     /// Changes the channel-wide prefetch (takes effect at once).

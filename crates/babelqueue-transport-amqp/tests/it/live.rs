@@ -1059,7 +1059,16 @@ async fn a_batch_is_published_in_order_with_its_confirms_in_flight_and_received_
     // Announced as the runtime does: what this loop holds at once (all 20, acknowledged at the
     // end). The prefetch is then the consumer's own and does not grow past it.
     transport.prepare_consume(&q, 20).await.unwrap();
-    let mut got: Vec<babelqueue_core::Delivery> = Vec::new();
+    // The first receive subscribes; once the broker has pushed the window (a moment later),
+    // the next receives hand out what the consumer holds, several at once, without waiting.
+    // (Without the pause they may not: a receive no longer waits for a timer tick after its
+    // first delivery, so a consumer faster than the socket takes them one by one.)
+    let mut got = transport
+        .receive(&q, 1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let mut most = 0;
     while got.len() < 20 {
         let received = transport
@@ -1146,7 +1155,10 @@ async fn asking_the_consumer_for_what_it_holds_does_not_wait_for_a_timer_tick() 
     let q = common::queue("zero-wait");
     let raw = Raw::new(&url).await;
     let transport = AmqpTransport::connect(&url).await.unwrap();
-    transport.publish(&q, br#"{"job":"urn:babel:t","data":{}}"#).await.unwrap();
+    transport
+        .publish(&q, br#"{"job":"urn:babel:t","data":{}}"#)
+        .await
+        .unwrap();
     let first = transport
         .pop(&q, Duration::from_secs(10))
         .await
