@@ -115,8 +115,8 @@ pub use env::{
 pub use features::{Features, MIB};
 pub use latency::idle_to_handled;
 pub use open_loop::{
-    GROWTH_ALLOWED, OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, open_loop, python_open_loop,
-    slowest, stamped,
+    GROWTH_ALLOWED, OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopHandled, OpenLoopProbe, OpenLoopRun,
+    drive_open_loop, open_loop, open_loop_probe, python_open_loop, slowest, stamped,
 };
 pub use ports::{StartError, free_port, on_free_port, port_taken};
 pub use python::{PYTHON_ENV, PeerProcess, PythonPeer, REFERENCE_SDK_VERSION, json_lines};

@@ -240,6 +240,42 @@ pub fn stamped(scheduled_ns: u64) -> Value {
     json!({"order_id": 1042, "total": 99.9, "t": scheduled_ns})
 }
 
+/// The consuming side's end of an open loop: a handler (this SDK's, or a raw client's loop)
+/// calls [`OpenLoopProbe::handled`] at its start with the message's `t` data field, and the
+/// run ([`drive_open_loop`]) records the latency. Made by [`open_loop_probe`].
+#[derive(Debug, Clone)]
+pub struct OpenLoopProbe {
+    tx: tokio::sync::mpsc::UnboundedSender<Option<(u64, u64)>>,
+}
+
+impl OpenLoopProbe {
+    /// A handler started on a message stamped `t` (its scheduled send time, ns since the Unix
+    /// epoch; `None`: the warm-up message, or any message without a stamp).
+    pub fn handled(&self, t: Option<u64>) {
+        let now = wall_ns();
+        let _ = self
+            .tx
+            .send(t.map(|t| (now.saturating_sub(t) / 1_000, now)));
+    }
+
+    /// [`OpenLoopProbe::handled`] with the stamp read from a message's data (`{"t": …}`).
+    pub fn handled_data(&self, data: &Value) {
+        self.handled(data.get("t").and_then(Value::as_u64));
+    }
+}
+
+/// The recording end of an [`OpenLoopProbe`], for [`drive_open_loop`].
+#[derive(Debug)]
+pub struct OpenLoopHandled {
+    rx: tokio::sync::mpsc::UnboundedReceiver<Option<(u64, u64)>>,
+}
+
+/// A probe for a consumer to call and its recording end for [`drive_open_loop`].
+pub fn open_loop_probe() -> (OpenLoopProbe, OpenLoopHandled) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    (OpenLoopProbe { tx }, OpenLoopHandled { rx })
+}
+
 /// Runs `builder`'s worker on its queue with a handler for `urn`, offers `rate` messages per
 /// second for `duration` on an open-loop schedule, and records each handled message's
 /// latency. One warm-up message is published and handled first (connections, first poll, a
@@ -252,24 +288,20 @@ pub fn stamped(scheduled_ns: u64) -> Value {
 /// When the app cannot be built or a publish fails: it is a benchmark helper, and a broken run
 /// has no figure to give. A warm-up message not handled within a minute gives a run with
 /// nothing handled (not sustained), with the reason printed.
-#[allow(clippy::print_stdout)]
 pub async fn open_loop(
     builder: AppBuilder,
     urn: &str,
     rate: u64,
     duration: Duration,
 ) -> OpenLoopRun {
-    let offered =
-        rate.saturating_mul(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)) / 1000;
-    let (tx, mut handled) = tokio::sync::mpsc::unbounded_channel::<Option<(u64, u64)>>();
+    let offered = offered(rate, duration);
+    let (probe, handled) = open_loop_probe();
     let app = builder
         .handle(urn, move |ctx: Context| {
-            let now = wall_ns();
-            let stamp = ctx
-                .data_as::<Value>()
-                .ok()
-                .and_then(|d| d.get("t").and_then(Value::as_u64));
-            let _ = tx.send(stamp.map(|t| (now.saturating_sub(t) / 1_000, now)));
+            match ctx.data_as::<Value>() {
+                Ok(data) => probe.handled_data(&data),
+                Err(_) => probe.handled(None),
+            }
             async { Ok::<(), HandlerError>(()) }
         })
         .build()
@@ -286,17 +318,55 @@ pub async fn open_loop(
             .await
         })
     };
-    app.publish(urn, &json!({"warm": true}))
-        .await
-        .expect("the warm-up message is published");
+    let urn = urn.to_owned();
+    let run = drive_open_loop(handled, rate, duration, move |body| {
+        let (app, urn) = (app.clone(), urn.clone());
+        async move {
+            app.publish(&urn, &body).await.expect("published");
+        }
+    })
+    .await;
+    stop.stop();
+    let _ = tokio::time::timeout(Duration::from_secs(10), worker).await;
+    run
+}
+
+fn offered(rate: u64, duration: Duration) -> u64 {
+    rate.saturating_mul(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)) / 1000
+}
+
+/// The open loop itself, for any consumer that reports to `handled`'s probe: publishes the
+/// warm-up message `{"warm": true}` through `publish` and waits for its probe call, then
+/// offers `rate` messages per second for `duration` (bodies [`stamped`] with their scheduled
+/// send time, each publish a task of its own, at most 256 in flight, as [`open_loop`] does
+/// for this SDK) and records every probe call until all were handled or 5 s after the
+/// schedule's end. The CPU time is this process's over the run. The caller stops its consumer
+/// afterwards. A raw client's loop run with this and [`open_loop`] on the same broker differ
+/// only in the client.
+///
+/// # Panics
+///
+/// Never itself; `publish` may (a benchmark's publish that fails has no figure to give).
+#[allow(clippy::print_stdout)]
+pub async fn drive_open_loop<P, F>(
+    handled: OpenLoopHandled,
+    rate: u64,
+    duration: Duration,
+    publish: P,
+) -> OpenLoopRun
+where
+    P: Fn(Value) -> F + Send + Sync + 'static,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let OpenLoopHandled { rx: mut handled } = handled;
+    let offered = offered(rate, duration);
+    tokio::spawn(publish(json!({"warm": true})));
     // A consumer group may take a while to join a topic that was just created (Kafka).
     if !matches!(
         tokio::time::timeout(WARM_UP, handled.recv()).await,
         Ok(Some(None))
     ) {
         println!("the warm-up message was not handled within {WARM_UP:?}: no figure at {rate}/s");
-        stop.stop();
-        let _ = tokio::time::timeout(Duration::from_secs(10), worker).await;
         return OpenLoopRun::from_samples(rate, offered, &[], Duration::ZERO);
     }
 
@@ -310,7 +380,8 @@ pub async fn open_loop(
     // message's time, at most every WAKE_QUANTUM (at 10 000 msg/s, five messages a wake-up).
     let stop_producing = Arc::new(AtomicBool::new(false));
     let producer = {
-        let (app, urn, stop) = (app.clone(), urn.to_owned(), stop_producing.clone());
+        let stop = stop_producing.clone();
+        let publish = Arc::new(publish);
         let (handle, slots) = (
             tokio::runtime::Handle::current(),
             Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
@@ -324,10 +395,9 @@ pub async fn open_loop(
                     let Ok(slot) = handle.block_on(slots.clone().acquire_owned()) else {
                         return;
                     };
-                    let (app, urn) = (app.clone(), urn.clone());
-                    let body = stamped(start_ns + i * interval_ns);
+                    let sent = publish(stamped(start_ns + i * interval_ns));
                     handle.spawn(async move {
-                        app.publish(&urn, &body).await.expect("published");
+                        sent.await;
                         drop(slot);
                     });
                     i += 1;
@@ -354,8 +424,6 @@ pub async fn open_loop(
     let cpu = cpu_time().saturating_sub(cpu_before);
     stop_producing.store(true, Ordering::Relaxed);
     let _ = tokio::task::spawn_blocking(move || producer.join()).await;
-    stop.stop();
-    let _ = tokio::time::timeout(Duration::from_secs(10), worker).await;
     let span = Duration::from_nanos(last_ns.saturating_sub(start_ns));
     let mut run = OpenLoopRun::from_samples(rate, offered, &samples, span);
     run.cpu = Some(cpu);

@@ -19,7 +19,14 @@
 //! broker rabbitmq cpu <who> <s>`; last, the open-loop publish-to-handled latency at each load
 //! of `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK with its defaults and the Python SDK
 //! (`xtask/bench/python_latency.py`), as `BQ-FIGURE latency rabbitmq` lines (each load twice,
-//! the sides' passes in turn, each side's better pass kept).
+//! the sides' passes in turn, each side's better pass kept), and between them the same open
+//! loop with nothing but lapin (the `raw` row: same body, durable queue, persistent messages,
+//! each publish awaiting its confirm, `basic.consume` on its own connection with the SDK's
+//! prefetch 4, an ack per delivery): the bound the broker and the machine set.
+//! `BQ_BENCH_ONLY=latency` runs only the open-loop rows; `BQ_BENCH_RATE` keeps one load,
+//! `BQ_BENCH_PASSES` sets the passes, `BQ_BENCH_NO_PYTHON=1` drops the Python SDK's row, and
+//! `BQ_BENCH_RAW_VARIANTS=all` (or a comma list of names) adds the diagnostic raw rows of
+//! `RawShape` and prints every pass.
 //!
 //! `cargo bench -p babelqueue-transport-amqp --bench amqp` runs criterion on the Rust worker
 //! (skipped with `BQ_BENCH_FIGURES_ONLY=1`, as `cargo xtask bench brokers --broker amqp` runs
@@ -37,8 +44,8 @@ use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Headers};
 use babelqueue_testkit::{
-    OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, PythonPeer, cpu_figure, cpu_time, open_loop,
-    python_open_loop,
+    OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, PythonPeer, cpu_figure, cpu_time,
+    drive_open_loop, open_loop, open_loop_probe, python_open_loop,
 };
 use babelqueue_transport_amqp::{AmqpTransport, AmqpUrl};
 use criterion::{Criterion, Throughput};
@@ -443,6 +450,11 @@ fn main() {
         return;
     }
 
+    if std::env::var("BQ_BENCH_ONLY").as_deref() == Ok("latency") {
+        // Only the open-loop rows, for tuning and `perf record`.
+        latency(&runtime, &transport);
+        return;
+    }
     if !figures_only {
         criterion_runs(&runtime, &transport);
     }
@@ -582,14 +594,81 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport, url: &s
     latency(runtime, transport);
 }
 
-/// The open-loop latency rows (this SDK with its defaults, then the Python SDK) at each load
-/// of [`OPEN_LOOP_LOADS`].
+/// The open-loop latency rows at each load of [`OPEN_LOOP_LOADS`] (`BQ_BENCH_RATE` keeps one):
+/// this SDK with its defaults, the bare lapin loop ([`raw_open_loop`]), then the Python SDK,
+/// their passes taken in turn.
 fn latency(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) {
     let python = PythonPeer::interpreter();
     let py_url = url().replace("%2f", "%2F");
+    let only_rate: Option<u64> = std::env::var("BQ_BENCH_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let passes: usize = std::env::var("BQ_BENCH_PASSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(OPEN_LOOP_PASSES);
     for (rate, duration) in OPEN_LOOP_LOADS {
-        let (mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>);
-        for _ in 0..OPEN_LOOP_PASSES {
+        if only_rate.is_some_and(|only| only != rate) {
+            continue;
+        }
+        let (mut rust, mut raw, mut py) = (
+            None::<OpenLoopRun>,
+            None::<OpenLoopRun>,
+            None::<OpenLoopRun>,
+        );
+        let wanted = std::env::var("BQ_BENCH_RAW_VARIANTS").ok();
+        let variants: Vec<(&str, RawShape)> = if let Some(wanted) = &wanted {
+            let all: Vec<(&str, RawShape)> = vec![
+                (
+                    "raw-one-connection",
+                    RawShape {
+                        one_connection: true,
+                        ..RawShape::SDK
+                    },
+                ),
+                (
+                    "raw-no-confirms",
+                    RawShape {
+                        confirms: false,
+                        ..RawShape::SDK
+                    },
+                ),
+                (
+                    "raw-transient",
+                    RawShape {
+                        persistent: false,
+                        ..RawShape::SDK
+                    },
+                ),
+                (
+                    "sdk-consumer-raw-publisher",
+                    RawShape {
+                        sdk_consumer: true,
+                        ..RawShape::SDK
+                    },
+                ),
+                (
+                    "raw-consumer-sdk-publisher",
+                    RawShape {
+                        sdk_publisher: true,
+                        ..RawShape::SDK
+                    },
+                ),
+            ];
+            all.into_iter()
+                .filter(|(name, _)| wanted == "all" || wanted.split(',').any(|w| w == *name))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut varied: Vec<Option<OpenLoopRun>> = vec![None; variants.len()];
+        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
+            *best = Some(match best.take() {
+                Some(b) => b.better(run),
+                None => run,
+            });
+        };
+        for _ in 0..passes {
             let q = queue("open");
             let run = runtime.block_on(open_loop(
                 App::builder(transport.clone()).queue(&q),
@@ -598,18 +677,238 @@ fn latency(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) {
                 duration,
             ));
             runtime.block_on(delete(&q));
-            rust = Some(rust.map_or(run.clone(), |best| best.better(run)));
-            let q = queue("open-py");
-            match python_open_loop(&python, &py_url, &q, rate, duration) {
-                Some(run) => py = Some(py.map_or(run.clone(), |best| best.better(run))),
-                None => println!("rabbitmq: the Python SDK's open loop could not run (see above)"),
+            if wanted.is_some() {
+                pass_line("rust", &run);
             }
+            keep(&mut rust, run);
+            let q = queue("open-raw");
+            let run = runtime.block_on(raw_open_loop(transport, &q, rate, duration, RawShape::SDK));
             runtime.block_on(delete(&q));
+            if wanted.is_some() {
+                pass_line("raw", &run);
+            }
+            keep(&mut raw, run);
+            for (i, (who, shape)) in variants.iter().enumerate() {
+                let q = queue("open-raw-v");
+                let run = runtime.block_on(raw_open_loop(transport, &q, rate, duration, *shape));
+                runtime.block_on(delete(&q));
+                pass_line(who, &run);
+                keep(&mut varied[i], run);
+            }
+            if std::env::var_os("BQ_BENCH_NO_PYTHON").is_none() {
+                let q = queue("open-py");
+                match python_open_loop(&python, &py_url, &q, rate, duration) {
+                    Some(run) => keep(&mut py, run),
+                    None => {
+                        println!("rabbitmq: the Python SDK's open loop could not run (see above)");
+                    }
+                }
+                runtime.block_on(delete(&q));
+            }
         }
-        for (who, run) in [("rust", rust), ("python", py)] {
+        for (who, run) in [("rust", rust), ("raw", raw), ("python", py)] {
+            if let Some(run) = run {
+                run.print("rabbitmq", who);
+            }
+        }
+        for ((who, _), run) in variants.iter().zip(varied) {
             if let Some(run) = run {
                 run.print("rabbitmq", who);
             }
         }
     }
+}
+
+/// One pass's figures, in the diagnostic runs (`BQ_BENCH_RAW_VARIANTS`).
+fn pass_line(who: &str, run: &OpenLoopRun) {
+    println!(
+        "pass {who}: p50 {} p99 {} p99.9 {} max {} µs, cpu {:.3} s/1000",
+        run.percentile_us(0.5),
+        run.percentile_us(0.99),
+        run.percentile_us(0.999),
+        run.histogram.max(),
+        run.cpu_per_thousand().unwrap_or(0.0)
+    );
+}
+
+/// How the raw open loop differs from the SDK's settings (all `false`/`true` as the SDK:
+/// [`RawShape::SDK`]); the others are diagnostic rows (`BQ_BENCH_RAW_VARIANTS=1`).
+#[derive(Debug, Clone, Copy)]
+struct RawShape {
+    /// Publisher and consumer channels on one connection (the SDK has one of each role).
+    one_connection: bool,
+    /// Publisher confirms (each publish awaits its own).
+    confirms: bool,
+    /// Persistent messages (delivery mode 2).
+    persistent: bool,
+    /// This SDK's consumer (the app's defaults) instead of lapin's.
+    sdk_consumer: bool,
+    /// This SDK's publisher (`App::publish`) instead of lapin's.
+    sdk_publisher: bool,
+}
+
+impl RawShape {
+    const SDK: RawShape = RawShape {
+        one_connection: false,
+        confirms: true,
+        persistent: true,
+        sdk_consumer: false,
+        sdk_publisher: false,
+    };
+}
+
+/// The envelope the raw open loop publishes around a stamped body: the shape `App::publish`
+/// sends (the transport's properties are derived from it, as the SDK's are).
+fn raw_envelope(queue: &str, data: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "job": URN,
+        "trace_id": "00000000-0000-4000-8000-000000000000",
+        "data": data,
+        "meta": {
+            "id": "00000000-0000-4000-8000-000000000001",
+            "queue": queue,
+            "lang": "rust",
+            "schema_version": 1,
+            "created_at": 1749132727000u64,
+        },
+        "attempts": 0,
+    }))
+    .expect("a JSON envelope")
+}
+
+/// The open loop with nothing but lapin, at the SDK's settings: a publishing connection
+/// with a confirm-mode channel (every publish awaits its own confirm, `mandatory`, the
+/// transport's properties: persistent), a consuming connection whose channel has the SDK's
+/// default prefetch at concurrency 1 (4, the consumer's own), `basic.consume` with manual
+/// acks, each delivery handled (its stamp read) and acked before the next is taken, as the
+/// app does at concurrency 1. Same durable classic queue, same schedule and body
+/// ([`drive_open_loop`]).
+async fn raw_open_loop(
+    transport: &AmqpTransport,
+    q: &str,
+    rate: u64,
+    duration: Duration,
+    shape: RawShape,
+) -> OpenLoopRun {
+    let publishing = connect().await.expect("connect");
+    let own = if shape.one_connection {
+        None
+    } else {
+        Some(connect().await.expect("connect"))
+    };
+    let consuming = own.as_ref().unwrap_or(&publishing);
+    let publisher = publishing.create_channel().await.expect("a channel");
+    if shape.confirms {
+        publisher
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirm mode");
+    }
+    publisher
+        .queue_declare(
+            q.into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("declared");
+    let (probe, handled) = open_loop_probe();
+    // Diagnostic halves: this SDK's consumer (an app with the default settings, its handler
+    // reporting to the probe) or its publisher (`App::publish`) in place of lapin's.
+    let sdk_app = |probe: Option<babelqueue_testkit::OpenLoopProbe>| {
+        App::builder(transport.clone())
+            .queue(q)
+            .handle(URN, move |ctx: Context| {
+                if let Some(probe) = &probe {
+                    match ctx.data_as::<serde_json::Value>() {
+                        Ok(data) => probe.handled_data(&data),
+                        Err(_) => probe.handled(None),
+                    }
+                }
+                async { Ok::<(), HandlerError>(()) }
+            })
+            .build()
+            .expect("a valid app")
+    };
+    let mut stop = None;
+    let consuming_task = if shape.sdk_consumer {
+        let app = sdk_app(Some(probe));
+        stop = Some(app.stop_handle());
+        tokio::spawn(async move {
+            let _ = app.consume(Consume::new().handle_signals(false)).await;
+        })
+    } else {
+        let channel = consuming.create_channel().await.expect("a channel");
+        channel
+            .basic_qos(4, BasicQosOptions { global: false })
+            .await
+            .expect("qos");
+        let mut consumer = channel
+            .basic_consume(
+                q.into(),
+                "bench-open".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume");
+        tokio::spawn(async move {
+            while let Some(Ok(delivery)) = consumer.next().await {
+                let body: serde_json::Value =
+                    serde_json::from_slice(&delivery.data).unwrap_or_default();
+                probe.handled_data(&body["data"]);
+                if delivery.ack(BasicAckOptions::default()).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let sdk_publisher = shape.sdk_publisher.then(|| sdk_app(None));
+    let queue = q.to_owned();
+    let run = drive_open_loop(handled, rate, duration, move |data| {
+        let (publisher, queue, app) = (publisher.clone(), queue.clone(), sdk_publisher.clone());
+        async move {
+            if let Some(app) = app {
+                app.publish(URN, &data).await.expect("published");
+                return;
+            }
+            let body = raw_envelope(&queue, &data);
+            let mut properties =
+                babelqueue_transport_amqp::projection::properties(&body, &Headers::new())
+                    .expect("the transport's properties");
+            if !shape.persistent {
+                properties = properties.with_delivery_mode(1);
+            }
+            let options = BasicPublishOptions {
+                mandatory: true,
+                ..BasicPublishOptions::default()
+            };
+            let confirm = publisher
+                .basic_publish("".into(), queue.as_str().into(), options, &body, properties)
+                .await
+                .expect("published")
+                .await
+                .expect("confirmed");
+            assert!(
+                confirm.is_ack() || !shape.confirms,
+                "the broker confirmed the publish"
+            );
+        }
+    })
+    .await;
+    match stop {
+        Some(stop) => {
+            stop.stop();
+            let _ = tokio::time::timeout(Duration::from_secs(10), consuming_task).await;
+        }
+        None => consuming_task.abort(),
+    }
+    if let Some(own) = own {
+        let _ = own.close(200, "bench done".into()).await;
+    }
+    let _ = publishing.close(200, "bench done".into()).await;
+    run
 }

@@ -119,7 +119,9 @@ pub struct QueueCount {
 /// A running consumer.
 #[async_trait]
 pub trait AmqpSubscription: Send + Sync + fmt::Debug {
-    /// The next delivery, waiting up to `timeout`; `Ok(None)` when none came. An error means
+    /// The next delivery, waiting up to `timeout`; `Ok(None)` when none came. A zero
+    /// `timeout` answers at once with what the consumer already holds (no timer: the
+    /// transport asks that way after every first delivery of a `receive`). An error means
     /// the consumer ended (its channel or connection closed, or the broker cancelled it).
     async fn next(&self, timeout: Duration) -> Result<Option<Incoming>, AmqpError>;
     /// Changes the channel-wide prefetch (takes effect at once).
@@ -670,18 +672,28 @@ impl fmt::Debug for LapinSubscription {
 impl AmqpSubscription for LapinSubscription {
     async fn next(&self, timeout: Duration) -> Result<Option<Incoming>, AmqpError> {
         let mut consumer = self.consumer.lock().await;
-        match tokio::time::timeout(timeout, consumer.next()).await {
-            Err(_) => Ok(None),
-            Ok(None) => Err(AmqpError::Connection(
+        // A zero timeout asks for what the consumer already holds: one poll, no timer. A
+        // tokio timer of zero is not due at once but at the time driver's next tick (up to a
+        // millisecond later, more on a busy machine), and the transport's `receive` asks that
+        // way after every first delivery: it held each delivery back that long before its
+        // handler started (the open-loop median, 1.1-1.5 ms against lapin's 0.4 ms).
+        let next = if timeout.is_zero() {
+            futures_lite::future::poll_once(consumer.next()).await
+        } else {
+            tokio::time::timeout(timeout, consumer.next()).await.ok()
+        };
+        match next {
+            None => Ok(None),
+            Some(None) => Err(AmqpError::Connection(
                 "the consumer ended (its channel closed or RabbitMQ cancelled it)".to_owned(),
             )),
-            Ok(Some(Err(e))) => Err(match AmqpError::from(e) {
+            Some(Some(Err(e))) => Err(match AmqpError::from(e) {
                 AmqpError::Connection(text) | AmqpError::Refused(text) | AmqpError::Other(text) => {
                     AmqpError::Connection(text)
                 }
                 other => other,
             }),
-            Ok(Some(Ok(delivery))) => Ok(Some(Incoming {
+            Some(Some(Ok(delivery))) => Ok(Some(Incoming {
                 body: delivery.data,
                 properties: delivery.properties,
                 exchange: delivery.exchange,

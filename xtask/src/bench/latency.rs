@@ -90,6 +90,23 @@ pub(crate) fn verdicts(row: &str, runs: &[Run]) -> Vec<String> {
             ),
         });
     }
+    // A raw client loop on the same broker, at the same durability and schedule, is the bound
+    // the broker and the machine set: when it misses the target too, the client cannot meet it.
+    if let Some(raw) = find(TARGET_RATE, "raw")
+        && P99_TARGET_ROWS.contains(&row)
+    {
+        lines.push(format!(
+            "bound: the raw client loop (same broker, durability and schedule) at {TARGET_RATE} msg/s: p99 {} ms{}",
+            ms(raw.p99_us),
+            if !raw.sustained {
+                ", load not sustained"
+            } else if raw.p99_us >= TARGET_P99_US {
+                ": the broker and the machine miss the target without this SDK too"
+            } else {
+                ""
+            }
+        ));
+    }
     if !runs.iter().any(|r| r.who == "python") {
         lines.push("(no Python SDK row: not compared)".to_owned());
         return lines;
@@ -234,6 +251,14 @@ BQ-FIGURE latency rabbitmq 10000 python 3000 5000 6000 7000 20000 20000 9900 1 -
                 "target: p99 not worse than the Python SDK's at 1000 msg/s: 6.00 ms against 5.00 ms, NOT met",
                 "target: p99 not worse than the Python SDK's at 10000 msg/s: this SDK does not sustain it, the Python SDK does: NOT met",
             ]
+        );
+        // A raw client loop's row is printed as the broker's bound.
+        let with_raw = format!(
+            "{out}BQ-FIGURE latency rabbitmq 1000 raw 400 5500 9000 9500 3000 3000 999 1 -\n"
+        );
+        assert_eq!(
+            verdicts("rabbitmq", &runs(&figures(&with_raw), "rabbitmq"))[1],
+            "bound: the raw client loop (same broker, durability and schedule) at 1000 msg/s: p99 5.50 ms: the broker and the machine miss the target without this SDK too"
         );
         // NATS has no Python row.
         let nats = "BQ-FIGURE latency nats 1000 rust 300 4900 7000 8000 3000 3000 1000 1 -\n";
