@@ -12,6 +12,7 @@ scheduled send to the last handler start and cpu_s is this consuming process's C
 (getrusage) over the run. The Rust benchmarks read it into the same histogram as their own.
 """
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -25,8 +26,19 @@ URN = "urn:babel:bench:noop"
 GRACE_S = 5.0
 
 
-def make_app(url, queue):
+def make_app(url, queue, consuming=False):
     parts = urlsplit(url)
+    if parts.scheme == "sqs" and parse_qs(parts.query).get("endpoint"):
+        # A local endpoint (moto) takes any credentials; real ones in the environment win.
+        for key, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")):
+            os.environ.setdefault(key, value)
+        os.environ.setdefault("AWS_DEFAULT_REGION", parts.hostname or "us-east-1")
+    if parts.scheme in ("pulsar", "pulsar+ssl") and consuming:
+        # The reference SDK's subscription starts at the latest message and is made at the
+        # first receive: make it before the warm-up message is published, or that is missed.
+        app = BabelQueue(url, queue=queue)
+        app.transport.pop(queue, timeout=0.2)
+        return app
     if parts.scheme in ("redis", "rediss"):
         # The reference SDK hands its URL's query to redis-py: give it a clean URL.
         from babelqueue.redis_transport import RedisTransport
@@ -67,7 +79,7 @@ def produce(url, queue, rate, seconds):
 
 
 def consume(url, queue, rate, seconds):
-    app = make_app(url, queue)
+    app = make_app(url, queue, consuming=True)
     offered = round(rate * seconds)
     latencies = []
     last = [0]
