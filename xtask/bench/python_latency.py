@@ -24,6 +24,9 @@ from babelqueue import BabelQueue
 
 URN = "urn:babel:bench:noop"
 GRACE_S = 5.0
+# Where the lines for the parent go: the original stdout. `main` points file descriptor 1 at
+# stderr, because some clients log there (Pulsar's C++ client does, even at exit).
+RESULT = sys.stdout
 
 
 def make_app(url, queue, consuming=False):
@@ -61,8 +64,8 @@ def produce(url, queue, rate, seconds):
     app = make_app(url, queue)
     # Ready (interpreter up, SDK imported, app made): the consumer answers with the schedule's
     # start, so the interpreter's start-up is not counted as latency.
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
+    RESULT.write("ready\n")
+    RESULT.flush()
     start_ns = int(sys.stdin.readline())
     offered = round(rate * seconds)
     interval = 1_000_000_000 // rate
@@ -130,13 +133,18 @@ def consume(url, queue, rate, seconds):
         producer.kill()
     producer.wait()
     span = (last[0] - start_ns) / 1e9 if last[0] else 0.0
-    sys.stdout.write(
+    RESULT.write(
         json.dumps({"rate": rate, "offered": offered, "lat_us": latencies, "span_s": span, "cpu_s": cpu})
         + "\n"
     )
+    RESULT.flush()
 
 
 def main():
+    global RESULT
+    sys.stdout.flush()
+    RESULT = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     if sys.argv[1] == "produce":
         url, queue, rate, seconds = sys.argv[2:6]
         produce(url, queue, int(rate), float(seconds))
