@@ -623,8 +623,16 @@ fn report_sqs(figures: &[Vec<String>]) {
         ("rust publish, one at a time", "rust_publish", None),
         ("rust publish_batch", "rust_publish_batch", None),
         ("python publish, one at a time", "python_publish", None),
-        ("rust consume, concurrency 1", "rust_consume_c1", Some("rust-c1")),
-        ("rust consume, concurrency 8", "rust_consume_c8", Some("rust-c8")),
+        (
+            "rust consume, concurrency 1",
+            "rust_consume_c1",
+            Some("rust-c1"),
+        ),
+        (
+            "rust consume, concurrency 8",
+            "rust_consume_c8",
+            Some("rust-c8"),
+        ),
         (
             "rust consume, concurrency 10",
             "rust_consume_c10",

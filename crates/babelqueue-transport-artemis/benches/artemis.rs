@@ -360,13 +360,11 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
         let mut bare = Vec::new();
         // The least CPU of each side's runs (other work on the machine only ever adds to it).
         let mut cpu: Vec<(&str, Duration)> = Vec::new();
-        let mut least = |who: &'static str, spent: Duration| match cpu
-            .iter_mut()
-            .find(|(w, _)| *w == who)
-        {
-            Some((_, d)) => *d = (*d).min(spent),
-            None => cpu.push((who, spent)),
-        };
+        let mut least =
+            |who: &'static str, spent: Duration| match cpu.iter_mut().find(|(w, _)| *w == who) {
+                Some((_, d)) => *d = (*d).min(spent),
+                None => cpu.push((who, spent)),
+            };
         for _ in 0..ROUNDS {
             let q = queue("rust-c1");
             publish.push(fill(transport, &q, n).await);

@@ -413,7 +413,10 @@ async fn python_run(
     let line: serde_json::Value =
         serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
     assert_eq!(line["messages"].as_u64(), Some(n), "{line}");
-    (line["seconds"].as_f64().expect("seconds"), line["cpu_s"].as_f64())
+    (
+        line["seconds"].as_f64().expect("seconds"),
+        line["cpu_s"].as_f64(),
+    )
 }
 
 fn rate(n: u64, seconds: f64) -> String {
@@ -593,10 +596,8 @@ fn main() {
 /// offered (both SDKs alike), and at 1 000 msg/s this SDK's 256 publishes in flight made its
 /// `SendMessage` answers take over 10 s (the client's timeout), on a server other tests share;
 /// 1 000 and 10 000 msg/s are therefore not offered (and printed as such).
-const SQS_LOADS: [(u64, Duration); 2] = [
-    (10, Duration::from_secs(3)),
-    (100, Duration::from_secs(3)),
-];
+const SQS_LOADS: [(u64, Duration); 2] =
+    [(10, Duration::from_secs(3)), (100, Duration::from_secs(3))];
 
 /// The open-loop latency rows (this SDK with its defaults, then the Python SDK), each pass on
 /// a queue of its own.
