@@ -12,6 +12,7 @@ scheduled send to the last handler start and cpu_s is this consuming process's C
 (getrusage) over the run. The Rust benchmarks read it into the same histogram as their own.
 """
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -23,10 +24,24 @@ from babelqueue import BabelQueue
 
 URN = "urn:babel:bench:noop"
 GRACE_S = 5.0
+# Where the lines for the parent go: the original stdout. `main` points file descriptor 1 at
+# stderr, because some clients log there (Pulsar's C++ client does, even at exit).
+RESULT = sys.stdout
 
 
-def make_app(url, queue):
+def make_app(url, queue, consuming=False):
     parts = urlsplit(url)
+    if parts.scheme == "sqs" and parse_qs(parts.query).get("endpoint"):
+        # A local endpoint (moto) takes any credentials; real ones in the environment win.
+        for key, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")):
+            os.environ.setdefault(key, value)
+        os.environ.setdefault("AWS_DEFAULT_REGION", parts.hostname or "us-east-1")
+    if parts.scheme in ("pulsar", "pulsar+ssl") and consuming:
+        # The reference SDK's subscription starts at the latest message and is made at the
+        # first receive: make it before the warm-up message is published, or that is missed.
+        app = BabelQueue(url, queue=queue)
+        app.transport.pop(queue, timeout=0.2)
+        return app
     if parts.scheme in ("redis", "rediss"):
         # The reference SDK hands its URL's query to redis-py: give it a clean URL.
         from babelqueue.redis_transport import RedisTransport
@@ -49,8 +64,8 @@ def produce(url, queue, rate, seconds):
     app = make_app(url, queue)
     # Ready (interpreter up, SDK imported, app made): the consumer answers with the schedule's
     # start, so the interpreter's start-up is not counted as latency.
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
+    RESULT.write("ready\n")
+    RESULT.flush()
     start_ns = int(sys.stdin.readline())
     offered = round(rate * seconds)
     interval = 1_000_000_000 // rate
@@ -67,7 +82,7 @@ def produce(url, queue, rate, seconds):
 
 
 def consume(url, queue, rate, seconds):
-    app = make_app(url, queue)
+    app = make_app(url, queue, consuming=True)
     offered = round(rate * seconds)
     latencies = []
     last = [0]
@@ -118,13 +133,18 @@ def consume(url, queue, rate, seconds):
         producer.kill()
     producer.wait()
     span = (last[0] - start_ns) / 1e9 if last[0] else 0.0
-    sys.stdout.write(
+    RESULT.write(
         json.dumps({"rate": rate, "offered": offered, "lat_us": latencies, "span_s": span, "cpu_s": cpu})
         + "\n"
     )
+    RESULT.flush()
 
 
 def main():
+    global RESULT
+    sys.stdout.flush()
+    RESULT = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     if sys.argv[1] == "produce":
         url, queue, rate, seconds = sys.argv[2:6]
         produce(url, queue, int(rate), float(seconds))

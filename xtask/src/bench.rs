@@ -614,18 +614,36 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
 fn report_sqs(figures: &[Vec<String>]) {
     let find = |kind: &str, key: &str| figure(figures, &["sqs", kind, key]);
     println!();
-    println!("sqs (moto): messages/s, one run (moto bounds them)");
+    println!(
+        "sqs (moto): messages/s, one run (moto bounds them); the consuming side's CPU-seconds per 1 000 messages (getrusage)"
+    );
+    println!("  {:<32} {:>10} {:>10}", "", "msg/s", "CPU s/1k");
     let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
-    for (label, key) in [
-        ("rust publish, one at a time", "rust_publish"),
-        ("rust publish_batch", "rust_publish_batch"),
-        ("python publish, one at a time", "python_publish"),
-        ("rust consume, concurrency 1", "rust_consume_c1"),
-        ("rust consume, concurrency 8", "rust_consume_c8"),
-        ("rust consume, concurrency 10", "rust_consume_c10"),
-        ("python consume", "python_consume"),
+    for (label, key, who) in [
+        ("rust publish, one at a time", "rust_publish", None),
+        ("rust publish_batch", "rust_publish_batch", None),
+        ("python publish, one at a time", "python_publish", None),
+        (
+            "rust consume, concurrency 1",
+            "rust_consume_c1",
+            Some("rust-c1"),
+        ),
+        (
+            "rust consume, concurrency 8",
+            "rust_consume_c8",
+            Some("rust-c8"),
+        ),
+        (
+            "rust consume, concurrency 10",
+            "rust_consume_c10",
+            Some("rust-c10"),
+        ),
+        ("python consume", "python_consume", Some("python")),
     ] {
-        println!("  {label:<32} {:>10}", show(find("rate", key)));
+        let cpu = who
+            .and_then(|who| latency::cpu(figures, SQS, who))
+            .map_or("-".to_owned(), |v| format!("{v:.3}"));
+        println!("  {label:<32} {:>10} {cpu:>10}", show(find("rate", key)));
     }
     for (label, key) in [
         ("publish_batch", "publish_batch"),
@@ -642,6 +660,7 @@ fn report_sqs(figures: &[Vec<String>]) {
             None => println!("  target: {label}: requests per message not measured"),
         }
     }
+    latency::report(SQS, figures);
 }
 
 #[cfg(test)]

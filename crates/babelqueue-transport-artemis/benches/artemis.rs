@@ -12,6 +12,15 @@
 //! `artemis <who>: N messages in T = R messages/s` (the median of 3 runs, and their range). `BQ_ARTEMIS_URL` names the broker,
 //! `BQ_PYTHON` the reference SDK's interpreter, `BQ_BENCH_MESSAGES` the batch (default 2000).
 //! Without a broker the bench prints `SKIPPED` (or fails when `BQ_REQUIRE_BROKERS` is set).
+//!
+//! Beside each consume rate, the consuming side's CPU-seconds per 1 000 messages (getrusage of
+//! this process around the consume phase, the least of the runs; the Python SDK's own
+//! process's), as `BQ-FIGURE broker artemis cpu <who> <s>`. Last, the open-loop
+//! publish-to-handled latency at each load of `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK
+//! with its defaults (receiver credit 1, growing with the concurrency) and the Python SDK
+//! (`xtask/bench/python_latency.py`, credit 1), as `BQ-FIGURE latency artemis` lines; each load
+//! twice, the sides' passes in turn, each side's better pass kept. `BQ_BENCH_ONLY=latency` runs
+//! only the open-loop rows.
 
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -21,6 +30,10 @@ use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, Consume, Context, HandlerError, Transport};
 use babelqueue_envelope::Envelope;
+use babelqueue_testkit::{
+    OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, cpu_figure, cpu_time, open_loop,
+    python_open_loop,
+};
 use babelqueue_transport_artemis::{ArtemisOptions, ArtemisTransport};
 use criterion::{Criterion, Throughput};
 
@@ -241,12 +254,59 @@ fn main() {
         .unwrap();
     let transport = runtime.block_on(ArtemisTransport::connect(&url)).unwrap();
 
+    if std::env::var("BQ_BENCH_ONLY").as_deref() == Ok("latency") {
+        // Only the open-loop rows, for tuning and `perf record`.
+        latency(&runtime, &url);
+        return;
+    }
     let figures_only = std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some();
     if !figures_only {
         criterion_runs(&runtime, &transport);
     }
     if figures_only || std::env::args().any(|a| a == "--bench") {
         figures(&runtime, &transport, &url);
+        latency(&runtime, &url);
+    }
+}
+
+/// The open-loop latency rows (this SDK with its defaults, then the Python SDK) at each load
+/// of [`OPEN_LOOP_LOADS`], each pass on a queue of its own.
+fn latency(runtime: &tokio::runtime::Runtime, url: &str) {
+    for (rate, duration) in OPEN_LOOP_LOADS {
+        let (mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>);
+        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
+            *best = Some(match best.take() {
+                Some(b) => b.better(run),
+                None => run,
+            });
+        };
+        for _ in 0..OPEN_LOOP_PASSES {
+            // The transport is dropped, not closed: after a load that was not sustained some
+            // publishes are still in flight, and closing would fail them.
+            let run = runtime.block_on(async {
+                let transport = ArtemisTransport::connect(url)
+                    .await
+                    .expect("Artemis is reachable");
+                open_loop(
+                    App::builder(transport).queue(queue("open")),
+                    URN,
+                    rate,
+                    duration,
+                )
+                .await
+            });
+            keep(&mut rust, run);
+            let Some(python) = python() else { continue };
+            match python_open_loop(&python, url, &queue("open-py"), rate, duration) {
+                Some(run) => keep(&mut py, run),
+                None => println!("artemis: the Python SDK's open loop could not run (see above)"),
+            }
+        }
+        for (who, run) in [("rust", rust), ("python", py)] {
+            if let Some(run) = run {
+                run.print("artemis", who);
+            }
+        }
     }
 }
 
@@ -298,19 +358,32 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
         let mut c1_credit2 = Vec::new();
         let mut c8 = Vec::new();
         let mut bare = Vec::new();
+        // The least CPU of each side's runs (other work on the machine only ever adds to it).
+        let mut cpu: Vec<(&str, Duration)> = Vec::new();
+        let mut least =
+            |who: &'static str, spent: Duration| match cpu.iter_mut().find(|(w, _)| *w == who) {
+                Some((_, d)) => *d = (*d).min(spent),
+                None => cpu.push((who, spent)),
+            };
         for _ in 0..ROUNDS {
             let q = queue("rust-c1");
             publish.push(fill(transport, &q, n).await);
+            let before = cpu_time();
             c1.push(consume(transport, &q, n, 1).await);
+            least("rust-c1", cpu_time() - before);
             let q = queue("rust-c1-credit2");
             fill(transport, &q, n).await;
             c1_credit2.push(consume(&credit2, &q, n, 1).await);
             let q = queue("rust-c8");
             publish_batched.push(fill_batched(transport, &q, n).await);
+            let before = cpu_time();
             c8.push(consume(transport, &q, n, 8).await);
+            least("rust-c8", cpu_time() - before);
             let q = queue("raw");
             fill(transport, &q, n).await;
+            let before = cpu_time();
             bare.push(raw(url, &q, n).await);
+            least("raw", cpu_time() - before);
         }
         report(
             "publish, Rust (one at a time, each accepted)",
@@ -348,6 +421,13 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
             bare,
             Some("consume raw"),
         );
+        for (who, spent) in &cpu {
+            println!(
+                "artemis {who}: {:.1} µs CPU per message consumed (least of the runs)",
+                spent.as_secs_f64() * 1e6 / n as f64
+            );
+            println!("{}", cpu_figure("artemis", who, *spent, n));
+        }
     });
     match python() {
         None => println!("SKIPPED: the Python SDK (BQ_PYTHON) is missing; no Python figures"),
@@ -355,6 +435,7 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
             let data = r#"{"order_id":1,"total":99.9,"currency":"EUR"}"#;
             let mut publish = Vec::new();
             let mut work = Vec::new();
+            let mut cpu: Option<f64> = None;
             for _ in 0..ROUNDS {
                 let q = queue("python");
                 let out = python_driver(&py, &["publish", url, &q, URN, &n.to_string(), data]);
@@ -370,6 +451,9 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
                 work.push(Duration::from_secs_f64(
                     out["seconds"].as_f64().unwrap_or(f64::NAN),
                 ));
+                if let Some(spent) = out["cpu_s"].as_f64() {
+                    cpu = Some(cpu.map_or(spent, |c: f64| c.min(spent)));
+                }
             }
             report(
                 "publish, Python SDK (one at a time)",
@@ -383,6 +467,14 @@ fn figures(runtime: &tokio::runtime::Runtime, transport: &ArtemisTransport, url:
                 work,
                 Some("consume python"),
             );
+            if let Some(spent) = cpu {
+                let spent = Duration::from_secs_f64(spent.max(0.0));
+                println!(
+                    "artemis python: {:.1} µs CPU per message consumed (least of the runs)",
+                    spent.as_secs_f64() * 1e6 / n as f64
+                );
+                println!("{}", cpu_figure("artemis", "python", spent, n));
+            }
         }
     }
 }

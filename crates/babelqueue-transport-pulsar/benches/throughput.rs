@@ -14,6 +14,15 @@
 //!    Both read a backlog published a few seconds earlier, as the SDKs do: the broker serves
 //!    it from BookKeeper rather than from its entry cache, which it empties of entries older
 //!    than a second by default.
+//!
+//!    Beside each consume rate, the consuming side's CPU-seconds per 1 000 messages (getrusage
+//!    of this process around the consume phase; the Python SDK's own process's), as
+//!    `BQ-FIGURE broker pulsar cpu <who> <s>`;
+//! 3. with the broker, last, the open-loop publish-to-handled latency at each load of
+//!    `babelqueue_testkit::OPEN_LOOP_LOADS`, this SDK with its defaults and the Python SDK
+//!    (`xtask/bench/python_latency.py`), as `BQ-FIGURE latency pulsar` lines; each load twice,
+//!    the sides' passes in turn, each side's better pass kept. `BQ_BENCH_ONLY=latency` runs only
+//!    these rows.
 
 #![allow(missing_docs, clippy::print_stdout)]
 
@@ -23,6 +32,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use babelqueue_core::{App, BatchPublisher, Consume, Context, HandlerError, Transport};
+use babelqueue_testkit::{
+    OPEN_LOOP_LOADS, OPEN_LOOP_PASSES, OpenLoopRun, cpu_figure, cpu_time, open_loop,
+    python_open_loop,
+};
 use babelqueue_transport_pulsar::fake::FakePulsar;
 use babelqueue_transport_pulsar::{NativeClient, PulsarClient, PulsarOptions, PulsarTransport};
 use criterion::{Criterion, Throughput};
@@ -121,6 +134,12 @@ fn python() -> Option<PathBuf> {
 
 /// Seconds the Python driver reports for `mode` over `n` messages.
 fn python_seconds(python: &PathBuf, mode: &str, url: &str, queue: &str, n: u64) -> f64 {
+    python_run(python, mode, url, queue, n).0
+}
+
+/// Seconds and, when it measured them, CPU-seconds the Python driver reports for `mode` over
+/// `n` messages.
+fn python_run(python: &PathBuf, mode: &str, url: &str, queue: &str, n: u64) -> (f64, Option<f64>) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver.py");
     let out = Command::new(python)
         .arg(script)
@@ -135,15 +154,24 @@ fn python_seconds(python: &PathBuf, mode: &str, url: &str, queue: &str, n: u64) 
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|v| v.get("seconds").and_then(serde_json::Value::as_f64))
+        .find_map(|v| {
+            let seconds = v.get("seconds").and_then(serde_json::Value::as_f64)?;
+            Some((seconds, v.get("cpu_s").and_then(serde_json::Value::as_f64)))
+        })
         .expect("the driver reports seconds")
 }
 
 /// The raw client loop: a bare `pulsar` crate consumer (Shared subscription, its default
 /// receiver queue), each message taken from the stream and acknowledged in turn, nothing
 /// decoded. The messages are published first through `transport` (not timed); the rate is
-/// timed from the first message.
-async fn raw(url: &str, transport: &PulsarTransport, queue: &str, payload: &[u8], n: u64) -> f64 {
+/// timed from the first message; with the CPU time of the consuming part.
+async fn raw(
+    url: &str,
+    transport: &PulsarTransport,
+    queue: &str,
+    payload: &[u8],
+    n: u64,
+) -> (f64, Duration) {
     use futures_util::StreamExt;
     let pulsar: pulsar::Pulsar<pulsar::TokioExecutor> =
         pulsar::Pulsar::builder(url, pulsar::TokioExecutor)
@@ -159,6 +187,7 @@ async fn raw(url: &str, transport: &PulsarTransport, queue: &str, payload: &[u8]
         .await
         .unwrap();
     fill(transport, queue, payload, n).await;
+    let cpu = cpu_time();
     let mut started = None;
     for _ in 0..n {
         let message = consumer.next().await.unwrap().unwrap();
@@ -167,24 +196,91 @@ async fn raw(url: &str, transport: &PulsarTransport, queue: &str, payload: &[u8]
         consumer.ack(&message).await.unwrap();
     }
     let took = started.expect("a message came").elapsed();
+    let cpu = cpu_time() - cpu;
     let _ = consumer.close().await;
-    per_second(n, took)
+    (per_second(n, took), cpu)
 }
 
-fn live(runtime: &tokio::runtime::Runtime) {
-    let url = std::env::var("BQ_PULSAR_URL").unwrap_or_else(|_| "pulsar://127.0.0.1:6650".into());
+fn pulsar_url() -> String {
+    std::env::var("BQ_PULSAR_URL").unwrap_or_else(|_| "pulsar://127.0.0.1:6650".into())
+}
+
+/// A client on the broker at [`pulsar_url`]; `None` (with a SKIPPED line) when unreachable.
+fn connect(runtime: &tokio::runtime::Runtime) -> Option<Arc<NativeClient>> {
+    let url = pulsar_url();
     let options = PulsarOptions {
         connect_timeout: Duration::from_secs(3),
         ..PulsarOptions::default()
     };
-    let client = match runtime.block_on(NativeClient::connect(&url, options)) {
-        Ok(client) => Arc::new(client),
+    match runtime.block_on(NativeClient::connect(&url, options)) {
+        Ok(client) => Some(Arc::new(client)),
         Err(e) => {
             println!(
                 "SKIPPED: pulsar not reachable at {url} ({e}); only the fake-client figures above"
             );
-            return;
+            None
         }
+    }
+}
+
+/// The `pulsar` crate's producers spawn a task when dropped: close and drop inside the runtime.
+fn close(runtime: &tokio::runtime::Runtime, client: Arc<NativeClient>) {
+    runtime.block_on(async move {
+        let _ = client.close().await;
+        drop(client);
+    });
+}
+
+/// The open-loop latency rows (this SDK with its defaults, then the Python SDK) at each load
+/// of [`OPEN_LOOP_LOADS`], each pass on a topic of its own.
+fn latency(runtime: &tokio::runtime::Runtime) {
+    let Some(client) = connect(runtime) else {
+        return;
+    };
+    let url = pulsar_url();
+    let python = python();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    for (rate, duration) in OPEN_LOOP_LOADS {
+        let (mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>);
+        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
+            *best = Some(match best.take() {
+                Some(b) => b.better(run),
+                None => run,
+            });
+        };
+        for pass in 0..OPEN_LOOP_PASSES {
+            let topic = format!("bench-open-{rate}-{pass}-{stamp}");
+            let transport = PulsarTransport::with_client(client.clone());
+            let run = runtime.block_on(open_loop(
+                App::builder(transport).queue(topic),
+                URN,
+                rate,
+                duration,
+            ));
+            keep(&mut rust, run);
+            let Some(python) = &python else { continue };
+            let topic = format!("bench-open-py-{rate}-{pass}-{stamp}");
+            match python_open_loop(python, &url, &topic, rate, duration) {
+                Some(run) => keep(&mut py, run),
+                None => println!("pulsar: the Python SDK's open loop could not run (see above)"),
+            }
+        }
+        for (who, run) in [("rust", rust), ("python", py)] {
+            if let Some(run) = run {
+                run.print("pulsar", who);
+            }
+        }
+    }
+    close(runtime, client);
+}
+
+fn live(runtime: &tokio::runtime::Runtime) {
+    let url = pulsar_url();
+    let Some(client) = connect(runtime) else {
+        return;
     };
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -212,7 +308,10 @@ fn live(runtime: &tokio::runtime::Runtime) {
             }
             let published = started.elapsed();
             fill(&transport, &queue, &payload, n - LIVE).await;
+            let cpu = cpu_time();
             let consumed = consume(&app, n).await;
+            let cpu = cpu_time() - cpu;
+            println!("{}", cpu_figure("pulsar", &format!("rust-c{concurrency}"), cpu, n));
             let how = if concurrency == 1 {
                 "awaiting each receipt"
             } else {
@@ -229,7 +328,7 @@ fn live(runtime: &tokio::runtime::Runtime) {
             rust.push((per_second(LIVE, published), per_second(n, consumed)));
         });
     }
-    let raw_rate = runtime.block_on(async {
+    let (raw_rate, raw_cpu) = runtime.block_on(async {
         let queue = format!("bench-raw-{stamp}");
         let transport = PulsarTransport::with_client(client.clone());
         let payload = body(&app(transport.clone(), &queue, 1));
@@ -237,10 +336,12 @@ fn live(runtime: &tokio::runtime::Runtime) {
     });
     println!("raw    pulsar consume+ack (bare pulsar crate consumer): {raw_rate:.0} messages/s");
     println!("BQ-FIGURE broker pulsar consume raw {raw_rate:.0}");
+    println!("{}", cpu_figure("pulsar", "raw", raw_cpu, n));
     let Some(python) = python() else {
         println!(
             "SKIPPED: the reference Python SDK with pulsar-client is not installed (scripts/brokers.sh up python pulsar)"
         );
+        close(runtime, client);
         return;
     };
     let queue = format!("bench-python-{stamp}");
@@ -259,7 +360,11 @@ fn live(runtime: &tokio::runtime::Runtime) {
         let payload = body(&app(transport.clone(), &queue, 1));
         fill(&transport, &queue, &payload, n - LIVE).await;
     });
-    let consume = python_seconds(&python, "consume", &url, &queue, n);
+    let (consume, python_cpu) = python_run(&python, "consume", &url, &queue, n);
+    if let Some(spent) = python_cpu {
+        let spent = Duration::from_secs_f64(spent.max(0.0));
+        println!("{}", cpu_figure("pulsar", "python", spent, n));
+    }
     let (py_pub, py_con) = (LIVE as f64 / publish, n as f64 / consume);
     println!(
         "python pulsar publish (babelqueue 1.24.0): {LIVE} in {publish:.3}s = {py_pub:.0} messages/s"
@@ -300,11 +405,7 @@ fn live(runtime: &tokio::runtime::Runtime) {
         println!("BQ-FIGURE broker pulsar publish {who} {publish:.0}");
         println!("BQ-FIGURE broker pulsar consume {who} {consume:.0}");
     }
-    // The `pulsar` crate's producers spawn a task when dropped: close and drop inside the runtime.
-    runtime.block_on(async move {
-        let _ = client.close().await;
-        drop(client);
-    });
+    close(runtime, client);
 }
 
 fn main() {
@@ -313,9 +414,15 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::var("BQ_BENCH_ONLY").as_deref() == Ok("latency") {
+        // Only the open-loop rows, for tuning and `perf record`.
+        latency(&runtime);
+        return;
+    }
     if std::env::var_os("BQ_BENCH_FIGURES_ONLY").is_some() {
         // `cargo xtask bench brokers --broker pulsar`: the live side-by-side runs only.
         live(&runtime);
+        latency(&runtime);
         return;
     }
     let mut criterion = Criterion::default().configure_from_args();
@@ -362,5 +469,6 @@ fn main() {
             per_second(n, took)
         );
         live(&runtime);
+        latency(&runtime);
     }
 }

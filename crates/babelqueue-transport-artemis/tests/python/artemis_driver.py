@@ -8,10 +8,12 @@ Artemis broker as the Rust tests and benchmark. Output is one JSON document per 
         ({"urn","trace_id","attempts","data","meta"}), then {"processed": n}.
     bench-consume URL QUEUE COUNT
         Times consuming COUNT messages with a no-op handler (the clock starts at the first
-        handler call); prints {"messages": n, "seconds": s, "per_second": r}.
+        handler call); prints {"messages": n, "seconds": s, "per_second": r, "cpu_s": c}, c being
+        this process's CPU time (getrusage) over the consume call.
 """
 
 import json
+import resource
 import sys
 import time
 
@@ -100,14 +102,24 @@ def bench_consume(url, queue, count, urn):
         state["n"] += 1
 
     app.register(urn, handle)
+    cpu = _cpu_seconds()
     app.consume(max_messages=count, timeout=5.0, handle_signals=False)
+    cpu = _cpu_seconds() - cpu
     seconds = time.perf_counter() - (state["first"] or time.perf_counter())
     app.transport.close()
     n = state["n"]
     print(
-        json.dumps({"messages": n, "seconds": seconds, "per_second": n / seconds if seconds else 0}),
+        json.dumps(
+            {"messages": n, "seconds": seconds, "per_second": n / seconds if seconds else 0, "cpu_s": cpu}
+        ),
         flush=True,
     )
+
+
+def _cpu_seconds():
+    """This process's CPU time (user + system, getrusage), as the Rust side measures its own."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv):

@@ -4,7 +4,8 @@ broker, for the Rust transport's interop tests and benchmark.
     driver.py publish URL QUEUE COUNT      publish COUNT envelopes; print {"seconds": s}
     driver.py consume URL QUEUE COUNT      consume COUNT messages with a handler for
                                            urn:babel:orders:created; print one JSON line per
-                                           handler call, then {"seconds": s}
+                                           handler call, then {"seconds": s, "cpu_s": c}, c
+                                           being this process's CPU time over the consume
     driver.py subscribe URL QUEUE          create the `babelqueue` subscription, then exit
     driver.py bare-subscribe URL QUEUE     create the `bench-bare` subscription with the bare
                                            pulsar-client (the C++ client the SDK wraps), then exit
@@ -20,6 +21,7 @@ broker, for the Rust transport's interop tests and benchmark.
 """
 
 import json
+import resource
 import sys
 import time
 
@@ -27,6 +29,12 @@ from babelqueue import BabelQueue
 from babelqueue.pulsar_transport import PulsarTransport
 
 URN = "urn:babel:orders:created"
+
+
+def _cpu_seconds():
+    """This process's CPU time (user + system, getrusage), as the Rust side measures its own."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def bare(mode: str, url: str, queue: str, count: int) -> int:
@@ -90,12 +98,14 @@ def main() -> int:
 
             app.register(URN, handle)
             started = time.perf_counter()
+            cpu = _cpu_seconds()
             while len(seen) < count and time.perf_counter() - started < 60:
                 app.consume(max_messages=count - len(seen), timeout=2.0, handle_signals=False)
             elapsed = time.perf_counter() - started
+            cpu = _cpu_seconds() - cpu
             for line in seen:
                 print(json.dumps(line), flush=True)
-            print(json.dumps({"seconds": elapsed}), flush=True)
+            print(json.dumps({"seconds": elapsed, "cpu_s": cpu}), flush=True)
             return 0 if len(seen) == count else 1
         print(f"unknown mode {mode}", file=sys.stderr)
         return 2

@@ -10,13 +10,15 @@ Rust side uses, and prints one JSON object per line on stdout:
                    one {"urn", "trace_id", "attempts", "data", "meta", "headers", "envelope"} per
                    handler call, then {"processed": n}
     bench-publish  --url U --queue Q --urn URN --count N     -> {"messages", "seconds"}
-    bench-consume  --url U --queue Q --urn URN --count N     -> {"messages", "seconds"}
+    bench-consume  --url U --queue Q --urn URN --count N     -> {"messages", "seconds", "cpu_s"}
+                   (cpu_s: this process's CPU time over the consume, getrusage)
 
 Credentials come from the environment (the tests pass dummy ones; moto checks no signature).
 """
 
 import argparse
 import json
+import resource
 import sys
 import time
 
@@ -95,9 +97,17 @@ def bench_consume(args):
     app = _app(args)
     app.register(args.urn, lambda data, meta: None)
     started = time.perf_counter()
+    cpu = _cpu_seconds()
     processed = app.consume(args.queue, max_messages=args.count, timeout=1.0, handle_signals=False)
+    cpu = _cpu_seconds() - cpu
     elapsed = time.perf_counter() - started
-    print(json.dumps({"messages": processed, "seconds": elapsed}), flush=True)
+    print(json.dumps({"messages": processed, "seconds": elapsed, "cpu_s": cpu}), flush=True)
+
+
+def _cpu_seconds():
+    """This process's CPU time (user + system, getrusage), as the Rust side measures its own."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv):
