@@ -90,6 +90,8 @@ impl PulsarError {
             | ConnectionError::Tls(_)
             | ConnectionError::SocketAddr(_)
             | ConnectionError::NotFound => PulsarError::Connection(text.clone()),
+            // The outbound queue stayed full: the broker did not keep up in time.
+            ConnectionError::SlowDown => PulsarError::Timeout(text.clone()),
             ConnectionError::Unexpected(_)
             | ConnectionError::Decoding(_)
             | ConnectionError::Encoding(_) => PulsarError::Client(text.clone()),
@@ -191,6 +193,15 @@ mod tests {
             PulsarError::from_client(context, &denied).kind(),
             TransportErrorKind::Rejected
         );
+    }
+
+    #[test]
+    fn an_outbound_queue_that_stays_full_is_a_transient_timeout() {
+        use pulsar::error::{ConnectionError, ProducerError};
+        let full = pulsar::Error::Producer(ProducerError::Connection(ConnectionError::SlowDown));
+        let error = PulsarError::from_client("sending to orders", &full);
+        assert_eq!(error.kind(), TransportErrorKind::Timeout, "{error:?}");
+        assert!(error.is_transient());
     }
 
     /// A port on 127.0.0.1 that nothing listens on.

@@ -224,4 +224,29 @@ mod tests {
         let taken = producer.taken.lock().unwrap().clone();
         assert_eq!(taken, [0, 1, 3, 4, 5, 6, 7, 8, 9]);
     }
+
+    /// One send (`App::publish`) is a batch of one with a window of one: a full queue is
+    /// waited out and the message handed over again, and the receipt is awaited.
+    #[tokio::test]
+    async fn a_single_send_waits_out_a_full_queue() {
+        let producer = Mutex::new(Producer {
+            full_on: vec![0, 1, 2],
+            ..Producer::default()
+        });
+        send(
+            1,
+            1,
+            100,
+            |i| {
+                let handed = producer.lock().unwrap().hand(i);
+                async move { handed }
+            },
+            || PulsarError::Connection("still full".to_owned()),
+        )
+        .await
+        .unwrap();
+        let producer = producer.into_inner().unwrap();
+        assert_eq!(*producer.taken.lock().unwrap(), [0]);
+        assert_eq!(producer.calls, 4, "three full answers, then taken");
+    }
 }

@@ -150,7 +150,11 @@ impl NativeClient {
     }
 
     /// Sends one message on the topic's cached producer and waits for the broker's receipt;
-    /// `deliver_at_time` (epoch milliseconds) asks for delayed delivery.
+    /// `deliver_at_time` (epoch milliseconds) asks for delayed delivery. When the connection's
+    /// outbound queue is full (the client's `SlowDown`: many sends in flight at once) the
+    /// message is handed over again once the queue drained, as a batch send does
+    /// ([`crate::window::send`] with a window of one); only a queue still full after
+    /// `SLOW_DOWN_LIMIT` waits fails the send, as a transient `Timeout`.
     async fn send_message(
         &self,
         topic: &str,
@@ -158,28 +162,44 @@ impl NativeClient {
         properties: Properties,
         deliver_at_time: Option<i64>,
     ) -> Result<(), PulsarError> {
+        use pulsar::error::{ConnectionError, ProducerError};
         crate::projection::check_size(topic, payload.len())?;
         let producer = self.producer(topic).await?;
-        let message = pulsar::producer::Message {
-            payload: payload.to_vec(),
-            properties: properties.into_iter().collect(),
-            deliver_at_time,
-            ..Default::default()
-        };
-        let receipt = {
-            let mut producer = producer.lock().await;
-            producer.send_non_blocking(message).await
-        };
         let failed =
             |e: pulsar::Error| PulsarError::from_client(&format!("sending to {topic}"), &e);
-        match receipt {
-            Ok(receipt) => receipt.await.map(|_| ()).map_err(failed),
-            Err(e) => {
-                // Drop the cached producer so the next send builds a fresh one.
-                self.producers.lock().await.remove(topic);
-                Err(failed(e))
-            }
-        }
+        let (producer, properties, failed) = (&producer, &properties, &failed);
+        crate::window::send(
+            1,
+            1,
+            SLOW_DOWN_LIMIT,
+            |_| async move {
+                let message = pulsar::producer::Message {
+                    payload: payload.to_vec(),
+                    properties: properties.clone().into_iter().collect(),
+                    deliver_at_time,
+                    ..Default::default()
+                };
+                match producer.lock().await.send_non_blocking(message).await {
+                    Ok(receipt) => {
+                        Handed::Sent(receipt.map(move |r| r.map(|_| ()).map_err(failed)))
+                    }
+                    Err(pulsar::Error::Producer(ProducerError::Connection(
+                        ConnectionError::SlowDown,
+                    ))) => Handed::Full,
+                    Err(e) => {
+                        // Drop the cached producer so the next send builds a fresh one.
+                        self.producers.lock().await.remove(topic);
+                        Handed::Failed(failed(e))
+                    }
+                }
+            },
+            || {
+                failed(pulsar::Error::Producer(ProducerError::Connection(
+                    ConnectionError::SlowDown,
+                )))
+            },
+        )
+        .await
     }
 
     /// [`PulsarClient::send_batch`] on the topic's cached producer: up to [`SEND_WINDOW`]
