@@ -147,6 +147,7 @@ pub mod liveness;
 mod reserve;
 pub mod scripts;
 mod stats;
+mod take;
 mod tls;
 pub mod topology;
 mod watch;
@@ -541,6 +542,7 @@ impl Transport for RedisTransport {
             .redelivery(Redelivery::Native(self))
             .dead_letter(self)
             .browse(self)
+            .take(self)
             .batch_ack(self)
             .batch_publish(self)
             .hold_check(self)
