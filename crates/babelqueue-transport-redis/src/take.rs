@@ -76,7 +76,7 @@ impl Taker for RedisTransport {
         if self.apart(&source, &ready) {
             // Two slots: no script may touch both. Add before remove.
             self.publish(to, publish).await?;
-            return Ok(self.take(from, at, body).await?);
+            return self.take(from, at, body).await;
         }
         self.laravel_safe(to, &[publish], false)?;
         let target = match o.layout {

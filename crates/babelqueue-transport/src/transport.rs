@@ -634,7 +634,8 @@ pub trait Browser: Send + Sync {
 /// it was read at (entries from the head, as [`Browser::browse_page`] counts them): the entry
 /// at that position is taken when it still holds the body, else (the queue moved since it was
 /// read) the first entry from the head that does. A transport offers it only with a
-/// [`Browser`]; without one the tools drain and restore as before.
+/// [`Browser`] whose [`browse_page`](Browser::browse_page) reads a range (the tools read the
+/// queue a page at a time); without one the tools drain and restore as before.
 ///
 /// ```
 /// use async_trait::async_trait;

@@ -56,7 +56,9 @@ pub async fn find<S: AsRef<str>>(
     ids: &[S],
 ) -> Result<Vec<Vec<u8>>> {
     let wanted: BTreeSet<&str> = ids.iter().map(AsRef::as_ref).collect();
-    if let Some(browser) = transport.capabilities().browser() {
+    // Page by page where entries are taken in place (a ranged read); else one read.
+    let capabilities = transport.capabilities();
+    if let (Some(_), Some(browser)) = (capabilities.taker(), capabilities.browser()) {
         return in_place::find(browser, dlq, &wanted).await;
     }
     let mut entries = entry::entries(list(transport, dlq, 0).await?);
