@@ -269,11 +269,13 @@ fn plan(
         .ids
         .as_ref()
         .is_some_and(|ids| !ids.contains(&item.id));
+    // An entry not named is only reported: nothing below is read for it.
+    if unlisted {
+        return Ok((item, Some("not selected".into()), String::new()));
+    }
     let poison = matches!(classify(raw, facts, dlq), Class::Poison(_));
     let job_is_string = envelope.job().is_some_and(|j| j.as_string().is_some());
-    let mut skip: Option<String> = if unlisted {
-        Some("not selected".into())
-    } else if poison || envelope.is_empty() || !job_is_string {
+    let mut skip: Option<String> = if poison || envelope.is_empty() || !job_is_string {
         let why = babelqueue_envelope::check_publishable(raw)
             .err()
             .map_or_else(|| "it has no job URN".to_owned(), |e| e.to_string());
@@ -293,13 +295,15 @@ fn plan(
     } else {
         None
     };
-    let mut copy = envelope.clone();
-    copy.remove("dead_letter");
-    copy.set_attempts(0);
     // What goes back to work passes the verdict its consumers run, like every publish.
     let body = match skip {
         Some(_) => String::new(),
-        None => match copy.encode_checked() {
+        None => match {
+            let mut copy = envelope;
+            copy.remove("dead_letter");
+            copy.set_attempts(0);
+            copy.encode_checked()
+        } {
             Ok(body) => body,
             Err(babelqueue_envelope::Error::Unpublishable(refused)) => {
                 skip = Some(format!(
