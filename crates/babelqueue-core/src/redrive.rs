@@ -298,12 +298,7 @@ fn plan(
     // What goes back to work passes the verdict its consumers run, like every publish.
     let body = match skip {
         Some(_) => String::new(),
-        None => match {
-            let mut copy = envelope;
-            copy.remove("dead_letter");
-            copy.set_attempts(0);
-            copy.encode_checked()
-        } {
+        None => match back_to_work(envelope) {
             Ok(body) => body,
             Err(babelqueue_envelope::Error::Unpublishable(refused)) => {
                 skip = Some(format!(
@@ -316,6 +311,14 @@ fn plan(
         },
     };
     Ok((item, skip, body))
+}
+
+/// The envelope that goes back to work: without its dead-letter block, `attempts` reset,
+/// checked as every publish is.
+fn back_to_work(mut copy: Envelope) -> std::result::Result<String, babelqueue_envelope::Error> {
+    copy.remove("dead_letter");
+    copy.set_attempts(0);
+    copy.encode_checked()
 }
 
 /// Redrives the messages of `dlq`, calling `progress` after each one.
