@@ -1,6 +1,11 @@
 //! The console's dead-letter browser on a 100 000-entry dead-letter queue on Redis: how long
 //! the first page takes, through the JSON API and as the HTML page (goal: under 300 ms each),
-//! and a page at the far end and a filtered page for comparison. Printed, not asserted.
+//! and a page at the far end and a filtered page for comparison. Then retry-one and remove-one
+//! (one entry of the same DLQ): through the API, which takes the entry in place (a paged browse
+//! and one script), and through `babelqueue::redrive` with the drain forced (`Access::Drain`,
+//! every other entry drained and restored: the path before the in-place one, and still the path
+//! of a transport without a `Taker`), in the same run. Printed, not asserted, except that
+//! each action took exactly its entry.
 //!
 //! `cargo bench -p babelqueue-console --bench dlq_page` (Redis at `BQ_REDIS_URL`, default
 //! `redis://127.0.0.1:6379`). Under `cargo test --benches` (no `--bench` argument) it runs as a
@@ -14,6 +19,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::Request;
 use babelqueue::redis::RedisTransport;
+use babelqueue::redrive::{self, Access, Redrive};
 use babelqueue_console::{Console, Source};
 use fred::interfaces::{ClientLike as _, KeysInterface as _, ListInterface as _};
 use http_body_util::BodyExt as _;
@@ -62,6 +68,98 @@ async fn measure(router: &axum::Router, runs: usize, label: &str, path: &str) ->
         ms(took[runs - 1])
     );
     median
+}
+
+/// POSTs `json` to the API with the session's CSRF token; the time it took.
+async fn post(router: &axum::Router, path: &str, json: &str) -> Duration {
+    let session = router
+        .clone()
+        .oneshot(Request::get("/api/v1/session").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let session = session.into_body().collect().await.unwrap().to_bytes();
+    let session: serde_json::Value = serde_json::from_slice(&session).unwrap();
+    let csrf = session["csrf"].as_str().unwrap().to_owned();
+    let request = Request::post(path)
+        .header("x-csrf-token", csrf)
+        .header("content-type", "application/json")
+        .body(Body::from(json.to_owned()))
+        .unwrap();
+    let started = Instant::now();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let took = started.elapsed();
+    assert!(status.is_success(), "{path}: {status}");
+    let report: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(report["done"], 1, "{path} {json}: {report}");
+    took
+}
+
+fn median(mut took: Vec<Duration>) -> Duration {
+    took.sort();
+    took[took.len() / 2]
+}
+
+/// Retry-one and remove-one, in place through the API (`runs` times each) and with the drain
+/// forced (once each); returns how many entries left the DLQ.
+async fn actions(
+    router: &axum::Router,
+    url: &str,
+    queue: &str,
+    entries: usize,
+    runs: usize,
+) -> usize {
+    let dlq = format!("{queue}.dlq");
+    let mut next = entries / 2;
+    let mut id = || {
+        next += 1;
+        format!("bench-{next}")
+    };
+    let (mut retry, mut remove) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let body = format!(r#"{{"ids":["{}"]}}"#, id());
+        retry.push(post(router, &format!("/api/v1/queues/0/{queue}/retry"), &body).await);
+        let body = format!(r#"{{"ids":["{}"]}}"#, id());
+        remove.push(post(router, &format!("/api/v1/queues/0/{queue}/remove"), &body).await);
+    }
+    let (retry, remove) = (median(retry), median(remove));
+    // The drain path, on a transport whose reservations never lapse: a drain of the whole DLQ
+    // may outlast the default 90 s, and a swept reservation would be restored twice.
+    let draining = RedisTransport::connect(&format!("{url}?retry_after=null"))
+        .await
+        .unwrap();
+    let one = id();
+    let started = Instant::now();
+    let report = redrive::redrive(
+        &draining,
+        &dlq,
+        &Redrive::new().ids([one]).access(Access::Drain),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    let drain_retry = started.elapsed();
+    assert_eq!(report.redriven, 1);
+    let one = id();
+    let started = Instant::now();
+    let gone = redrive::remove_with(&draining, &dlq, &[one], Access::Drain, &mut |_| {})
+        .await
+        .unwrap();
+    let drain_remove = started.elapsed();
+    assert_eq!(gone.len(), 1);
+    for (label, before, after) in [
+        ("retry_one", drain_retry, retry),
+        ("remove_one", drain_remove, remove),
+    ] {
+        println!(
+            "BQ-FIGURE console {label} drain_ms {:.1} in_place_median_ms {:.1} ratio {:.0}",
+            ms(before),
+            ms(after),
+            before.as_secs_f64() / after.as_secs_f64()
+        );
+    }
+    2 * runs + 2
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -138,7 +236,13 @@ async fn main() {
         &format!("/api/v1/queues/0/{queue}/dead-letters?urn=orders&reason=failed&limit=50"),
     )
     .await;
+    let acted = actions(&router, &url, &queue, entries, if full { 5 } else { 3 }).await;
+    let len: usize = filler.llen(key.as_slice()).await.unwrap();
+    assert_eq!(len, entries - acted, "each action took exactly its entry");
+    let ready = RedisTransport::connect(&url).await.unwrap();
+    let ready = ready.options().ready(&queue).into_bytes();
     let _: i64 = filler.del(key.as_slice()).await.unwrap();
+    let _: i64 = filler.del(ready.as_slice()).await.unwrap();
     filler.quit().await.unwrap();
 
     if !full {

@@ -93,7 +93,7 @@ pub use stats::{QueueStats, Stats};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, HoldChecker, Inspector, NativeSettler, Outgoing, Redeliver,
-    Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Transport,
+    Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Taker, Transport,
 };
 
 /// Merges header maps: empty keys and empty values are dropped, later maps win.

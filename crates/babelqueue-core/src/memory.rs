@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use crate::error::TransportError;
 use crate::transport::{
     BatchAcker, BatchPublisher, BrokerView, Browser, Capabilities, Delivery, Headers, Inspector,
-    Outgoing, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Transport,
+    Outgoing, Redeliver, Redelivered, Redeliverer, Redelivery, Rewinder, Sends, Taker, Transport,
 };
 
 #[derive(Debug, Clone)]
@@ -331,6 +331,7 @@ impl Transport for MemoryTransport {
             .redelivery(Redelivery::Native(self))
             .rewind(self)
             .browse(self)
+            .take(self)
             .batch_ack(self)
             .batch_publish(self)
             .inspect(self)
@@ -462,6 +463,60 @@ impl Browser for MemoryTransport {
                     .collect()
             })
             .unwrap_or_default())
+    }
+}
+
+/// Removes the waiting message at `at` when its body is `body`, else the first whose body is.
+fn take_first(waiting: Option<&mut Queue>, at: usize, body: &[u8]) -> usize {
+    let Some(queue) = waiting else { return 0 };
+    let there = queue.waiting.get(at).is_some_and(|m| m.body == body);
+    let found = if there {
+        Some(at)
+    } else {
+        queue.waiting.iter().position(|m| m.body == body)
+    };
+    match found {
+        Some(at) => usize::from(queue.waiting.remove(at).is_some()),
+        None => 0,
+    }
+}
+
+#[async_trait]
+impl Taker for MemoryTransport {
+    async fn take(&self, queue: &str, at: usize, body: &[u8]) -> Result<usize, TransportError> {
+        Ok(take_first(self.state().queues.get_mut(queue), at, body))
+    }
+
+    /// The move is made under one lock; a publish to `to` that fails (injected) takes nothing.
+    async fn take_to(
+        &self,
+        from: &str,
+        at: usize,
+        body: &[u8],
+        to: &str,
+        publish: &[u8],
+    ) -> Result<usize, TransportError> {
+        let taken = {
+            let mut state = self.state();
+            if state.failing.contains(to) {
+                return Err(TransportError::connection(format!(
+                    "memory: publishing to {to:?} fails (injected)"
+                )));
+            }
+            let taken = take_first(state.queues.get_mut(from), at, body);
+            if taken == 1 {
+                state.queue(to).push_back(Stored {
+                    body: Bytes::copy_from_slice(publish),
+                    headers: Headers::new(),
+                    visible_at: None,
+                });
+            }
+            taken
+        };
+        if taken == 1 {
+            self.shared.arrived.notify_waiters();
+        }
+        Ok(taken)
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use babelqueue_envelope::{Envelope, RawJson};
 
+use crate::Facts;
 use crate::classify::{Class, classify};
 use crate::error::{Error, Result, TransportError};
 use crate::handler::HEADER_REPLAY_BYPASS;
@@ -24,8 +25,9 @@ use crate::transport::{Delivery, Headers, Outgoing, Transport};
 
 mod by_id;
 mod entry;
+mod in_place;
 
-pub use by_id::{Removed, find, remove};
+pub use by_id::{Removed, find, remove, remove_with};
 pub use entry::{Entry, EntryIds, is_content_address};
 
 /// A filter over dead-lettered envelopes.
@@ -41,6 +43,21 @@ pub struct Redrive {
     ids: Option<BTreeSet<String>>,
     bypass: bool,
     timeout: Duration,
+    access: Access,
+}
+
+/// How the redrive tools reach the entries they act on ([`Redrive::access`], [`remove_with`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Access {
+    /// In place where the transport can browse and take ([`Taker`](crate::Taker)): the
+    /// entries are located with a paged browse and taken one by one, every other entry left
+    /// where it is. Elsewhere, drained and restored.
+    #[default]
+    InPlace,
+    /// Always drain the queue and restore every entry not taken (what a transport without a
+    /// [`Taker`](crate::Taker) does; forced to compare the two).
+    Drain,
 }
 
 impl fmt::Debug for Redrive {
@@ -51,6 +68,7 @@ impl fmt::Debug for Redrive {
             .field("dry_run", &self.dry_run)
             .field("ids", &self.ids)
             .field("bypass", &self.bypass)
+            .field("access", &self.access)
             .finish_non_exhaustive()
     }
 }
@@ -65,6 +83,7 @@ impl Default for Redrive {
             ids: None,
             bypass: false,
             timeout: Duration::from_secs(1),
+            access: Access::InPlace,
         }
     }
 }
@@ -115,6 +134,12 @@ impl Redrive {
     /// Stamp `bq-replay-bypass: 1` so handlers can skip external effects (needs header support).
     pub fn bypass(mut self, on: bool) -> Redrive {
         self.bypass = on;
+        self
+    }
+    /// How the named entries are reached ([`Access::InPlace`] by default; it applies to a
+    /// redrive by [`ids`](Redrive::ids) without a [`max`](Redrive::max)).
+    pub fn access(mut self, access: Access) -> Redrive {
+        self.access = access;
         self
     }
     /// How long to wait for the DLQ's messages.
@@ -202,95 +227,133 @@ fn text(value: Option<std::borrow::Cow<'_, str>>) -> String {
     value.map(|v| v.into_owned()).unwrap_or_default()
 }
 
+/// What a redrive does with one entry: its report line (not settled yet), why it stays in the
+/// DLQ (`None`: it goes back to work), and the body that goes back (the envelope without its
+/// dead-letter block, `attempts` reset).
+fn plan(
+    raw: &[u8],
+    facts: &Facts,
+    dlq: &str,
+    options: &Redrive,
+    id: String,
+) -> Result<(RedriveItem, Option<String>, String)> {
+    let envelope = Envelope::decode_lenient(raw).envelope;
+    let block = envelope
+        .dead_letter()
+        .and_then(|b| babelqueue_envelope::Object::parse(b.as_str()).ok());
+    let block_text = |name: &str| {
+        block
+            .as_ref()
+            .and_then(|b| b.get(name))
+            .and_then(RawJson::as_string)
+            .map(|r| r.into_owned())
+            .filter(|r| !r.is_empty())
+    };
+    let mut item = RedriveItem {
+        id,
+        message_id: text(envelope.message_id()),
+        trace_id: text(envelope.trace_id()),
+        urn: envelope.urn().into_owned(),
+        reason: block_text("reason").unwrap_or_default(),
+        from_queue: dlq.to_owned(),
+        ..RedriveItem::default()
+    };
+    item.to = options
+        .to_queue
+        .clone()
+        .filter(|q| !q.is_empty())
+        .or_else(|| block_text("original_queue"))
+        .or_else(|| envelope.queue().map(|q| q.into_owned()))
+        .unwrap_or_default();
+    let unlisted = options
+        .ids
+        .as_ref()
+        .is_some_and(|ids| !ids.contains(&item.id));
+    // An entry not named is only reported: nothing below is read for it.
+    if unlisted {
+        return Ok((item, Some("not selected".into()), String::new()));
+    }
+    let poison = matches!(classify(raw, facts, dlq), Class::Poison(_));
+    let job_is_string = envelope.job().is_some_and(|j| j.as_string().is_some());
+    let mut skip: Option<String> = if poison || envelope.is_empty() || !job_is_string {
+        let why = babelqueue_envelope::check_publishable(raw)
+            .err()
+            .map_or_else(|| "it has no job URN".to_owned(), |e| e.to_string());
+        Some(format!(
+            "not a readable envelope ({why}): kept in the dead-letter queue"
+        ))
+    } else if options
+        .select
+        .as_ref()
+        .is_some_and(|select| !select(&envelope))
+    {
+        Some("not selected".into())
+    } else if item.to.is_empty() {
+        Some("no target queue (no original_queue, no meta.queue)".into())
+    } else if options.dry_run {
+        Some("dry run".into())
+    } else {
+        None
+    };
+    // What goes back to work passes the verdict its consumers run, like every publish.
+    let body = match skip {
+        Some(_) => String::new(),
+        None => match back_to_work(envelope) {
+            Ok(body) => body,
+            Err(babelqueue_envelope::Error::Unpublishable(refused)) => {
+                skip = Some(format!(
+                    "its consumers would refuse it as poison ({refused}): kept in the \
+                     dead-letter queue"
+                ));
+                String::new()
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    Ok((item, skip, body))
+}
+
+/// The envelope that goes back to work: without its dead-letter block, `attempts` reset,
+/// checked as every publish is.
+fn back_to_work(mut copy: Envelope) -> std::result::Result<String, babelqueue_envelope::Error> {
+    copy.remove("dead_letter");
+    copy.set_attempts(0);
+    copy.encode_checked()
+}
+
 /// Redrives the messages of `dlq`, calling `progress` after each one.
+///
+/// With [`Redrive::ids`] and no [`max`](Redrive::max), on a transport that can take entries in
+/// place ([`Taker`](crate::Taker), with a [`Browser`](crate::Browser)), the DLQ is read page by
+/// page and each entry named is moved to its target in one step; every other entry stays where
+/// it is. The report is the one a drain gives: every entry, in DLQ order. Elsewhere (or with
+/// [`Redrive::access`] set to [`Access::Drain`], or a replay-bypass header to carry) the DLQ
+/// is drained, and what stays is restored in order.
 pub async fn redrive(
     transport: &dyn Transport,
     dlq: &str,
     options: &Redrive,
     progress: &mut (dyn FnMut(&RedriveItem) + Send),
 ) -> Result<RedriveReport> {
+    let capabilities = transport.capabilities();
+    let bypass = options.bypass && capabilities.send_parts().headers;
+    if let (Access::InPlace, Some(_), 0, false, Some(taker), Some(browser)) = (
+        options.access,
+        &options.ids,
+        options.max,
+        bypass,
+        capabilities.taker(),
+        capabilities.browser(),
+    ) {
+        return in_place::redrive(taker, browser, dlq, options, progress).await;
+    }
     let drained = drain(transport, dlq, options.max, options.timeout).await?;
     let mut report = RedriveReport::default();
     let mut pending = drained.into_iter();
     let mut entry_ids = EntryIds::new();
     while let Some(delivery) = pending.next() {
-        let envelope = Envelope::decode_lenient(delivery.body()).envelope;
-        let block = envelope
-            .dead_letter()
-            .and_then(|b| babelqueue_envelope::Object::parse(b.as_str()).ok());
-        let block_text = |name: &str| {
-            block
-                .as_ref()
-                .and_then(|b| b.get(name))
-                .and_then(RawJson::as_string)
-                .map(|r| r.into_owned())
-                .filter(|r| !r.is_empty())
-        };
-        let mut item = RedriveItem {
-            id: entry_ids.next(delivery.body()),
-            message_id: text(envelope.message_id()),
-            trace_id: text(envelope.trace_id()),
-            urn: envelope.urn().into_owned(),
-            reason: block_text("reason").unwrap_or_default(),
-            from_queue: dlq.to_owned(),
-            ..RedriveItem::default()
-        };
-        item.to = options
-            .to_queue
-            .clone()
-            .filter(|q| !q.is_empty())
-            .or_else(|| block_text("original_queue"))
-            .or_else(|| envelope.queue().map(|q| q.into_owned()))
-            .unwrap_or_default();
-        let unlisted = options
-            .ids
-            .as_ref()
-            .is_some_and(|ids| !ids.contains(&item.id));
-        let poison = matches!(
-            classify(delivery.body(), delivery.facts(), dlq),
-            Class::Poison(_)
-        );
-        let job_is_string = envelope.job().is_some_and(|j| j.as_string().is_some());
-        let mut skip: Option<String> = if unlisted {
-            Some("not selected".into())
-        } else if poison || envelope.is_empty() || !job_is_string {
-            let why = babelqueue_envelope::check_publishable(delivery.body())
-                .err()
-                .map_or_else(|| "it has no job URN".to_owned(), |e| e.to_string());
-            Some(format!(
-                "not a readable envelope ({why}): kept in the dead-letter queue"
-            ))
-        } else if options
-            .select
-            .as_ref()
-            .is_some_and(|select| !select(&envelope))
-        {
-            Some("not selected".into())
-        } else if item.to.is_empty() {
-            Some("no target queue (no original_queue, no meta.queue)".into())
-        } else if options.dry_run {
-            Some("dry run".into())
-        } else {
-            None
-        };
-        let mut copy = envelope.clone();
-        copy.remove("dead_letter");
-        copy.set_attempts(0);
-        // What goes back to work passes the verdict its consumers run, like every publish.
-        let body = match skip {
-            Some(_) => String::new(),
-            None => match copy.encode_checked() {
-                Ok(body) => body,
-                Err(babelqueue_envelope::Error::Unpublishable(refused)) => {
-                    skip = Some(format!(
-                        "its consumers would refuse it as poison ({refused}): kept in the \
-                         dead-letter queue"
-                    ));
-                    String::new()
-                }
-                Err(e) => return Err(e.into()),
-            },
-        };
+        let id = entry_ids.next(delivery.body());
+        let (mut item, skip, body) = plan(delivery.body(), delivery.facts(), dlq, options, id)?;
         if let Some(why) = skip {
             restore(transport, dlq, &delivery).await?;
             item.skipped = Some(why);
@@ -299,9 +362,8 @@ pub async fn redrive(
             report.items.push(item);
             continue;
         }
-        // The bypass header needs a transport that carries headers; without one the message
-        // goes back as any copy does, keeping what the delivery carried.
-        let bypass = options.bypass && transport.capabilities().send_parts().headers;
+        // The bypass header needs a transport that carries headers (`bypass` above); without
+        // one the message goes back as any copy does, keeping what the delivery carried.
         let published = if bypass {
             item.bypassed = true;
             let headers = Headers::from([(HEADER_REPLAY_BYPASS.to_owned(), "1".to_owned())]);

@@ -109,7 +109,8 @@
 //! ([`Redeliverer`]: the Laravel layout honours the back-off delay through `:delayed`; the
 //! reliable layout has no delayed set and re-queues at once), dead-lettering is one guarded step
 //! ([`DeadLetterWriter`]), the Laravel layout publishes with a delay ([`Sends::delay`]), and
-//! `babelqueue dlq list` reads a queue in place ([`Browser`]). A tool that shows the wire reads
+//! `babelqueue dlq list` reads a queue in place ([`Browser`]), and a retry or removal by id takes
+//! its entries in place, one script each ([`Taker`](babelqueue_core::Taker), in `take`). A tool that shows the wire reads
 //! a delivery's reservation through the [`Inspector`](babelqueue_core::Inspector): the layout,
 //! the keys holding it, its token (reliable layout) and its deadline score. Redis has no message
 //! id and never says whether it handed a value out before.
@@ -147,6 +148,7 @@ pub mod liveness;
 mod reserve;
 pub mod scripts;
 mod stats;
+mod take;
 mod tls;
 pub mod topology;
 mod watch;
@@ -541,6 +543,7 @@ impl Transport for RedisTransport {
             .redelivery(Redelivery::Native(self))
             .dead_letter(self)
             .browse(self)
+            .take(self)
             .batch_ack(self)
             .batch_publish(self)
             .hold_check(self)

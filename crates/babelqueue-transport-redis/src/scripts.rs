@@ -467,8 +467,71 @@ return out
 ",
 };
 
+/// Take one entry out of a list in place, or move it (the dead-letter tools' [`Taker`]).
+/// KEYS = \[list\] (take), \[list, ready\] (move, default layout) or \[list, ready, notify\]
+/// (move, Laravel layout); ARGV = \[position, body, `1` when a stored value may be a
+/// `__bq_frame` holding body, the value to push\]. The entry is the one at `position` when it
+/// holds body, else the first from the head that does; none: returns 0 and writes nothing. A
+/// move appends the value to `ready` (and one wake-up token to `notify`) as a publish does,
+/// before the entry leaves the list; the entry is replaced by a marker and the marker removed
+/// (`LREM` would take the first equal value, not the one at `position`). Returns 1.
+///
+/// [`Taker`]: babelqueue_core::Taker
+pub static TAKE: LuaScript = LuaScript {
+    name: "take",
+    lua: guarded!(
+        r#"
+local checks = {}
+for n = 1, #KEYS do
+  checks[#checks + 1] = KEYS[n]
+  checks[#checks + 1] = 'list'
+end
+local bad = bq_types(checks)
+if bad then return bad end
+local body, framed = ARGV[2], ARGV[3] == '1'
+local function truthy(v)
+  if v == nil or v == cjson.null or v == false or v == 0 or v == '' then return false end
+  if type(v) == 'table' then return next(v) ~= nil end
+  return true
+end
+local function holds(value)
+  if value == body then return true end
+  if not framed or string.sub(value, 1, 1) ~= '{'
+    or not string.find(value, '"__bq_frame"', 1, true) then
+    return false
+  end
+  local ok, frame = pcall(cjson.decode, value)
+  return ok and type(frame) == 'table' and truthy(frame.__bq_frame)
+    and type(frame.body) == 'string' and frame.body == body
+end
+local at = tonumber(ARGV[1])
+local value = redis.call('LINDEX', KEYS[1], at)
+if not (value and holds(value)) then
+  at = nil
+  local len = redis.call('LLEN', KEYS[1])
+  for first = 0, len - 1, 1000 do
+    local chunk = redis.call('LRANGE', KEYS[1], first, first + 999)
+    for n = 1, #chunk do
+      if holds(chunk[n]) then at = first + n - 1 break end
+    end
+    if at then break end
+  end
+  if not at then return 0 end
+end
+if #KEYS >= 2 then
+  redis.call('RPUSH', KEYS[2], ARGV[4])
+  if #KEYS == 3 then redis.call('RPUSH', KEYS[3], 1) end
+end
+local marker = '\0babelqueue:taken\0'
+redis.call('LSET', KEYS[1], at, marker)
+redis.call('LREM', KEYS[1], 1, marker)
+return 1
+"#
+    ),
+};
+
 /// Every script, for loading and tests.
-pub static ALL: [&LuaScript; 17] = [
+pub static ALL: [&LuaScript; 18] = [
     &PUSH,
     &PUSH_LIST,
     &ACK_LEGACY,
@@ -486,4 +549,5 @@ pub static ALL: [&LuaScript; 17] = [
     &IDEMPOTENCY_FORGET,
     &HELD,
     &STATS_LENGTHS,
+    &TAKE,
 ];

@@ -93,5 +93,5 @@ pub use stats::{QueueStats, Stats};
 pub use transport::{
     Abandoner, BatchAcker, BatchPopper, BatchPublisher, BrokerView, Browser, Capabilities,
     DeadLetterNamer, DeadLetterWriter, HoldChecker, Inspector, NativeSettler, Redeliver,
-    Redelivered, Redeliverer, Redelivery, Rewinder, Transport,
+    Redelivered, Redeliverer, Redelivery, Rewinder, Taker, Transport,
 };

@@ -176,6 +176,7 @@ pub struct Capabilities<'a> {
     hold_check: Option<&'a dyn HoldChecker>,
     inspect: Option<&'a dyn Inspector>,
     stats: Option<&'a dyn Stats>,
+    take: Option<&'a dyn Taker>,
     prefetch_per_slot: Option<usize>,
 }
 
@@ -261,6 +262,11 @@ impl<'a> Capabilities<'a> {
         /// Saying what the broker knows of a queue: depths, in flight, dead letters.
         stats, stats, stats_reader, Stats
     );
+    capability!(
+        /// Taking named entries out of a queue in place (removing one, or moving it to another
+        /// queue), without draining the queue.
+        take, take, taker, Taker
+    );
 
     /// How a message goes back for another delivery.
     #[must_use]
@@ -315,6 +321,7 @@ impl fmt::Debug for Capabilities<'_> {
             ("hold_check", self.hold_check.is_some()),
             ("inspect", self.inspect.is_some()),
             ("stats", self.stats.is_some()),
+            ("take", self.take.is_some()),
         ] {
             if present {
                 offered.push(name);
@@ -616,4 +623,61 @@ pub trait Browser: Send + Sync {
         }
         Ok(bodies.split_off(offset))
     }
+}
+
+/// Take named entries out of a queue in place: remove one, or move one to another queue in one
+/// atomic step. The dead-letter tools (`babelqueue_core::redrive::remove`, a retry by id, the
+/// web console) locate the entries with a [`Browser`] and take them with this, so acting on
+/// one entry of a long queue costs that entry, not a drain and restore of every other one.
+///
+/// An entry is named by its body as [`Browser`] reads it, byte for byte, and by the position
+/// it was read at (entries from the head, as [`Browser::browse_page`] counts them): the entry
+/// at that position is taken when it still holds the body, else (the queue moved since it was
+/// read) the first entry from the head that does. A transport offers it only with a
+/// [`Browser`] whose [`browse_page`](Browser::browse_page) reads a range (the tools read the
+/// queue a page at a time); without one the tools drain and restore as before.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use babelqueue_transport::{Taker, TransportError};
+///
+/// struct NothingToTake;
+///
+/// #[async_trait]
+/// impl Taker for NothingToTake {
+///     async fn take(&self, _queue: &str, _at: usize, _body: &[u8]) -> Result<usize, TransportError> {
+///         Ok(0)
+///     }
+///     async fn take_to(
+///         &self,
+///         _from: &str,
+///         _at: usize,
+///         _body: &[u8],
+///         _to: &str,
+///         _publish: &[u8],
+///     ) -> Result<usize, TransportError> {
+///         Ok(0)
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Taker: Send + Sync {
+    /// Removes the entry of `queue` read at `at` holding `body` (see above), leaving every
+    /// other entry in its place and order. Returns how many entries were taken: 1, or 0 when
+    /// none holds `body` (another tool or worker took it since it was read).
+    async fn take(&self, queue: &str, at: usize, body: &[u8]) -> Result<usize, TransportError>;
+
+    /// In one atomic step, removes the entry of `from` read at `at` holding `body` and, only
+    /// when one was taken, appends `publish` to `to` exactly as [`Transport::publish`] would
+    /// (a retry: `publish` is the body the runtime rewrote). Returns how many entries were
+    /// taken: 1, or 0 when none holds `body` (then nothing was written). On an error nothing
+    /// was taken nor written.
+    async fn take_to(
+        &self,
+        from: &str,
+        at: usize,
+        body: &[u8],
+        to: &str,
+        publish: &[u8],
+    ) -> Result<usize, TransportError>;
 }

@@ -1,10 +1,13 @@
 //! Dead-letter entries addressed by their id ([`EntryIds`]: `meta.id`, else a content
 //! address): show them, remove them.
 //!
-//! Removing drains the DLQ, acknowledges the messages named, and restores every other one in
-//! its order. When the broker fails half-way, what was not settled yet goes back (or, when even
-//! that fails, stays unacknowledged, so the broker delivers it again): nothing is lost, and the
-//! error says which messages were removed before it.
+//! Where the transport can take entries in place ([`Taker`](crate::Taker), with a
+//! [`Browser`](crate::Browser)), the DLQ is read page by page and each entry named is taken
+//! out of it; every other entry stays where it is. Elsewhere removing drains the DLQ,
+//! acknowledges the messages named, and restores every other one in its order. When the broker
+//! fails half-way, what was not settled yet goes back (or, when even that fails, stays
+//! unacknowledged, so the broker delivers it again): nothing is lost, and the error says which
+//! messages were removed before it.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,7 +15,7 @@ use std::time::Duration;
 use babelqueue_envelope::{Envelope, Object, RawJson};
 
 use super::entry::{self, EntryIds};
-use super::{drain, list, restore};
+use super::{Access, drain, in_place, list, restore};
 use crate::error::{Error, Result};
 use crate::transport::Transport;
 
@@ -53,12 +56,17 @@ pub async fn find<S: AsRef<str>>(
     ids: &[S],
 ) -> Result<Vec<Vec<u8>>> {
     let wanted: BTreeSet<&str> = ids.iter().map(AsRef::as_ref).collect();
+    // Page by page where entries are taken in place (a ranged read); else one read.
+    let capabilities = transport.capabilities();
+    if let (Some(_), Some(browser)) = (capabilities.taker(), capabilities.browser()) {
+        return in_place::find(browser, dlq, &wanted).await;
+    }
     let mut entries = entry::entries(list(transport, dlq, 0).await?);
     entries.retain(|entry| wanted.contains(entry.id.as_str()));
     Ok(entries.into_iter().map(|entry| entry.body).collect())
 }
 
-fn removed(body: &[u8], id: String) -> Removed {
+pub(super) fn removed(body: &[u8], id: String) -> Removed {
     let envelope = Envelope::decode_lenient(body).envelope;
     let reason = envelope
         .dead_letter()
@@ -107,7 +115,37 @@ pub async fn remove<S: AsRef<str>>(
     ids: &[S],
     progress: &mut (dyn FnMut(&Removed) + Send),
 ) -> Result<Vec<Removed>> {
+    remove_with(transport, dlq, ids, Access::InPlace, progress).await
+}
+
+/// [`remove`], reaching the entries as `access` says: [`Access::Drain`] drains and restores
+/// even where the transport could take them in place (to compare the two).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> babelqueue_core::Result<()> {
+/// use babelqueue_core::{MemoryTransport, Transport, redrive};
+/// use babelqueue_core::redrive::Access;
+///
+/// let memory = MemoryTransport::new();
+/// memory.publish("orders.dlq", br#"{"job":"urn:a","meta":{"id":"m-1"},"attempts":3}"#).await?;
+/// let gone = redrive::remove_with(&memory, "orders.dlq", &["m-1"], Access::Drain, &mut |_| {}).await?;
+/// assert_eq!(gone.len(), 1);
+/// # Ok(()) }
+/// ```
+pub async fn remove_with<S: AsRef<str>>(
+    transport: &dyn Transport,
+    dlq: &str,
+    ids: &[S],
+    access: Access,
+    progress: &mut (dyn FnMut(&Removed) + Send),
+) -> Result<Vec<Removed>> {
     let wanted: BTreeSet<&str> = ids.iter().map(AsRef::as_ref).collect();
+    let capabilities = transport.capabilities();
+    if let (Access::InPlace, Some(taker), Some(browser)) =
+        (access, capabilities.taker(), capabilities.browser())
+    {
+        return in_place::remove(taker, browser, dlq, &wanted, progress).await;
+    }
     let drained = drain(transport, dlq, 0, DRAIN_TIMEOUT).await?;
     let mut gone = Vec::new();
     let mut pending = drained.into_iter();
@@ -254,7 +292,7 @@ mod tests {
         // "a" is removed (an ack), then restoring "b" fails: b, c and the poison record go back
         // unacknowledged and return after the visibility timeout.
         memory.fail_publishes_to(DLQ, true);
-        let err = remove(&memory, DLQ, &["a", "c"], &mut |_| {})
+        let err = remove_with(&memory, DLQ, &["a", "c"], Access::Drain, &mut |_| {})
             .await
             .unwrap_err();
         let text = err.to_string();

@@ -283,3 +283,88 @@ pub(super) async fn delayed_publish(ctx: Arc<Ctx>) -> Check {
     close(&[&t]).await;
     Ok(())
 }
+
+pub(super) async fn take_in_place(ctx: Arc<Ctx>) -> Check {
+    let t = ctx.connect().await?;
+    let capabilities = t.capabilities();
+    let Some(taker) = capabilities.taker() else {
+        close(&[&t]).await;
+        return Err(Stop::NotApplicable(
+            "the transport offers no Taker".to_owned(),
+        ));
+    };
+    let Some(browser) = capabilities.browser() else {
+        return Err(Stop::Fail(
+            "the transport offers a Taker without a Browser: the tools locate entries by browsing"
+                .to_owned(),
+        ));
+    };
+    let (q, to) = (ctx.queue(), ctx.queue());
+    let bodies: [&[u8]; 6] = [b"take-0", b"twin", b"take-2", b"twin", b"take-4", b"take-5"];
+    for body in bodies {
+        t.publish(&q, body).await.why("publishing")?;
+    }
+    let read = |queue: String| async move {
+        browser
+            .browse_page(&queue, 0, 0)
+            .await
+            .why(format!("browsing {queue:?}"))
+    };
+    let before = read(q.clone()).await?;
+    ensure!(
+        before == bodies,
+        "the queue does not read as published: {before:?}"
+    );
+    // The second "twin" (read at 3) is taken, not the first: the rest reads in its order.
+    let taken = taker.take(&q, 3, b"twin").await.why("Taker::take")?;
+    let after = read(q.clone()).await?;
+    let rest: [&[u8]; 5] = [b"take-0", b"twin", b"take-2", b"take-4", b"take-5"];
+    ensure!(
+        taken == 1 && after == rest,
+        "taking the entry read at 3 took {taken} and left {after:?}, expected {rest:?}"
+    );
+    let none = taker.take(&q, 0, b"absent").await.why("Taker::take")?;
+    ensure!(none == 0, "taking a body no entry holds took {none}");
+    // A move: the entry leaves, the new body is published to `to`, the rest stays in order.
+    let moved = taker
+        .take_to(&q, 2, b"take-2", &to, b"moved-2")
+        .await
+        .why("Taker::take_to")?;
+    let after = read(q.clone()).await?;
+    let rest: [&[u8]; 4] = [b"take-0", b"twin", b"take-4", b"take-5"];
+    ensure!(
+        moved == 1 && after == rest,
+        "moving the entry read at 2 took {moved} and left {after:?}, expected {rest:?}"
+    );
+    let got = ctx
+        .pop_within(t.as_ref(), &to, ctx.features.receive_timeout)
+        .await?;
+    let Some(got) = got else {
+        return Err(Stop::Fail(
+            "the moved message never arrived on its target queue".to_owned(),
+        ));
+    };
+    t.ack(&got).await.why("ack")?;
+    ensure!(
+        got.body() == b"moved-2",
+        "the target received {}, expected moved-2",
+        preview(got.body())
+    );
+    let missing = taker
+        .take_to(&q, 0, b"absent", &to, b"never")
+        .await
+        .why("Taker::take_to")?;
+    let stray = ctx
+        .pop_within(t.as_ref(), &to, ctx.features.quiet_period)
+        .await?;
+    ensure!(
+        missing == 0 && stray.is_none(),
+        "moving a body no entry holds took {missing} and published {:?}",
+        stray.as_ref().map(|d| preview(d.body()))
+    );
+    for body in rest {
+        taker.take(&q, 0, body).await.why("Taker::take")?;
+    }
+    close(&[&t]).await;
+    Ok(())
+}

@@ -265,6 +265,13 @@ pub(crate) static TESTS: &[Test] = &[
         extras::delayed_publish
     ),
     test!(
+        "take_in_place",
+        "an offered Taker (with a Browser)",
+        "an entry named by its body and position is taken, the second of two equal bodies when read there, every other entry left in order; a move publishes the new body to its target; a body no entry holds takes and publishes nothing",
+        always,
+        extras::take_in_place
+    ),
+    test!(
         "graceful_shutdown",
         "Unix signals (Suite::signals)",
         "SIGTERM with a handler still running at shutdown_timeout: the handler is interrupted, its message released unchanged and delivered again to a new transport",
