@@ -150,10 +150,9 @@ impl NativeClient {
     }
 
     /// Sends one message on the topic's cached producer and waits for the broker's receipt;
-    /// `deliver_at_time` (epoch milliseconds) asks for delayed delivery. When the connection's
-    /// outbound queue is full (the client's `SlowDown`: many sends in flight at once) the
-    /// message is handed over again once the queue drained, as a batch send does
-    /// ([`crate::window::send`] with a window of one); only a queue still full after
+    /// `deliver_at_time` (epoch milliseconds) asks for delayed delivery. It is a window of
+    /// one ([`send_window`](Self::send_window)): a full outbound queue (many sends in flight at
+    /// once) is waited out and the message handed over again; only a queue still full after
     /// `SLOW_DOWN_LIMIT` waits fails the send, as a transient `Timeout`.
     async fn send_message(
         &self,
@@ -162,60 +161,26 @@ impl NativeClient {
         properties: Properties,
         deliver_at_time: Option<i64>,
     ) -> Result<(), PulsarError> {
-        use pulsar::error::{ConnectionError, ProducerError};
-        crate::projection::check_size(topic, payload.len())?;
-        let producer = self.producer(topic).await?;
-        let failed =
-            |e: pulsar::Error| PulsarError::from_client(&format!("sending to {topic}"), &e);
-        let (producer, properties, failed) = (&producer, &properties, &failed);
-        crate::window::send(
-            1,
-            1,
-            SLOW_DOWN_LIMIT,
-            |_| async move {
-                let message = pulsar::producer::Message {
-                    payload: payload.to_vec(),
-                    properties: properties.clone().into_iter().collect(),
-                    deliver_at_time,
-                    ..Default::default()
-                };
-                match producer.lock().await.send_non_blocking(message).await {
-                    Ok(receipt) => {
-                        Handed::Sent(receipt.map(move |r| r.map(|_| ()).map_err(failed)))
-                    }
-                    Err(pulsar::Error::Producer(ProducerError::Connection(
-                        ConnectionError::SlowDown,
-                    ))) => Handed::Full,
-                    Err(e) => {
-                        // Drop the cached producer so the next send builds a fresh one.
-                        self.producers.lock().await.remove(topic);
-                        Handed::Failed(failed(e))
-                    }
-                }
-            },
-            || {
-                failed(pulsar::Error::Producer(ProducerError::Connection(
-                    ConnectionError::SlowDown,
-                )))
-            },
-        )
-        .await
+        self.send_window(topic, vec![(payload, properties, deliver_at_time)], 1)
+            .await
     }
 
-    /// [`PulsarClient::send_batch`] on the topic's cached producer: up to [`SEND_WINDOW`]
-    /// messages handed to it at once (in order, under its lock), then their receipts awaited,
-    /// window after window ([`crate::window::send`], tested offline). When the connection's
-    /// outbound queue is full (the client's `SlowDown`, shared with every producer and consumer
-    /// on the connection) the receipts in flight are awaited and the message is handed over
-    /// again, in its place. Any other refusal ends the batch (the producer is dropped from the
-    /// cache, as for one send); the receipts already in flight are still awaited.
+    /// [`PulsarClient::send_batch`] (and one send) on the topic's cached producer: up to
+    /// `window` messages handed to it at once (in order, under its lock), then their receipts
+    /// awaited, window after window ([`crate::window::send`], tested offline). When the
+    /// connection's outbound queue is full (the client's `SlowDown`, shared with every producer
+    /// and consumer on the connection) the receipts in flight are awaited and the message is
+    /// handed over again, in its place. Any other refusal ends the batch (the producer is
+    /// dropped from the cache, so the next send builds a fresh one); the receipts already in
+    /// flight are still awaited.
     async fn send_window(
         &self,
         topic: &str,
-        messages: Vec<(&[u8], Properties)>,
+        messages: Vec<(&[u8], Properties, Option<i64>)>,
+        window: usize,
     ) -> Result<(), PulsarError> {
         use pulsar::error::{ConnectionError, ProducerError};
-        for (payload, _) in &messages {
+        for (payload, _, _) in &messages {
             crate::projection::check_size(topic, payload.len())?;
         }
         let producer = self.producer(topic).await?;
@@ -224,16 +189,17 @@ impl NativeClient {
         let (producer, messages, failed) = (&producer, &messages, &failed);
         crate::window::send(
             messages.len(),
-            SEND_WINDOW,
+            window,
             SLOW_DOWN_LIMIT,
             |i| async move {
-                let (payload, properties) = &messages[i];
+                let (payload, properties, deliver_at_time) = &messages[i];
                 let message = pulsar::producer::Message {
                     payload: payload.to_vec(),
                     properties: properties
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
+                    deliver_at_time: *deliver_at_time,
                     ..Default::default()
                 };
                 match producer.lock().await.send_non_blocking(message).await {
@@ -244,8 +210,6 @@ impl NativeClient {
                         ConnectionError::SlowDown,
                     ))) => Handed::Full,
                     Err(e) => {
-                        // Dropped from the cache, as after one failed send: the next send
-                        // builds a fresh producer.
                         self.producers.lock().await.remove(topic);
                         Handed::Failed(failed(e))
                     }
@@ -293,7 +257,9 @@ impl PulsarClient for NativeClient {
         topic: &str,
         messages: Vec<(&[u8], Properties)>,
     ) -> Result<(), PulsarError> {
-        self.send_window(topic, messages).await
+        let messages = messages.into_iter().map(|(p, props)| (p, props, None));
+        self.send_window(topic, messages.collect(), SEND_WINDOW)
+            .await
     }
 
     async fn send_at(
