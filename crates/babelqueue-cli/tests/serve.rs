@@ -54,34 +54,54 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     Some(text)
 }
 
-#[test]
-fn the_binary_serves_the_console_until_it_is_terminated() {
+/// `babelqueue serve memory:// --queue orders ARGS…` on a free loopback port: the child and
+/// its port.
+fn serve(args: &[&str]) -> (std::process::Child, u16) {
     let port = free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_babelqueue"))
-        .args(["serve", "memory://", "--queue", "orders", "--listen"])
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_babelqueue"))
+        .args(["serve", "memory://", "--queue", "orders"])
+        .args(args)
+        .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .env_remove("BABELQUEUE_ADMIN_TOKEN")
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    (child, port)
+}
+
+/// `GET /api/v1/queues` until its answer satisfies `ready`, for at most 20 s.
+fn queues_when(port: u16, ready: impl Fn(&str) -> bool, what: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let answer = loop {
-        if let Some(text) = http_get(port, "/api/v1/queues") {
-            break text;
+    loop {
+        if let Some(text) = http_get(port, "/api/v1/queues")
+            && ready(&text)
+        {
+            return text;
         }
-        assert!(Instant::now() < deadline, "the console never answered");
+        assert!(Instant::now() < deadline, "{what}");
         std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("\"queue\":\"orders\""), "{answer}");
-    let page = http_get(port, "/").unwrap();
-    assert!(page.contains("BabelQueue console"), "{page}");
+    }
+}
+
+/// SIGTERM, and the exit status it ends with (143).
+fn terminate(mut child: std::process::Child) {
     std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(143));
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+}
+
+#[test]
+fn the_binary_serves_the_console_until_it_is_terminated() {
+    let (child, port) = serve(&[]);
+    let answer = queues_when(port, |_| true, "the console never answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"queue\":\"orders\""), "{answer}");
+    let page = http_get(port, "/").unwrap();
+    assert!(page.contains("BabelQueue console"), "{page}");
+    terminate(child);
 }
 
 /// A worker's `/metrics` as `consume --metrics-listen` serves it (one counter), on a free
@@ -109,49 +129,21 @@ fn fake_worker() -> u16 {
 
 #[test]
 fn the_binary_scrapes_the_workers_it_is_given() {
-    let port = free_port();
     let worker = fake_worker();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_babelqueue"))
-        .args([
-            "serve",
-            "memory://",
-            "--queue",
-            "orders",
-            "--sample-every",
-            "1",
-        ])
-        .arg("--worker-metrics")
-        .arg(format!("127.0.0.1:{worker}"))
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .env_remove("BABELQUEUE_ADMIN_TOKEN")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let answer = loop {
-        if let Some(text) = http_get(port, "/api/v1/queues")
-            && text.contains("\"consumed_total\":42")
-        {
-            break text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the console never showed the worker's count"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let endpoint = format!("127.0.0.1:{worker}");
+    let (child, port) = serve(&["--sample-every", "1", "--worker-metrics", &endpoint]);
+    let answer = queues_when(
+        port,
+        |text| text.contains("\"consumed_total\":42"),
+        "the console never showed the worker's count",
+    );
     assert!(answer.contains("\"workers\":1"), "{answer}");
     let workers = http_get(port, "/api/v1/workers").unwrap();
     assert!(
-        workers.contains(&format!("http://127.0.0.1:{worker}/metrics")),
+        workers.contains(&format!("http://{endpoint}/metrics")),
         "{workers}"
     );
-    std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(143));
+    terminate(child);
 }
 
 #[tokio::test]
