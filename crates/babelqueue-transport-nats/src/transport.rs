@@ -461,7 +461,7 @@ impl Transport for NatsTransport {
 
     /// The first delivery as [`pop`](Transport::pop) takes it (one pull, waiting up to
     /// `timeout`), then, when there is room for more, what the consumer has at hand, up to
-    /// `max` in all, from one no-wait pull ([`take_ready`](NatsTransport::take_ready)).
+    /// `max` in all, from one no-wait pull (a `fetch`, which the server ends once it answered).
     async fn receive(
         &self,
         queue: &str,
