@@ -144,6 +144,15 @@ impl OpenLoopRun {
         }
     }
 
+    /// Keeps in `best` the better of it and `run` ([`better`](OpenLoopRun::better)): each
+    /// side's best pass at a load, as the broker benchmarks report it.
+    pub fn keep_better(best: &mut Option<OpenLoopRun>, run: OpenLoopRun) {
+        *best = Some(match best.take() {
+            Some(kept) => kept.better(run),
+            None => run,
+        });
+    }
+
     /// How many messages were handled.
     pub fn handled(&self) -> u64 {
         self.histogram.len()
@@ -486,6 +495,17 @@ fn parse_python(stdout: &[u8]) -> Option<OpenLoopRun> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keep_better_keeps_the_lower_p99_of_sustained_passes() {
+        let run = |us: u64| OpenLoopRun::from_samples(100, 4, &[us; 4], Duration::from_millis(40));
+        let mut best = None;
+        OpenLoopRun::keep_better(&mut best, run(900));
+        assert_eq!(best.as_ref().map(|r| r.percentile_us(0.99)), Some(900));
+        OpenLoopRun::keep_better(&mut best, run(300));
+        OpenLoopRun::keep_better(&mut best, run(700));
+        assert_eq!(best.map(|r| r.percentile_us(0.99)), Some(300));
+    }
 
     #[test]
     fn the_slowest_come_with_their_places() {

@@ -662,12 +662,6 @@ fn latency(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) {
             Vec::new()
         };
         let mut varied: Vec<Option<OpenLoopRun>> = vec![None; variants.len()];
-        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
-            *best = Some(match best.take() {
-                Some(b) => b.better(run),
-                None => run,
-            });
-        };
         for _ in 0..passes {
             let q = queue("open");
             let run = runtime.block_on(open_loop(
@@ -680,25 +674,25 @@ fn latency(runtime: &tokio::runtime::Runtime, transport: &AmqpTransport) {
             if wanted.is_some() {
                 pass_line("rust", &run);
             }
-            keep(&mut rust, run);
+            OpenLoopRun::keep_better(&mut rust, run);
             let q = queue("open-raw");
             let run = runtime.block_on(raw_open_loop(transport, &q, rate, duration, RawShape::SDK));
             runtime.block_on(delete(&q));
             if wanted.is_some() {
                 pass_line("raw", &run);
             }
-            keep(&mut raw, run);
+            OpenLoopRun::keep_better(&mut raw, run);
             for (i, (who, shape)) in variants.iter().enumerate() {
                 let q = queue("open-raw-v");
                 let run = runtime.block_on(raw_open_loop(transport, &q, rate, duration, *shape));
                 runtime.block_on(delete(&q));
                 pass_line(who, &run);
-                keep(&mut varied[i], run);
+                OpenLoopRun::keep_better(&mut varied[i], run);
             }
             if std::env::var_os("BQ_BENCH_NO_PYTHON").is_none() {
                 let q = queue("open-py");
                 match python_open_loop(&python, &py_url, &q, rate, duration) {
-                    Some(run) => keep(&mut py, run),
+                    Some(run) => OpenLoopRun::keep_better(&mut py, run),
                     None => {
                         println!("rabbitmq: the Python SDK's open loop could not run (see above)");
                     }

@@ -274,12 +274,6 @@ fn main() {
 fn latency(runtime: &tokio::runtime::Runtime, url: &str) {
     for (rate, duration) in OPEN_LOOP_LOADS {
         let (mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>);
-        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
-            *best = Some(match best.take() {
-                Some(b) => b.better(run),
-                None => run,
-            });
-        };
         for _ in 0..OPEN_LOOP_PASSES {
             // The transport is dropped, not closed: after a load that was not sustained some
             // publishes are still in flight, and closing would fail them.
@@ -295,10 +289,10 @@ fn latency(runtime: &tokio::runtime::Runtime, url: &str) {
                 )
                 .await
             });
-            keep(&mut rust, run);
+            OpenLoopRun::keep_better(&mut rust, run);
             let Some(python) = python() else { continue };
             match python_open_loop(&python, url, &queue("open-py"), rate, duration) {
-                Some(run) => keep(&mut py, run),
+                Some(run) => OpenLoopRun::keep_better(&mut py, run),
                 None => println!("artemis: the Python SDK's open loop could not run (see above)"),
             }
         }

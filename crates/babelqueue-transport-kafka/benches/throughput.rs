@@ -561,12 +561,6 @@ fn latency(runtime: &tokio::runtime::Runtime) {
     let sides: [(&str, &str); 2] = [("rust", ""), ("rust-linger0", "&linger.ms=0")];
     for (rate, duration) in OPEN_LOOP_LOADS {
         let mut best: Vec<Option<OpenLoopRun>> = vec![None; sides.len() + 1];
-        let keep = |slot: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
-            *slot = Some(match slot.take() {
-                Some(b) => b.better(run),
-                None => run,
-            });
-        };
         for _ in 0..OPEN_LOOP_PASSES {
             for (at, (_, option)) in sides.iter().enumerate() {
                 let (topic, group_url) = (
@@ -579,14 +573,14 @@ fn latency(runtime: &tokio::runtime::Runtime) {
                         .expect("Kafka is reachable");
                     open_loop(App::builder(transport).queue(topic), URN, rate, duration).await
                 });
-                keep(&mut best[at], run);
+                OpenLoopRun::keep_better(&mut best[at], run);
             }
             let Some(python) = python_path() else {
                 continue;
             };
             let py_url = format!("kafka://{}", brokers());
             match python_open_loop(&python, &py_url, &unique("open-py"), rate, duration) {
-                Some(run) => keep(&mut best[sides.len()], run),
+                Some(run) => OpenLoopRun::keep_better(&mut best[sides.len()], run),
                 None => println!("kafka: the Python SDK's open loop could not run (see above)"),
             }
         }

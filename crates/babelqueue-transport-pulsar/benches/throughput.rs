@@ -245,12 +245,6 @@ fn latency(runtime: &tokio::runtime::Runtime) {
         .as_millis();
     for (rate, duration) in OPEN_LOOP_LOADS {
         let (mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>);
-        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
-            *best = Some(match best.take() {
-                Some(b) => b.better(run),
-                None => run,
-            });
-        };
         for pass in 0..OPEN_LOOP_PASSES {
             let topic = format!("bench-open-{rate}-{pass}-{stamp}");
             let transport = PulsarTransport::with_client(client.clone());
@@ -260,11 +254,11 @@ fn latency(runtime: &tokio::runtime::Runtime) {
                 rate,
                 duration,
             ));
-            keep(&mut rust, run);
+            OpenLoopRun::keep_better(&mut rust, run);
             let Some(python) = &python else { continue };
             let topic = format!("bench-open-py-{rate}-{pass}-{stamp}");
             match python_open_loop(python, &url, &topic, rate, duration) {
-                Some(run) => keep(&mut py, run),
+                Some(run) => OpenLoopRun::keep_better(&mut py, run),
                 None => println!("pulsar: the Python SDK's open loop could not run (see above)"),
             }
         }

@@ -280,12 +280,6 @@ fn latency(runtime: &tokio::runtime::Runtime) {
     let python = PythonPeer::interpreter();
     for (rate, duration) in OPEN_LOOP_LOADS {
         let (mut memory, mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>, None);
-        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
-            *best = Some(match best.take() {
-                Some(b) => b.better(run),
-                None => run,
-            });
-        };
         for _ in 0..OPEN_LOOP_PASSES {
             // The runtime alone (memory://, the same process and schedule): what the machine
             // and the runtime add before any broker does.
@@ -295,7 +289,7 @@ fn latency(runtime: &tokio::runtime::Runtime) {
                 rate,
                 duration,
             ));
-            keep(&mut memory, run);
+            OpenLoopRun::keep_better(&mut memory, run);
             let run = runtime.block_on(async {
                 let queue = format!("bq-bench-open-{:08x}", fastrand::u32(..));
                 let transport = RedisTransport::connect(&base_url())
@@ -303,10 +297,10 @@ fn latency(runtime: &tokio::runtime::Runtime) {
                     .expect("Redis is reachable");
                 open_loop(App::builder(transport).queue(queue), URN, rate, duration).await
             });
-            keep(&mut rust, run);
+            OpenLoopRun::keep_better(&mut rust, run);
             let queue = format!("bq-bench-open-py-{:08x}", fastrand::u32(..));
             match python_open_loop(&python, &base_url(), &queue, rate, duration) {
-                Some(run) => keep(&mut py, run),
+                Some(run) => OpenLoopRun::keep_better(&mut py, run),
                 None => println!("redis: the Python SDK's open loop could not run (see above)"),
             }
         }

@@ -606,12 +606,6 @@ fn latency(bench: &Bench, runtime: &tokio::runtime::Runtime) {
     let python = python();
     for (rate, duration) in SQS_LOADS {
         let (mut rust, mut py) = (None::<OpenLoopRun>, None::<OpenLoopRun>);
-        let keep = |best: &mut Option<OpenLoopRun>, run: OpenLoopRun| {
-            *best = Some(match best.take() {
-                Some(b) => b.better(run),
-                None => run,
-            });
-        };
         for _ in 0..OPEN_LOOP_PASSES {
             let run = runtime.block_on(async {
                 let queue = bench.queue("open").await;
@@ -629,11 +623,11 @@ fn latency(bench: &Bench, runtime: &tokio::runtime::Runtime) {
                 bench.delete_queue(&queue).await;
                 run
             });
-            keep(&mut rust, run);
+            OpenLoopRun::keep_better(&mut rust, run);
             let Some(python) = &python else { continue };
             let queue = runtime.block_on(bench.queue("open-py"));
             match python_open_loop(python, &bench.url, &queue, rate, duration) {
-                Some(run) => keep(&mut py, run),
+                Some(run) => OpenLoopRun::keep_better(&mut py, run),
                 None => println!("sqs: the Python SDK's open loop could not run (see above)"),
             }
             runtime.block_on(bench.delete_queue(&queue));
