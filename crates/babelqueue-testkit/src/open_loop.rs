@@ -185,6 +185,26 @@ impl OpenLoopRun {
         self.histogram.value_at_quantile(quantile)
     }
 
+    /// The p99's 95% sampling interval, µs: the latencies at the order statistics that hold
+    /// the true 99th percentile with 95% confidence (the binomial's normal approximation,
+    /// distribution-free). Two runs whose intervals overlap are not told apart by their p99s
+    /// (with 1 000 samples the interval spans the 983rd to the 998th fastest). The
+    /// samples are not independent (a stall delays consecutive messages), so the true
+    /// interval is wider: a verdict read from this one errs towards telling runs apart.
+    pub fn p99_interval_us(&self) -> (u64, u64) {
+        let n = self.handled();
+        if n == 0 {
+            return (0, 0);
+        }
+        let n_f = n as f64;
+        let spread = 1.96 * (n_f * 0.99 * 0.01).sqrt();
+        let rank = |r: f64| (r.max(1.0).min(n_f)) / n_f;
+        (
+            self.percentile_us(rank((n_f * 0.99 - spread).floor())),
+            self.percentile_us(rank((n_f * 0.99 + spread).ceil() + 1.0)),
+        )
+    }
+
     /// CPU-seconds per 1 000 handled messages, when the CPU was measured.
     pub fn cpu_per_thousand(&self) -> Option<f64> {
         let handled = self.handled();
@@ -195,10 +215,12 @@ impl OpenLoopRun {
 
     /// The `BQ-FIGURE latency` line `cargo xtask bench brokers` reads:
     /// `latency <row> <rate> <who> <p50> <p99> <p99.9> <max> <handled> <offered> <achieved/s>
-    /// <sustained: 1 or 0> <cpu s/1000 or ->`, latencies in µs.
+    /// <sustained: 1 or 0> <cpu s/1000 or -> <p99 interval low> <p99 interval high>`,
+    /// latencies in µs ([`p99_interval_us`](OpenLoopRun::p99_interval_us)).
     pub fn figure(&self, row: &str, who: &str) -> String {
+        let (low, high) = self.p99_interval_us();
         format!(
-            "BQ-FIGURE latency {row} {} {who} {} {} {} {} {} {} {:.0} {} {}",
+            "BQ-FIGURE latency {row} {} {who} {} {} {} {} {} {} {:.0} {} {} {low} {high}",
             self.rate,
             self.percentile_us(0.5),
             self.percentile_us(0.99),
@@ -555,8 +577,21 @@ mod tests {
         run.cpu = Some(Duration::from_millis(5));
         assert_eq!(
             run.figure("redis", "python"),
-            "BQ-FIGURE latency redis 10 python 100 3001 3001 3001 2 2 10 1 2.5000"
+            "BQ-FIGURE latency redis 10 python 100 3001 3001 3001 2 2 10 1 2.5000 100 3001"
         );
+    }
+
+    #[test]
+    fn the_p99_interval_spans_the_order_statistics_around_the_990th_of_1_000() {
+        // 1 000 samples of 1..=1000 µs: the interval is the 983rd to the 998th value.
+        let samples: Vec<u64> = (1..=1000).collect();
+        let run = OpenLoopRun::from_samples(100, 1000, &samples, Duration::from_secs(10));
+        assert_eq!(run.p99_interval_us(), (983, 998));
+        // Few samples: the interval reaches the slowest, and never past it.
+        let few = OpenLoopRun::from_samples(10, 30, &samples[..30], Duration::from_secs(3));
+        assert_eq!(few.p99_interval_us(), (28, 30));
+        let none = OpenLoopRun::from_samples(10, 30, &[], Duration::from_secs(3));
+        assert_eq!(none.p99_interval_us(), (0, 0));
     }
 
     #[test]
