@@ -29,7 +29,8 @@
 //! `cargo xtask bench brokers --broker kafka` runs it) it skips criterion and also prints
 //! `BQ-FIGURE broker kafka consume|publish <who> <msg/s>` lines. For profiling, `BQ_BENCH_ONLY=rust-c8`
 //! (or `rust-c1`) fills the topic and then runs only that worker, `BQ_BENCH_ROUNDS` times (2);
-//! `BQ_BENCH_ONLY=publish` runs only this SDK's `publish_batch` (all in one call), as often.
+//! `BQ_BENCH_ONLY=publish` runs only this SDK's `publish_batch` (all in one call), as often;
+//! `BQ_BENCH_ONLY=latency` only the open-loop rows.
 
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -405,6 +406,10 @@ fn live(figures_only: bool) {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::var("BQ_BENCH_ONLY").as_deref() == Ok("latency") {
+        latency(&runtime);
+        return;
+    }
     if std::env::var("BQ_BENCH_ONLY").as_deref() == Ok("publish") {
         // Only this SDK's publishing, for `perf record`.
         let rounds: usize = std::env::var("BQ_BENCH_ROUNDS")
