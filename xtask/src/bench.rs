@@ -545,6 +545,23 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
                 ours / raw,
                 verdict(ours / raw <= 2.0)
             );
+            if ours / raw > 2.0
+                && let Some(decode) = latency::cpu(figures, row, "decode")
+            {
+                // This SDK's record = the raw loop's read + the decode + the rest, so 2x leaves
+                // the rest `raw - decode`.
+                let room = raw - decode;
+                let rest = (ours - raw - decode).max(0.0);
+                println!(
+                    "  bound: the envelope's decode alone costs {decode:.4} s/1k, {:.1}x the raw loop's whole read of a record ({raw:.4}); {}; the rest of this SDK's work per record (the delivery, the dispatch, the acknowledgement) takes {rest:.4} now",
+                    decode / raw,
+                    if room > 0.0 {
+                        format!("2x leaves {room:.4} s/1k for the rest")
+                    } else {
+                        "2x leaves nothing for the rest".to_owned()
+                    }
+                );
+            }
         } else {
             println!(
                 "  consume CPU per message at concurrency 8: {:.2}x the raw client loop's",
@@ -603,6 +620,23 @@ fn report_broker(broker: &BrokerBench, row: &str, figures: &[Vec<String>]) {
                 ours / raw * 100.0,
                 verdict(ours / raw >= broker.raw_share)
             );
+            // A consumer short of the raw loop's rate while it spends more CPU per message:
+            // the CPU figures are the bound, printed beside the verdict.
+            if phase == "consume"
+                && ours / raw < broker.raw_share
+                && let (Some(our_cpu), Some(raw_cpu)) = (
+                    latency::cpu(figures, row, "rust-c8"),
+                    latency::cpu(figures, row, "raw"),
+                )
+                && raw_cpu > 0.0
+                && our_cpu > raw_cpu
+            {
+                println!(
+                    "  bound: CPU per message, {our_cpu:.4} against the raw loop's {raw_cpu:.4} s/1k ({:.1}x): a consumer bound by its CPU reaches about {:.0}% of the raw loop's rate",
+                    our_cpu / raw_cpu,
+                    raw_cpu / our_cpu * 100.0
+                );
+            }
         }
         if phase == "publish"
             && let Some(same) = rate(phase, "raw-sdk-frames")

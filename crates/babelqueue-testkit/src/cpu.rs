@@ -1,4 +1,4 @@
-//! CPU time of this process, for the benchmarks' CPU-per-message figures.
+//! CPU time of this process and of one thread, for the benchmarks' CPU-per-message figures.
 
 use std::time::Duration;
 
@@ -7,7 +7,18 @@ use nix::sys::resource::{UsageWho, getrusage};
 /// User plus system CPU time this process has used so far, every thread (also those that
 /// have exited) included: `getrusage(RUSAGE_SELF)`. Zero where it cannot be read.
 pub fn cpu_time() -> Duration {
-    getrusage(UsageWho::RUSAGE_SELF).map_or(Duration::ZERO, |usage| {
+    used(UsageWho::RUSAGE_SELF)
+}
+
+/// User plus system CPU time the calling thread has used so far: `getrusage(RUSAGE_THREAD)`,
+/// for a cost measured on one thread while a client's own threads run beside it. Zero where it
+/// cannot be read.
+pub fn thread_cpu_time() -> Duration {
+    used(UsageWho::RUSAGE_THREAD)
+}
+
+fn used(who: UsageWho) -> Duration {
+    getrusage(who).map_or(Duration::ZERO, |usage| {
         let tv = |t: nix::sys::time::TimeVal| {
             Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
                 + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap_or(0))
@@ -37,6 +48,30 @@ mod tests {
             x = x.wrapping_mul(31).wrapping_add(7);
         }
         assert!(cpu_time() >= before + Duration::from_millis(20), "{x}");
+    }
+
+    #[test]
+    fn thread_cpu_time_counts_this_thread_only() {
+        let before = thread_cpu_time();
+        let other = std::thread::spawn(|| {
+            let start = thread_cpu_time();
+            let mut x = 0u64;
+            while thread_cpu_time() < start + Duration::from_millis(50) {
+                x = x.wrapping_mul(31).wrapping_add(7);
+            }
+            x
+        });
+        let _ = other.join();
+        // The other thread's 50 ms are not this one's.
+        assert!(thread_cpu_time() < before + Duration::from_millis(40));
+        let mut x = 0u64;
+        while thread_cpu_time() < before + Duration::from_millis(20) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        assert!(
+            thread_cpu_time() >= before + Duration::from_millis(20),
+            "{x}"
+        );
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub mod tls;
 
 use std::time::Duration;
 
-pub use cpu::{cpu_figure, cpu_time};
+pub use cpu::{cpu_figure, cpu_time, thread_cpu_time};
 pub use env::{
     BROKER_TIMEOUT, REQUIRE_BROKERS, REQUIRE_HA, broker_or_skip, broker_or_skip_within,
     brokers_required, ha_or_skip, ha_required, skip_or_fail, skip_or_fail_ha, unique_queue,
