@@ -325,7 +325,6 @@ pub async fn open_loop(
     rate: u64,
     duration: Duration,
 ) -> OpenLoopRun {
-    let offered = offered(rate, duration);
     let (probe, handled) = open_loop_probe();
     let app = builder
         .handle(urn, move |ctx: Context| {
@@ -338,16 +337,12 @@ pub async fn open_loop(
         .build()
         .expect("a valid benchmark app");
     let stop = app.stop_handle();
+    // The worker runs until stopped: a run with `max_messages` and no idle timeout ends at its
+    // first empty poll, which on Kafka (a consumer group still joining) came before the
+    // warm-up message and cost the pass.
     let worker = {
         let app = app.clone();
-        tokio::spawn(async move {
-            app.consume(
-                Consume::new()
-                    .max_messages(offered + 1)
-                    .handle_signals(false),
-            )
-            .await
-        })
+        tokio::spawn(async move { app.consume(Consume::new().handle_signals(false)).await })
     };
     let urn = urn.to_owned();
     let run = drive_open_loop(handled, rate, duration, move |body| {
