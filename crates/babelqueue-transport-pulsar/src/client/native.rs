@@ -50,6 +50,7 @@ impl NativeClient {
             retry_delay: Duration::from_millis(200),
             max_retries: Some(10),
         };
+        // One token cache for both clients' broker connections and the admin API.
         let oauth2 = match settings.oauth2 {
             Some(grant) => Some(crate::oauth2::OAuth2Provider::new(
                 grant,
