@@ -3,6 +3,7 @@
 //! counts summed over both and its rates between two scrapes; a worker that does not answer is
 //! named with its error and left out of the sums.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! retries one back to its queue, where the broker hands it out again. A broker that cannot
 //! be reached skips the test, or fails it with `BQ_REQUIRE_BROKERS=1`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 #![cfg(feature = "nats")]
 #![allow(clippy::print_stdout)]
 
-mod common;
+use crate::common;
 
 use babelqueue::TransportErrorKind;
 use babelqueue::nats::NatsTransport;

@@ -2,7 +2,7 @@
 //! consumes a live Redis (`BQ_REDIS_URL`; skipped when unreachable, a failure with
 //! `BQ_REQUIRE_BROKERS` set). The port is probed free first.
 
-mod common;
+use crate::common;
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};

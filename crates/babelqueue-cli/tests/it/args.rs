@@ -1,7 +1,7 @@
 //! The command line itself: help on every argument, closed sets as value enums, the URL from
 //! the environment, shell completions, the missing-feature hint.
 
-mod common;
+use crate::common;
 
 use common::{babelqueue, babelqueue_with, json_lines, printed, stdout};
 
@@ -157,7 +157,7 @@ fn the_missing_feature_hint_names_the_cli_crate() {
 
 #[test]
 fn every_scheme_feature_is_a_feature_of_the_cli_and_on_by_default() {
-    let manifest = include_str!("../Cargo.toml");
+    let manifest = include_str!("../../Cargo.toml");
     let features = manifest
         .split("[features]")
         .nth(1)

@@ -1,6 +1,6 @@
 //! The binary as a process: streams, colour, signals.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};

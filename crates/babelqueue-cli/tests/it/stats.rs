@@ -2,7 +2,7 @@
 //! capability, and the binary against a live Redis (`BQ_REDIS_URL`; skipped when unreachable,
 //! a failure with `BQ_REQUIRE_BROKERS` set).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 
 #![cfg(feature = "redis")]
 
-mod common;
+use crate::common;
 
 use common::{babelqueue, consume_n, printed, publish_n};
 

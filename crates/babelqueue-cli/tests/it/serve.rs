@@ -2,7 +2,7 @@
 //! serves the console on a loopback port until SIGTERM, scraping the workers given with
 //! `--worker-metrics`.
 
-mod common;
+use crate::common;
 
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! broker reports and no error. URLs come from `scripts/brokers.sh env` (`BQ_*_URL`); a broker
 //! that cannot be reached skips the test, or fails it with `BQ_REQUIRE_BROKERS=1`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! Every action writes one audit line (target `babelqueue::audit`): who, what, which ids.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

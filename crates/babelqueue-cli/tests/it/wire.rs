@@ -3,7 +3,7 @@
 //! consumer's edges a script relies on (`--max-deliveries`, the idle timeout under `release`,
 //! line separators, the configuration knobs).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,12 +1,12 @@
 //! `babelqueue consume` configured by its environment alone: no argument but the subcommand.
 //!
-//! `cargo test -p babelqueue-cli --test settings_env` (the Redis row needs Redis:
+//! `cargo test -p babelqueue-cli --test it settings_env::` (the Redis row needs Redis:
 //! `BQ_REDIS_URL`, default `redis://127.0.0.1:6379`; with `BQ_REQUIRE_BROKERS=1` a missing
 //! Redis fails the test).
 
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};

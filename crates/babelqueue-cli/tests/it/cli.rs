@@ -3,7 +3,7 @@
 //! The `babelqueue` binary, run as a user runs it (broker-free commands; the broker commands
 //! are exercised by each transport crate's live tests).
 
-mod common;
+use crate::common;
 
 use common::{babelqueue, printed, stdout};
 

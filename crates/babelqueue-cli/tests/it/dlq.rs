@@ -1,7 +1,7 @@
 //! `babelqueue dlq list|show|retry|remove|redrive`: in process on a shared memory:// transport,
 //! and the binary against a live Redis.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! and remove (API and forms), CSRF, read-only, the admin token, escaping, redaction, the
 //! OpenAPI document, `/metrics`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -550,7 +550,7 @@ async fn the_committed_openapi_document_is_the_generated_one() {
     assert!(
         committed.trim_end() == served.body,
         "docs/openapi.json differs from the generated document: run \
-         `BQ_BLESS=1 cargo test -p babelqueue-console --test api the_committed_openapi` and commit it"
+         `BQ_BLESS=1 cargo test -p babelqueue-console --test it api::the_committed_openapi` and commit it"
     );
     let doc = served.json();
     assert!(doc["paths"]["/api/v1/queues/{source}/{queue}/retry"]["post"].is_object());

@@ -7,7 +7,7 @@
 #![cfg(feature = "kafka")]
 #![allow(clippy::print_stdout)]
 
-mod common;
+use crate::common;
 
 use std::net::TcpStream;
 use std::time::Duration;
