@@ -37,6 +37,7 @@ use std::process::{Command, ExitCode};
 mod audit;
 mod bench;
 mod chaos;
+mod disk;
 mod examples;
 mod fuzz;
 mod labels;
@@ -166,13 +167,37 @@ type Step = (
     Vec<(&'static str, &'static str)>,
 );
 
+/// Runs cargo `steps` in order, reporting the disk before each; stops at the first that fails.
+fn run_steps(suite: &std::path::Path, steps: Vec<Step>) -> Result<(), String> {
+    for (name, args, env) in steps {
+        disk::report();
+        println!("==> {name}: cargo {}", args.join(" "));
+        let mut cmd = cargo();
+        cmd.args(&args).env("BQ_SHARED_CONFORMANCE", suite);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        status(cmd).map_err(|e| format!("step `{name}` failed: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The `tests` step's cargo arguments; the last is `--no-fail-fast`.
+const TESTS: [&str; 5] = [
+    "test",
+    "--workspace",
+    "--all-targets",
+    "--all-features",
+    "--no-fail-fast",
+];
+
 /// The whole check suite, in order; stops at the first failing step.
 fn ci() -> Result<(), String> {
     // Tests and benchmarks read the official suite from BQ_SHARED_CONFORMANCE: the shared
     // folder, or the copy fetched from PyPI when a clone has no ../shared.
     let suite = suite::official_dir()?;
     println!("==> official conformance suite: {}", suite.display());
-    let steps: Vec<Step> = vec![
+    let workspace: Vec<Step> = vec![
         ("format", vec!["fmt", "--all", "--", "--check"], vec![]),
         (
             "clippy",
@@ -187,22 +212,14 @@ fn ci() -> Result<(), String> {
             ],
             vec![],
         ),
-        (
-            "tests",
-            vec![
-                "test",
-                "--workspace",
-                "--all-targets",
-                "--all-features",
-                "--no-fail-fast",
-            ],
-            vec![],
-        ),
+        ("tests", TESTS.to_vec(), vec![]),
         (
             "doc tests",
             vec!["test", "--workspace", "--doc", "--all-features"],
             vec![],
         ),
+    ];
+    let rest: Vec<Step> = vec![
         (
             // A transport outside the workspace, depending on the contract crate, the envelope
             // and the testkit only, passes the contract suite.
@@ -243,23 +260,17 @@ fn ci() -> Result<(), String> {
             vec![("RUSTDOCFLAGS", "-D warnings")],
         ),
     ];
-    for (name, args, env) in steps {
-        disk_report();
-        println!("==> {name}: cargo {}", args.join(" "));
-        let mut cmd = cargo();
-        cmd.args(&args).env("BQ_SHARED_CONFORMANCE", &suite);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        status(cmd).map_err(|e| format!("step `{name}` failed: {e}"))?;
-    }
+    run_steps(&suite, workspace)?;
+    // The workspace's test executables are not run again: their disk goes to the later steps.
+    disk::free_test_executables(&TESTS[..TESTS.len() - 1])?;
+    run_steps(&suite, rest)?;
     println!("==> tidy");
     tidy()?;
     println!("==> packaging (cargo package --no-verify of every published crate)");
     release::package(&publish::published(&publish::metadata()?), false)?;
     println!("==> conformance (project vectors, then the official suite)");
     let result = conformance(&["--all".to_string()]);
-    disk_report();
+    disk::report();
     result?;
     println!("==> examples (the producer, then the worker, on each real broker)");
     examples::examples(&[])?;
@@ -275,31 +286,6 @@ fn ci() -> Result<(), String> {
     fuzz::fuzz(&["--seconds".to_string(), "20".to_string()])?;
     println!("==> audit (cargo deny)");
     audit::audit(&[])
-}
-
-/// Prints the free space on the target directory's disk and the directory's size, so a CI log
-/// shows how close a run came to filling the disk. Best effort: a missing `df`/`du` is ignored.
-fn disk_report() {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let df = Command::new("df")
-        .arg("-h")
-        .arg("--output=avail")
-        .arg(&target)
-        .output();
-    let du = Command::new("du").arg("-sh").arg(&target).output();
-    let free = df
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.lines().nth(1).map(|l| l.trim().to_string()));
-    let used = du
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.split_whitespace().next().map(str::to_string));
-    if let (Some(free), Some(used)) = (free, used) {
-        println!("    (target dir {used}, {free} free on its disk)");
-    }
 }
 
 /// Invariants that no compiler checks.

@@ -81,6 +81,7 @@ pub(crate) fn ensure(tool: &Tool) -> Result<(), String> {
         tool.version,
         root.display()
     );
+    let build = cache_dir().join("tools-build");
     let mut cmd = cargo();
     cmd.args([
         "install",
@@ -93,9 +94,13 @@ pub(crate) fn ensure(tool: &Tool) -> Result<(), String> {
     .arg(&root)
     // A build directory of its own: the workspace's CARGO_TARGET_DIR holds debug builds
     // with other flags.
-    .env("CARGO_TARGET_DIR", cache_dir().join("tools-build"))
+    .env("CARGO_TARGET_DIR", &build)
     .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
     .env("CARGO_PROFILE_RELEASE_LTO", "false")
     .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16");
-    status(cmd)
+    let installed = status(cmd);
+    // The installed binary is all that is kept: the build directory (hundreds of MB) would
+    // only ever serve a reinstall of the same version.
+    let _ = std::fs::remove_dir_all(&build);
+    installed
 }
