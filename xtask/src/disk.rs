@@ -1,7 +1,7 @@
 //! Disk on the CI machine: what `cargo xtask ci` reports between steps, and what it frees once
 //! the test steps have run.
 //!
-//! A full run builds about 120 test executables (every crate's unit tests, each integration test
+//! A full run builds over 110 test executables (every crate's unit tests, each integration test
 //! file, each bench built as a test); each links its dependencies statically, so together they
 //! are most of the target directory. Nothing after the test steps runs them again (docs,
 //! packaging, conformance, the examples, chaos and fuzz build binaries of their own), so `ci`
@@ -11,14 +11,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::cargo;
-
-/// The target directory `cargo` writes to: `CARGO_TARGET_DIR`, else `target/` in the repository.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::root().join("target"))
-}
+use crate::{cargo, target_dir};
 
 /// Prints the free space on the target directory's disk and the directory's size, so a CI log
 /// shows how close a run came to filling the disk. Best effort: a missing `df`/`du` is ignored.

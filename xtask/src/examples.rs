@@ -138,9 +138,12 @@ fn run_pair(broker: &str, url: &str, queue: &str) -> Result<(), String> {
 /// these arguments. It runs from the target directory rather than through `cargo run`, so a
 /// worker's time limit is not spent waiting for a build lock another cargo holds.
 fn example(name: &str, url: &str, args: &[&str]) -> Command {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root().join("target"), |dir| root().join(dir));
-    let mut cmd = Command::new(target.join("debug").join("examples").join(name));
+    let mut cmd = Command::new(
+        crate::target_dir()
+            .join("debug")
+            .join("examples")
+            .join(name),
+    );
     cmd.current_dir(root()).args(args).args(["--url", url]);
     cmd
 }

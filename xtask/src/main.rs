@@ -61,6 +61,13 @@ fn root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// The target directory the cargo this xtask starts writes to: `CARGO_TARGET_DIR` (a relative
+/// one read from the repository root, where [`cargo`] starts it), else `target/` there.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root().join("target"), |dir| root().join(dir))
+}
+
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(root());

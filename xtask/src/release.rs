@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::{cargo, publish, root, status, tools};
+use crate::{cargo, publish, root, status, target_dir, tools};
 
 /// `$BQ_CACHE/release`, else `<cache>/release` beside the build cache.
 fn baseline_dir() -> PathBuf {
@@ -31,13 +31,6 @@ fn baseline_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(tools::cache_dir)
         .join("release")
-}
-
-/// The `CARGO_TARGET_DIR` cargo writes packages under (`<target>/package`).
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(|d| std::env::current_dir().unwrap_or_default().join(d))
-        .unwrap_or_else(|| root().join("target"))
 }
 
 /// The changelog's structure: an `## [Unreleased]` section first, then one `## [X.Y.Z] -
